@@ -1,0 +1,33 @@
+# memsync — common tasks. `make demo` and `make test` are what the README opens with.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo test lint stress bench clean
+
+$(BIN)/memsync: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+install: $(BIN)/memsync
+
+demo: install
+	$(BIN)/python demo/demo.py
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check memsync tests bench demo
+	$(BIN)/mypy
+
+stress: install
+	MEMSYNC_STRESS=1 $(BIN)/python -m pytest -q -m stress -p no:randomly
+
+bench: install
+	$(BIN)/python bench/bench.py
+
+clean:
+	rm -rf $(VENV) demo-work .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from memsync.cli import run_main
+
+run_main()

@@ -1,0 +1,74 @@
+"""run, contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memsync.commands import Guard
+from memsync.output import err, out
+
+
+def register(app: typer.Typer, guard: Guard) -> None:
+    @app.command(context_settings={"allow_interspersed_args": False})
+    @guard
+    def run(
+        command: Annotated[list[str] | None, typer.Argument(help="The agent command, after --.")] = None,
+        memory: Annotated[list[str] | None, typer.Option(
+            "--memory", help="NAME[:PATH][:ro]; repeatable. Default: the memory in the current directory. "
+            "PATH defaults to ./NAME; cloned if absent, pulled if present; :ro = read-only.")] = None,
+        run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: UTC time + random).")] = None,
+        offline: Annotated[bool, typer.Option("--offline", help="Do not pull first; run on the local copies.")] = False,
+        no_push: Annotated[bool, typer.Option("--no-push", help="Commit locally only.")] = False,
+        checkpoint: Annotated[float, typer.Option("--checkpoint", help="Commit and push settled changes at "
+                                                  "least this often while the command runs; 0 = off.")] = 30.0,
+        remote: Annotated[str | None, typer.Option("--remote", help="Hub URL for memories cloned by this run.")] = None,
+    ) -> None:
+        """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
+
+        Exit code: the command's own; 8 if it succeeded but a memory could not be pushed; 9 if a
+        policy kept files out of the commit."""
+        from memsync import run as runner
+
+        cwd = Path.cwd()
+        mounts = [runner.parse_mount(spec, cwd) for spec in memory or []]
+        report = runner.execute(list(command or []), mounts, run_id=run_id, offline=offline, no_push=no_push,
+                                checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"))
+        _summarise(report, no_push)
+        raise typer.Exit(report.status)
+
+    @app.command()
+    @guard
+    def contract(
+        path: Annotated[str | None, typer.Option("--path", help="Where the agent sees its memory "
+                                                 "(default: $MEMSYNC_MEMORY_DIR).")] = None,
+    ) -> None:
+        """Print memory instructions to paste into an agent's AGENTS.md / CLAUDE.md."""
+        from memsync.contract import render
+
+        out(render(path))
+
+
+def _summarise(report: Any, no_push: bool) -> None:
+    for m in report.memories:
+        if m.read_only:
+            state = "read-only, changes not saved" if m.read_only_changes else "read-only, unchanged"
+        elif m.error:
+            state = f"NOT PUSHED: {m.error}"
+        elif m.final_commit is None and not m.checkpoints:
+            state = "no changes"
+        elif no_push:
+            state = "committed locally (--no-push)"
+        else:
+            state = "pushed"
+        version = f" {m.final_commit[:8]}" if m.final_commit else ""
+        extra = f", {m.checkpoints} checkpoint(s)" if m.checkpoints else ""
+        merged = f", merged {m.merged} remote version(s)" if m.merged else ""
+        conflicts = f", {len(m.conflicts)} conflict copy(ies) kept" if m.conflicts else ""
+        err(f"memsync: {m.name}{version}: {state}{extra}{merged}{conflicts}")
+        if m.unpushed:
+            err(f"memsync: {m.name}: unpushed versions kept locally: {', '.join(m.unpushed)}; "
+                f"`memsync push` in {m.root} delivers them")
+    err(f"memsync: run {report.run_id} finished: exit {report.exit_code} after {report.duration:.1f}s")

@@ -1,0 +1,181 @@
+"""init, push, pull, clone, status, list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from memsync.commands import Guard
+from memsync.output import err, human_size, out, print_json, warn
+
+RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL: a path, file://, git://, "
+                                               "http(s)://, ssh:// or user@host:path.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+
+
+def _report_snapshot(snap: Any) -> None:
+    for item in snap.skipped:
+        warn(f"not committed: {item.path} ({item.reason})")
+    for finding in snap.secrets:
+        verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
+        warn(f"possible secret ({finding.rule}) in {finding.path}:{finding.line}, {verb}: {finding.preview}")
+    for flag in snap.flags:
+        warn(f"integrity flag: {flag.trailer()}")
+    for violation in snap.violations:
+        warn(f"policy: {violation.path}: {violation.reason}; your version was kept beside it")
+
+
+def _report_merges(exchange: Any) -> None:
+    for merge in exchange.merges:
+        err(f"merged remote version {merge.head[:8]}" if merge.head else "merged")
+    for c in exchange.conflicts:
+        warn(f"conflict in {c.path}: kept yours there, the remote's as {c.copy}")
+
+
+def _print_version(version: Any) -> None:
+    if version is None:
+        out("Memory is empty")
+        return
+    out(f"Version: {version.short}")
+    out(f"Files: {version.files}")
+    out(f"Size: {human_size(version.size)}")
+
+
+def register(app: typer.Typer, guard: Guard) -> None:
+    @app.command()
+    @guard
+    def init(
+        name: Annotated[str | None, typer.Option("--name", help="Memory name (default: the directory's).")] = None,
+        kind: Annotated[str | None, typer.Option("--type", help="memory (default) or artifact.")] = None,
+        remote: RemoteOpt = None,
+    ) -> None:
+        """Make the current directory a memory (.vm0/storage.yaml + a git repository)."""
+        from memsync import sync
+
+        result = sync.init(Path.cwd(), name, kind, remote)
+        verb = "Initialized" if result.created else "Already a memory:"
+        out(f"{verb} {result.type} {result.name!r} in {result.root}")
+        out(f"Remote: {result.hub}")
+
+    @app.command()
+    @guard
+    def push(
+        force: Annotated[bool, typer.Option("-f", "--force", help="Make a new version even if nothing changed "
+                                            "(never rewrites remote history).")] = False,
+        message: Annotated[str | None, typer.Option("-m", "--message", help="Commit message.")] = None,
+        remote: RemoteOpt = None,
+    ) -> None:
+        """Commit local changes as the operator and push them; merges if the remote moved on."""
+        from memsync import sync
+        from memsync.output import transfer_progress
+
+        with transfer_progress() as progress:
+            result = sync.push(Path.cwd(), force=force, message=message, remote=remote, progress=progress)
+        _report_snapshot(result.snapshot)
+        _report_merges(result.exchange)
+        if not result.committed and not result.exchange.pushed:
+            out("No changes: the remote already has this version")
+        _print_version(result.version)
+
+    @app.command()
+    @guard
+    def pull(
+        name: Annotated[str | None, typer.Argument(help="Outside a memory: clone NAME into ./NAME.")] = None,
+        remote: RemoteOpt = None,
+    ) -> None:
+        """Fetch the remote memory and merge it in, keeping local changes."""
+        from memsync import sync
+        from memsync.output import transfer_progress
+
+        with transfer_progress() as progress:
+            result = sync.pull_or_clone(name, Path.cwd(), remote=remote, progress=progress)
+        _report_snapshot(result.snapshot)
+        _report_merges(result.exchange)
+        if result.remote_missing:
+            out("The remote has no version of this memory yet (run `memsync push`)")
+        _print_version(result.version)
+
+    @app.command()
+    @guard
+    def clone(
+        name: Annotated[str, typer.Argument(help="The memory's name on the remote.")],
+        dest: Annotated[Path | None, typer.Argument(help="Directory to create (default: ./NAME).")] = None,
+        remote: RemoteOpt = None,
+    ) -> None:
+        """Create a working memory from the remote."""
+        from memsync import sync
+        from memsync.output import transfer_progress
+
+        with transfer_progress() as progress:
+            result = sync.clone(name, dest, remote=remote, progress=progress)
+        out(f"Cloned {name} into {(dest or Path(name)).resolve()}")
+        _print_version(result.version)
+
+    @app.command()
+    @guard
+    def status(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
+        """The remote's version and last run; local ahead/behind, uncommitted changes, conflicts."""
+        from memsync import sync
+        from memsync.errors import RemoteError
+
+        report = sync.status(Path.cwd(), remote=remote)
+        if json:
+            print_json(report)
+        else:
+            _print_status(report)
+        if report.remote_error:
+            raise RemoteError(report.remote_error, "the local part above is still accurate")
+
+    @app.command("list")
+    @guard
+    def list_(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
+        """Every memory on the remote: NAME TYPE SIZE FILES UPDATED LAST-RUN."""
+        from memsync import listing
+        from memsync.output import table
+
+        where, found = listing.list_memories(remote)
+        if json:
+            print_json({"remote": where, "memories": found})
+            return
+        if not found:
+            out(f"No memories on {where} yet. Create one with `memsync init` and `memsync push`.")
+            return
+        table(["NAME", "TYPE", "SIZE", "FILES", "UPDATED", "LAST-RUN"],
+              [[m.name, m.type, human_size(m.size), str(m.files), m.updated, m.last_run or "-"]
+               for m in found])
+
+
+def _print_status(r: Any) -> None:
+    out(f"Memory: {r.name} ({r.type}) at {r.root}")
+    out(f"Remote: {r.remote} [{r.branch}]")
+    if r.remote_version is not None:
+        v = r.remote_version
+        out(f"Version: {v.short}")
+        out(f"Files: {v.files}")
+        out(f"Size: {human_size(v.size)}")
+        out(f"Updated: {v.updated}")
+        if r.last_run is not None:
+            code = f", exit {r.last_run.exit_code}" if r.last_run.exit_code is not None else ""
+            out(f"Last run: {r.last_run.run_id} (version {r.last_run.version}{code})")
+        else:
+            out("Last run: none")
+    elif r.remote_error is None:
+        out("Version: none (not pushed yet)")
+    local = r.local_version[:8] if r.local_version else "none"
+    out(f"Local: {local}, {r.ahead} ahead, {r.behind} behind")
+    if r.uncommitted:
+        out(f"Uncommitted: {len(r.uncommitted)} change(s)")
+        for c in r.uncommitted[:20]:
+            out(f"  {c.kind:<8} {c.path}")
+        if len(r.uncommitted) > 20:
+            out(f"  ... and {len(r.uncommitted) - 20} more")
+    else:
+        out("Uncommitted: none")
+    if r.conflicts:
+        out(f"Conflicts: {len(r.conflicts)} conflict copy(ies) to review")
+        for path in r.conflicts:
+            out(f"  {path}")
+    else:
+        out("Conflicts: none")

@@ -1,0 +1,165 @@
+"""`.vm0/storage.yaml`: the memory's configuration, readable by vm0 too.
+
+vm0 writes `name` and `type`; memsync adds optional keys. An unknown key is a warning, a malformed
+file is an error naming the file and line. Writes are atomic (temp file + os.replace).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import ConfigError
+from memsync.names import check_name, check_type
+
+CONFIG_DIR = ".vm0"
+CONFIG_FILE = "storage.yaml"
+SECRETS_POLICIES = ("warn", "block", "off")
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+KNOWN_KEYS = ("name", "type", "remote", "branch", "protect", "max_file_size", "secrets")
+
+
+@dataclass
+class StorageConfig:
+    name: str
+    type: str = "memory"
+    remote: str | None = None
+    branch: str | None = None
+    protect: list[dict[str, str]] = field(default_factory=list)
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    secrets: str = "warn"
+    warnings: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def hub_branch(self) -> str:
+        return self.branch or f"{self.type}/{self.name}"
+
+
+def config_path(root: Path) -> Path:
+    return root / CONFIG_DIR / CONFIG_FILE
+
+
+def find_root(start: Path) -> Path | None:
+    """The nearest directory at or above `start` holding `.vm0/storage.yaml`."""
+    start = start.resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / CONFIG_DIR / CONFIG_FILE).exists():
+            return candidate
+    return None
+
+
+def _parse_yaml(path: Path) -> Any:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except IsADirectoryError as exc:
+        raise ConfigError(f"{path} is a directory, not a file", "remove it and run `memsync init`") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text", "rewrite it as plain YAML") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ConfigError(f"{path}{where}: {problem}", "fix the YAML syntax at that line") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML", "fix the YAML syntax") from exc
+
+
+def load(root: Path) -> StorageConfig:
+    path = config_path(root)
+    data = _parse_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with at least `name:`", "see .vm0-example/")
+    return from_mapping(data, str(path))
+
+
+def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
+    warnings = [f"{where}: unknown key {k!r} ignored" for k in data if k not in KNOWN_KEYS]
+    name = data.get("name")
+    if not isinstance(name, str):
+        raise ConfigError(f"{where}: `name` is missing or not a string", "add e.g. `name: research`")
+    try:
+        check_name(name)
+        kind = check_type(str(data.get("type") or "memory"))
+    except Exception as exc:  # InvalidName / UsageError: re-raise as a config problem
+        msg = getattr(exc, "message", str(exc))
+        raise ConfigError(f"{where}: {msg}", getattr(exc, "hint", None)) from exc
+    cfg = StorageConfig(name=name, type=kind, warnings=warnings)
+    cfg.remote = _opt_str(data, "remote", where)
+    cfg.branch = _opt_str(data, "branch", where)
+    secrets = data.get("secrets", "warn")
+    if secrets is False:
+        secrets = "off"
+    if secrets not in SECRETS_POLICIES:
+        raise ConfigError(f"{where}: `secrets` must be one of {', '.join(SECRETS_POLICIES)}")
+    cfg.secrets = str(secrets)
+    size = data.get("max_file_size", DEFAULT_MAX_FILE_SIZE)
+    cfg.max_file_size = parse_size(size, where)
+    protect = data.get("protect") or []
+    if not isinstance(protect, list):
+        raise ConfigError(f"{where}: `protect` must be a list of {{path, mode}} entries")
+    cfg.protect = protect
+    return cfg
+
+
+def _opt_str(data: dict[Any, Any], key: str, where: str) -> str | None:
+    value = data.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: `{key}` must be a string")
+    return value
+
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2,
+          "mib": 1024**2, "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
+
+
+def parse_size(value: object, where: str) -> int:
+    """`10 MiB`, `512k`, `1048576` -> bytes."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: `max_file_size` must be a size like 10MiB")
+    if isinstance(value, int) and value > 0:
+        return value
+    text = str(value).strip().lower().replace(" ", "")
+    digits = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(digits):]
+    try:
+        number = float(digits)
+    except ValueError:
+        number = -1.0
+    if number <= 0 or unit not in _UNITS:
+        raise ConfigError(f"{where}: `max_file_size` {value!r} is not a size", "write e.g. 10MiB or 512KiB")
+    return int(number * _UNITS[unit])
+
+
+def render(cfg: StorageConfig) -> str:
+    """The YAML memsync writes for a new memory: vm0's keys first, ours only when set."""
+    lines = [f"name: {cfg.name}", f"type: {cfg.type}"]
+    if cfg.remote:
+        lines.append(f"remote: {cfg.remote}")
+    if cfg.branch:
+        lines.append(f"branch: {cfg.branch}")
+    return "\n".join(lines) + "\n"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

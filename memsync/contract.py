@@ -1,0 +1,29 @@
+"""The memory contract: instructions an agent follows so that its notes survive and merge."""
+
+from __future__ import annotations
+
+CONTRACT = """\
+## Memory
+
+Your long-term memory is the directory {path}. It is saved after this run (and at checkpoints
+during it) and the next run, in a fresh sandbox, starts with it. Its history is kept: nothing you
+write is lost, but a careless overwrite is noticed and flagged.
+
+- Read `summary.md` there before you start. If a search of the memory finds nothing, list the
+  directory before concluding that it is empty: a failed search is not an empty memory.
+- Append what you learned to `runs/$MEMSYNC_RUN_ID.md` (one file per run: never edit another
+  run's file). The run id is in the environment variable MEMSYNC_RUN_ID.
+- To update `summary.md`, edit it in place to add or correct what changed; never replace it
+  with a shorter text written from scratch. Publish a rewritten summary atomically: write it
+  to a hidden temp file in the same folder (`.tmp.summary.md`), then rename it over
+  `summary.md`. Files named `.tmp.*`, `*.tmp` and editor swap files are never saved.
+- Lines appended to `log.md` merge line by line when several runs write at once.
+- Scratch work goes outside the memory (e.g. /tmp); keep the memory for what a later run needs.
+- A file named `NAME.conflict-<run>-<time>.EXT` holds another writer's version of NAME: merge
+  what matters from it into NAME, then delete the copy.
+- Never write secrets (API keys, tokens, passwords) into the memory.
+"""
+
+
+def render(path: str | None) -> str:
+    return CONTRACT.format(path=f"`{path}`" if path else "`$MEMSYNC_MEMORY_DIR`")

@@ -1,0 +1,143 @@
+"""The one exception tree of memsync.
+
+Every error a user can cause or meet carries a one-line message, an optional hint and the exit
+code the CLI turns it into. Exit codes are decided here and nowhere else (README lists them).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_BLOCKED",
+    "EXIT_BUSY",
+    "EXIT_CONFIG",
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_REJECTED",
+    "EXIT_REMOTE",
+    "EXIT_REPO",
+    "EXIT_UNSAVED",
+    "EXIT_USAGE",
+    "AuthFailed",
+    "Blocked",
+    "ConfigError",
+    "HostKeyError",
+    "Interrupted",
+    "InvalidName",
+    "LockBusy",
+    "MemoryNotFound",
+    "MemsyncError",
+    "NotAMemory",
+    "PushRejected",
+    "RemoteError",
+    "RemoteUnreachable",
+    "RepoError",
+    "UnsavedWork",
+    "UsageError",
+]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # unexpected failure (a bug): please report it
+EXIT_USAGE = 2  # bad flags, arguments or names
+EXIT_CONFIG = 3  # not a memory, malformed or unreadable .vm0/storage.yaml
+EXIT_REMOTE = 4  # remote unreachable, not found, authentication or host key refused
+EXIT_REJECTED = 5  # the remote refused the push (hook, protected branch)
+EXIT_BUSY = 6  # another memsync process holds the memory's lock
+EXIT_REPO = 7  # the local repository or file system refuses (unrelated history, disk full...)
+EXIT_UNSAVED = 8  # the run's command succeeded, but its memory is only committed locally
+EXIT_BLOCKED = 9  # a policy kept files out of the commit (secrets: block, protect)
+EXIT_INTERRUPTED = 130
+
+
+class MemsyncError(Exception):
+    """Root of every error memsync reports to a user."""
+
+    exit_code: int = EXIT_FAILURE
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(MemsyncError):
+    exit_code = EXIT_USAGE
+
+
+class InvalidName(UsageError):
+    def __init__(self, name: str, problem: str, suggestion: str | None) -> None:
+        hint = f"try --name {suggestion}" if suggestion else None
+        super().__init__(f"invalid memory name {name!r}: {problem}", hint)
+        self.name = name
+        self.suggestion = suggestion
+
+
+class ConfigError(MemsyncError):
+    exit_code = EXIT_CONFIG
+
+
+class NotAMemory(ConfigError):
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"{path} is not a memory directory (no .vm0/storage.yaml here or above)",
+            "run `memsync init` here, or `memsync clone NAME` to fetch one",
+        )
+        self.path = path
+
+
+class RemoteError(MemsyncError):
+    exit_code = EXIT_REMOTE
+
+
+class RemoteUnreachable(RemoteError):
+    pass
+
+
+class AuthFailed(RemoteError):
+    pass
+
+
+class HostKeyError(RemoteError):
+    pass
+
+
+class MemoryNotFound(RemoteError):
+    def __init__(self, name: str, remote: str, available: list[str]) -> None:
+        listing = ", ".join(available) if available else "none"
+        super().__init__(
+            f"no memory {name!r} on {remote}",
+            f"memories there: {listing}" if available else "the remote holds no memories yet;"
+            " create one with `memsync init` and `memsync push`",
+        )
+        self.name = name
+        self.available = available
+
+
+class PushRejected(MemsyncError):
+    exit_code = EXIT_REJECTED
+
+
+class LockBusy(MemsyncError):
+    exit_code = EXIT_BUSY
+
+
+class RepoError(MemsyncError):
+    exit_code = EXIT_REPO
+
+
+class UnsavedWork(MemsyncError):
+    """Work is committed locally but could not be pushed; `memsync push` delivers it later."""
+
+    exit_code = EXIT_UNSAVED
+
+    def __init__(self, message: str, unpushed: list[str], hint: str | None = None) -> None:
+        super().__init__(message, hint or "run `memsync push` when the remote is back")
+        self.unpushed = unpushed
+
+
+class Blocked(MemsyncError):
+    exit_code = EXIT_BLOCKED
+
+
+class Interrupted(MemsyncError):
+    exit_code = EXIT_INTERRUPTED

@@ -1,0 +1,95 @@
+"""Three-way merge that never loses a side (BRIEF rule 1).
+
+libgit2 merges in memory (honouring `.gitattributes` `merge=union`); every conflict it leaves is
+resolved by keeping the local (ours) version at the path and the other side as a sibling
+`NAME.conflict-<tag>-<UTC>.EXT`. A modification beats a deletion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pygit2
+
+from memsync.errors import RepoError
+from memsync.names import conflict_copy_name
+
+
+@dataclass(frozen=True)
+class ConflictCopy:
+    path: str  # where the local version stays
+    copy: str  # where the other side's version was put
+    reason: str  # "both modified" | "both added"
+
+
+@dataclass
+class MergeResult:
+    tree: str
+    conflicts: list[ConflictCopy] = field(default_factory=list)
+    kept_modified: list[str] = field(default_factory=list)  # modification beat a deletion
+
+
+def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: str,
+                    now: datetime | None = None) -> MergeResult:
+    if repo.merge_base(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs)) is None:
+        raise RepoError(
+            "the local memory and the remote share no history",
+            "clone the remote memory into a new directory, or push this one under another --name",
+        )
+    when = now or datetime.now(timezone.utc)
+    index = repo.merge_commits(ours, theirs)
+    result = MergeResult(tree="")
+    if index.conflicts is not None:
+        taken = {entry.path for entry in index}
+        resolved: list[pygit2.IndexEntry] = []
+        collection = index.conflicts
+        for ancestor, mine, other in list(collection):
+            for entry in (ancestor, mine, other):
+                if entry is not None:
+                    _drop_conflict(collection, entry.path)
+            if mine is not None and other is not None:
+                copy = _free_name(conflict_copy_name(other.path, their_tag, when), taken)
+                resolved.append(mine)
+                resolved.append(pygit2.IndexEntry(copy, other.id, other.mode))
+                reason = "both added" if ancestor is None else "both modified"
+                result.conflicts.append(ConflictCopy(mine.path, copy, reason))
+            elif mine is not None or other is not None:
+                kept = mine if mine is not None else other
+                assert kept is not None
+                resolved.append(kept)
+                result.kept_modified.append(kept.path)
+        for entry in resolved:
+            _add_entry(index, entry, taken)
+            taken.add(entry.path)
+    try:
+        result.tree = str(index.write_tree(repo))
+    except pygit2.GitError as exc:
+        raise RepoError(f"cannot write the merged tree: {exc}",
+                        "report this with the output of `git status`") from exc
+    return result
+
+
+def _drop_conflict(collection: object, path: str) -> None:
+    try:
+        del collection[path]  # type: ignore[attr-defined]
+    except KeyError:
+        pass
+
+
+def _add_entry(index: pygit2.Index, entry: pygit2.IndexEntry, taken: set[str]) -> None:
+    try:
+        index.add(pygit2.IndexEntry(entry.path, entry.id, entry.mode))
+    except pygit2.GitError:
+        # A file/directory clash (one side made `a` a file, the other `a/b`): keep it beside.
+        spare = _free_name(conflict_copy_name(str(entry.path), "clash"), taken)
+        index.add(pygit2.IndexEntry(spare, entry.id, entry.mode))
+
+
+def _free_name(candidate: str, taken: set[str]) -> str:
+    if candidate not in taken:
+        return candidate
+    n = 2
+    while f"{candidate}.{n}" in taken:
+        n += 1
+    return f"{candidate}.{n}"

@@ -1,0 +1,330 @@
+"""A memory's local repository: scan the work tree once, stage exact bytes, commit, inspect.
+
+Memories are ordinary git work trees, so plain `git log` / `git diff` keep working; memsync keeps
+its local branch named like the hub branch (`memory/research`) with `origin` configured for it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pygit2
+from pygit2.enums import DiffOption, FileMode, RepositoryState
+
+from memsync.errors import RepoError
+from memsync.names import operator_identity
+
+ChangeKind = Literal["added", "modified", "deleted"]
+
+# Files that must never be committed: memsync's config and half-written editor/temp files.
+EXCLUDES = """\
+# memsync: local configuration, never committed
+/.vm0/
+# memsync: editor swap files and write-then-rename temp files are never committed half-written
+*.swp
+*.swo
+*.swx
+.*.sw?
+*~
+.#*
+\\#*#
+4913
+.tmp.*
+*.tmp
+.memsync-*
+"""
+_EXCLUDE_MARK = "# memsync: local configuration, never committed"
+
+
+@dataclass(frozen=True)
+class WorkChange:
+    path: str
+    kind: ChangeKind
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    oid: str
+    parents: tuple[str, ...]
+    message: str
+    author_name: str
+    author_email: str
+    time: int
+    offset: int
+
+    @property
+    def short(self) -> str:
+        return self.oid[:8]
+
+
+class GitRepo:
+    """One memory's repository. Methods assume the caller holds the memory's lock."""
+
+    def __init__(self, repo: pygit2.Repository, root: Path) -> None:
+        self.repo = repo
+        self.root = root
+        self._stats_memo: dict[str, tuple[int, int]] = {}
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: Path) -> GitRepo:
+        if not (root / ".git").exists():
+            raise RepoError(f"{root} has no git repository", "run `memsync init` in it")
+        try:
+            repo = pygit2.Repository(str(root / ".git"))
+        except pygit2.GitError as exc:
+            raise RepoError(f"cannot open the repository in {root}: {exc}",
+                            "check .git is intact (`git fsck`)") from exc
+        return cls(repo, root)
+
+    @classmethod
+    def init(cls, root: Path, branch: str) -> GitRepo:
+        if (root / ".git").exists():
+            return cls.open(root)
+        try:
+            repo = pygit2.init_repository(str(root), bare=False, initial_head=branch)
+        except pygit2.GitError as exc:
+            raise RepoError(f"cannot create a repository in {root}: {exc}") from exc
+        return cls(repo, root)
+
+    @property
+    def git_dir(self) -> Path:
+        return Path(self.repo.path)
+
+    def ensure_layout(self, branch: str, remote_url: str | None) -> None:
+        """Exclude memsync's files, put HEAD on the memory branch, point `origin` at the hub."""
+        exclude = self.git_dir / "info" / "exclude"
+        current = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+        if _EXCLUDE_MARK not in current:
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            sep = "" if not current or current.endswith("\n") else "\n"
+            exclude.write_text(current + sep + EXCLUDES, encoding="utf-8")
+        ref = f"refs/heads/{branch}"
+        if self.repo.head_is_unborn:
+            self.repo.set_head(ref)
+        elif self.repo.references.get("HEAD").target != ref:  # type: ignore[union-attr]
+            if ref not in self.repo.references:
+                self.repo.references.create(ref, self.repo.head.target)  # adopt existing history
+            self.repo.set_head(ref)
+        config = self.repo.config
+        if remote_url:
+            config["remote.origin.url"] = remote_url
+            config["remote.origin.fetch"] = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
+            config[f"branch.{branch}.remote"] = "origin"
+            config[f"branch.{branch}.merge"] = ref
+
+    def check_state(self, branch: str) -> None:
+        state = self.repo.state()
+        if state != RepositoryState.NONE:
+            raise RepoError(
+                f"a git {state.name.lower().replace('_', ' ')} is in progress in {self.root}",
+                "finish it with `git commit`, or abandon it (`git merge --abort`), then retry",
+            )
+        head = self.repo.references.get("HEAD")
+        target = head.target if head is not None else None
+        if target != f"refs/heads/{branch}":
+            raise RepoError(
+                f"HEAD is on {target!s}, but this memory lives on {branch}",
+                f"switch back with `git switch {branch}`",
+            )
+
+    # -- identity -----------------------------------------------------------------------------
+    def operator_signature(self) -> pygit2.Signature:
+        try:
+            return self.repo.default_signature
+        except (KeyError, pygit2.GitError):
+            name, email = operator_identity()
+            return pygit2.Signature(name, email)
+
+    # -- refs -----------------------------------------------------------------------------------
+    def ref_oid(self, ref: str) -> str | None:
+        found = self.repo.references.get(ref)
+        if found is None:
+            return None
+        return str(found.resolve().target)
+
+    def set_ref(self, ref: str, oid: str, message: str) -> None:
+        self.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
+
+    def head_oid(self) -> str | None:
+        if self.repo.head_is_unborn:
+            return None
+        return str(self.repo.head.target)
+
+    def has_object(self, oid: str) -> bool:
+        return pygit2.Oid(hex=oid) in self.repo
+
+    # -- the scan ------------------------------------------------------------------------------
+    def scan(self) -> list[WorkChange]:
+        """Everything that differs from HEAD: one walk of the work tree, which also refreshes
+        the index's stat cache so the next scan does not re-hash copied files."""
+        index = self.repo.index
+        index.read(force=False)
+        flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
+                 | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE)
+        head = None if self.repo.head_is_unborn else self.repo.head.peel(pygit2.Commit).tree
+        candidates: set[str] = set()
+        if head is not None:
+            for delta in index.diff_to_tree(head).deltas:
+                candidates.update((delta.old_file.path, delta.new_file.path))
+        else:
+            candidates.update(entry.path for entry in index)
+        for delta in index.diff_to_workdir(flags=flags).deltas:
+            candidates.update((delta.old_file.path, delta.new_file.path))
+        try:
+            index.write()  # keep the refreshed stat cache
+        except pygit2.GitError:
+            pass
+        changes: list[WorkChange] = []
+        for path in sorted(candidates):
+            in_head = head is not None and _in_tree(head, path)
+            on_disk = _is_file_or_link(self.root / path)
+            if in_head and on_disk:
+                changes.append(WorkChange(path, "modified"))
+            elif in_head:
+                changes.append(WorkChange(path, "deleted"))
+            elif on_disk:
+                changes.append(WorkChange(path, "added"))
+        return changes
+
+    def head_blob(self, path: str) -> bytes | None:
+        if self.repo.head_is_unborn:
+            return None
+        tree = self.repo.head.peel(pygit2.Commit).tree
+        try:
+            obj = tree[path]
+        except KeyError:
+            return None
+        return obj.data if isinstance(obj, pygit2.Blob) else None
+
+    def path_in(self, commit_oid: str, path: str) -> bool:
+        tree = self.repo[commit_oid].peel(pygit2.Commit).tree
+        return _in_tree(tree, path)
+
+    # -- committing ----------------------------------------------------------------------------
+    def stage(self, path: str, data: bytes, mode: int) -> None:
+        oid = self.repo.create_blob(data)
+        index = self.repo.index
+        index.add(pygit2.IndexEntry(path, oid, FileMode(mode)))
+
+    def unstage(self, path: str) -> None:
+        index = self.repo.index
+        try:
+            index.remove(path)
+        except (OSError, pygit2.GitError):
+            pass
+        try:
+            index.remove_directory(path)
+        except (OSError, pygit2.GitError):
+            pass
+
+    def commit_index(self, branch: str, message: str, author: tuple[str, str] | None,
+                     allow_empty: bool = False) -> str | None:
+        """Write the index as a commit on `branch`; None if it equals the parent's tree.
+        `author` is (name, email); None means the operator."""
+        index = self.repo.index
+        tree = index.write_tree()
+        parent = self.head_oid()
+        if parent is not None and not allow_empty:
+            if self.repo[parent].peel(pygit2.Commit).tree_id == tree:
+                index.write()
+                return None
+        index.write()
+        committer = self.operator_signature()
+        signature = pygit2.Signature(*author) if author else committer
+        parents = [pygit2.Oid(hex=parent)] if parent else []
+        oid = self.repo.create_commit(f"refs/heads/{branch}", signature, committer, message, tree,
+                                      parents)
+        return str(oid)
+
+    # -- reading history -----------------------------------------------------------------------
+    def commit_info(self, oid: str) -> CommitInfo:
+        c = self.repo[oid].peel(pygit2.Commit)
+        return CommitInfo(str(c.id), tuple(str(p) for p in c.parent_ids), c.message,
+                          c.author.name, c.author.email, c.commit_time, c.commit_time_offset)
+
+    def walk(self, tip: str) -> Iterator[CommitInfo]:
+        for c in self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME):
+            yield CommitInfo(str(c.id), tuple(str(p) for p in c.parent_ids), c.message,
+                             c.author.name, c.author.email, c.commit_time, c.commit_time_offset)
+
+    def ahead_behind(self, local: str, upstream: str) -> tuple[int, int]:
+        a, b = self.repo.ahead_behind(pygit2.Oid(hex=local), pygit2.Oid(hex=upstream))
+        return int(a), int(b)
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        if ancestor == descendant:
+            return True
+        return bool(self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
+
+    def tree_stats(self, commit_oid: str) -> tuple[int, int]:
+        """(files, bytes) of a version, reading object headers only, memoised per subtree."""
+        tree = self.repo[commit_oid].peel(pygit2.Commit).tree
+        return tree_stats(self.repo, tree, self._stats_memo)
+
+    def tracked_paths(self) -> list[str]:
+        return [entry.path for entry in self.repo.index]
+
+
+def tree_stats(repo: pygit2.Repository, tree: pygit2.Tree,
+               memo: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    key = str(tree.id)
+    if key in memo:
+        return memo[key]
+    files = size = 0
+    for entry in tree:
+        if entry.filemode == FileMode.TREE:
+            f, s = tree_stats(repo, repo[entry.id].peel(pygit2.Tree), memo)
+            files, size = files + f, size + s
+        elif entry.filemode != FileMode.COMMIT:
+            files += 1
+            size += repo.odb.read_header(entry.id)[1]
+    memo[key] = (files, size)
+    return files, size
+
+
+def _in_tree(tree: pygit2.Tree, path: str) -> bool:
+    try:
+        return tree[path].filemode not in (FileMode.TREE, FileMode.COMMIT)
+    except KeyError:
+        return False
+
+
+def _is_file_or_link(path: Path) -> bool:
+    import stat
+
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
+def file_mode(st: os.stat_result) -> int:
+    import stat
+
+    if stat.S_ISLNK(st.st_mode):
+        return int(FileMode.LINK)
+    if st.st_mode & 0o111:
+        return int(FileMode.BLOB_EXECUTABLE)
+    return int(FileMode.BLOB)
+
+
+class IgnoreRules:
+    """git's ignore rules for a work tree, with its own repository handle (thread-safe use)."""
+
+    def __init__(self, root: Path) -> None:
+        self._repo = pygit2.Repository(str(root / ".git"))
+        self._lock = threading.Lock()
+
+    def is_ignored(self, rel: str) -> bool:
+        with self._lock:
+            try:
+                return bool(self._repo.path_is_ignored(rel))
+            except pygit2.GitError:
+                return False

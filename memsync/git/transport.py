@@ -1,0 +1,165 @@
+"""Talking to the hub: ls-remote, fetch, push; libgit2 errors become memsync errors here.
+
+A push the server refuses (hook, protected branch) does not raise in libgit2: only the
+`push_update_reference` callback says so, and it is checked. A non-fast-forward push raises and
+becomes `NotFastForward`, which callers answer by fetching and merging again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import Option
+
+from memsync.errors import AuthFailed, HostKeyError, PushRejected, RemoteError, RemoteUnreachable
+from memsync.hub import HubUrl, redact
+
+ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+
+CONNECT_TIMEOUT_MS = int(os.environ.get("MEMSYNC_CONNECT_TIMEOUT", "10")) * 1000
+IO_TIMEOUT_MS = int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000
+pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
+pygit2.option(Option.SET_SERVER_TIMEOUT, IO_TIMEOUT_MS)
+
+
+class NotFastForward(RemoteError):
+    """The hub moved on since our fetch: fetch, merge and push again."""
+
+
+@dataclass(frozen=True)
+class RemoteHead:
+    ref: str
+    oid: str
+
+
+class Callbacks(pygit2.RemoteCallbacks):
+    """Credentials, host checks, progress and the server's verdict on each pushed ref."""
+
+    def __init__(self, hub: HubUrl, progress: ProgressFn | None = None) -> None:
+        super().__init__()
+        self.hub = hub
+        self.progress = progress
+        self.rejected: dict[str, str] = {}
+        self.server_lines: list[str] = []
+        self.attempts = 0
+
+    def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
+        from memsync.git.credentials import credentials_for
+
+        self.attempts += 1
+        return credentials_for(self.hub, username_from_url, allowed_types, self.attempts)
+
+    def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
+        from memsync.git.credentials import check_host
+
+        return check_host(self.hub, valid, host)
+
+    def sideband_progress(self, string: str) -> None:
+        for line in re.split(r"[\r\n]+", string):
+            if line.strip():
+                self.server_lines.append(line.strip())
+
+    def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
+        if self.progress is not None:
+            self.progress("receiving", stats.received_objects, stats.total_objects)
+
+    def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
+        if self.progress is not None:
+            self.progress("sending", objects_pushed, total_objects)
+
+    def push_update_reference(self, refname: str, message: str | None) -> None:
+        if message:
+            self.rejected[refname] = message
+
+
+def _anonymous(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
+    return repo.remotes.create_anonymous(hub.url)
+
+
+def translate(exc: Exception, hub: HubUrl, doing: str) -> RemoteError:
+    """A libgit2 failure as a one-line error with the URL redacted."""
+    text = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    lowered = text.lower()
+    where = hub.display
+    if isinstance(exc, RemoteError):
+        return exc
+    if "authentication" in lowered or "401" in lowered or "403" in lowered or "credentials" in lowered:
+        return AuthFailed(f"{doing} {where}: authentication failed ({text})",
+                          "check MEMSYNC_TOKEN / MEMSYNC_SSH_KEY (see README, Remotes)")
+    if "host key" in lowered or "hostkey" in lowered or "certificate" in lowered:
+        return HostKeyError(f"{doing} {where}: the server's identity was refused ({text})",
+                            "see README, Remotes: trusting a host")
+    if "non-fast-forward" in lowered or "not fast-forward" in lowered or "fastforwardable" in lowered:
+        return NotFastForward(f"{doing} {where}: the remote moved on meanwhile")
+    if ("not found" in lowered or "does not appear to be a git repository" in lowered
+            or "could not find repository" in lowered or "failed to resolve path" in lowered
+            or "not a git repository" in lowered or "repository not exported" in lowered):
+        return RemoteUnreachable(f"{doing} {where}: no git repository there ({text})",
+                                 "check the URL; create a bare repository with `git init --bare`")
+    return RemoteUnreachable(f"{doing} {where}: {text}",
+                             "check the network and the URL, or use --offline to run on the local copy")
+
+
+def _check_local(hub: HubUrl) -> None:
+    path = hub.local_path
+    if path is not None and not (path / "HEAD").exists() and not (path / ".git").exists():
+        raise RemoteUnreachable(f"remote {hub.display} does not exist",
+                                f"create it with `git init --bare {path}`, or fix --remote")
+
+
+def list_heads(repo: pygit2.Repository, hub: HubUrl) -> list[RemoteHead]:
+    """The hub's ref advertisement (ls-remote): works on every transport."""
+    _check_local(hub)
+    cb = Callbacks(hub)
+    try:
+        heads = _anonymous(repo, hub).list_heads(callbacks=cb)
+    except (pygit2.GitError, OSError, ValueError) as exc:
+        raise translate(exc, hub, "cannot list") from exc
+    return [RemoteHead(h.name, str(h.oid)) for h in heads if h.name and h.name.startswith("refs/heads/")]
+
+
+def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
+          progress: ProgressFn | None = None) -> None:
+    _check_local(hub)
+    cb = Callbacks(hub, progress)
+    try:
+        _anonymous(repo, hub).fetch(refspecs, callbacks=cb)
+    except (pygit2.GitError, OSError, ValueError) as exc:
+        raise translate(exc, hub, "cannot fetch from") from exc
+
+
+def push(repo: pygit2.Repository, hub: HubUrl, local_ref: str, remote_ref: str,
+         progress: ProgressFn | None = None) -> None:
+    """Non-forced push of one ref; raises NotFastForward, PushRejected or RemoteError."""
+    _check_local(hub)
+    cb = Callbacks(hub, progress)
+    try:
+        _anonymous(repo, hub).push([f"{local_ref}:{remote_ref}"], callbacks=cb)
+    except (pygit2.GitError, OSError, ValueError) as exc:
+        raise translate(exc, hub, "cannot push to") from exc
+    if cb.rejected:
+        reason = "; ".join(f"{ref}: {msg}" for ref, msg in cb.rejected.items())
+        if any("fast-forward" in m or "fetch first" in m for m in cb.rejected.values()):
+            raise NotFastForward(f"the remote moved on meanwhile ({reason})")
+        said = " | ".join(cb.server_lines[-5:])
+        raise PushRejected(
+            f"{hub.display} refused the push: {reason}" + (f" (server said: {said})" if said else ""),
+            "the commit stays local; ask the hub's owner (hook or protected branch), then `memsync push`",
+        )
+
+
+def ensure_bare(path: Path) -> None:
+    """Create the embedded hub on first use."""
+    if (path / "HEAD").exists():
+        return
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        pygit2.init_repository(str(path), bare=True)
+    except pygit2.GitError as exc:
+        raise RemoteError(f"cannot create the hub at {path}: {exc}",
+                          "check MEMSYNC_HOME is writable") from exc

@@ -1,0 +1,92 @@
+"""`memsync list`: every memory on a hub, from its ref advertisement.
+
+Names come from ls-remote (`refs/heads/<type>/<name>`), so listing works on every transport.
+Sizes and file counts need the versions' trees: a file:// hub is read in place; any other hub is
+fetched into a cache repository under MEMSYNC_HOME (incremental: the next list transfers only
+what changed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import pygit2
+
+from memsync import hub as hubmod
+from memsync.git import transport
+from memsync.git.repo import GitRepo
+from memsync.hub import HubUrl
+from memsync.locking import held
+
+_BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
+
+
+@dataclass
+class MemoryInfo:
+    name: str
+    type: str
+    version: str
+    files: int
+    size: int
+    updated: str
+    last_run: str | None
+
+
+def names_on(repo: pygit2.Repository, hub: HubUrl) -> list[str]:
+    return sorted({m.group(2) for h in transport.list_heads(repo, hub)
+                   if (m := _BRANCH_RE.match(h.ref))})
+
+
+def _cache_repo(hub: HubUrl) -> pygit2.Repository:
+    path = hubmod.memsync_home() / "cache" / (hashlib.sha256(hub.url.encode()).hexdigest()[:16] + ".git")
+    if not (path / "HEAD").exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return pygit2.init_repository(str(path), bare=True)
+    return pygit2.Repository(str(path))
+
+
+def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
+    """(the hub as shown, its memories sorted by name)."""
+    from memsync.sync import ensure_hub, last_run
+
+    hub = hubmod.resolve(remote, None)
+    ensure_hub(hub)
+    if hub.local_path is not None:
+        transport.list_heads(_cache_or_hub(hub), hub)  # raises a clear error if it is missing
+        repo = pygit2.Repository(str(hub.local_path))
+        prefix = "refs/heads/"
+    else:
+        home = hubmod.memsync_home()
+        home.mkdir(parents=True, exist_ok=True)
+        with held(home / "cache.lock", "the listing cache"):
+            repo = _cache_repo(hub)
+            transport.fetch(repo, hub, ["+refs/heads/memory/*:refs/hub/memory/*",
+                                        "+refs/heads/artifact/*:refs/hub/artifact/*"])
+        prefix = "refs/hub/"
+    git = GitRepo(repo, hubmod.memsync_home())
+    found: list[MemoryInfo] = []
+    for ref in repo.references:
+        if not ref.startswith(prefix):
+            continue
+        match = _BRANCH_RE.match("refs/heads/" + ref[len(prefix):])
+        if not match:
+            continue
+        oid = str(repo.references[ref].target)
+        files, size = git.tree_stats(oid)
+        info = git.commit_info(oid)
+        run = last_run(git, oid)
+        found.append(MemoryInfo(match.group(2), match.group(1), oid[:8], files, size,
+                                datetime.fromtimestamp(info.time, timezone.utc).isoformat(timespec="seconds"),
+                                run.run_id if run else None))
+    return hub.display, sorted(found, key=lambda m: (m.name, m.type))
+
+
+def _cache_or_hub(hub: HubUrl) -> pygit2.Repository:
+    assert hub.local_path is not None
+    try:
+        return pygit2.Repository(str(hub.local_path))
+    except pygit2.GitError:
+        return _cache_repo(hub)

@@ -1,0 +1,65 @@
+"""A memory directory: its root, its storage.yaml, its repository and its hub."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from memsync import config as cfgmod
+from memsync import hub as hubmod
+from memsync.config import StorageConfig
+from memsync.errors import ConfigError, NotAMemory
+from memsync.git.repo import GitRepo
+from memsync.hub import HubUrl
+from memsync.locking import clear_stale_git_locks, held
+
+
+@dataclass
+class Memory:
+    root: Path
+    config: StorageConfig
+    git: GitRepo
+    hub: HubUrl
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def branch(self) -> str:
+        return self.config.hub_branch
+
+    @property
+    def local_ref(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+    @property
+    def tracking_ref(self) -> str:
+        return f"refs/remotes/origin/{self.branch}"
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The memory's lock; stale git lock files left by a killed process are cleared."""
+        with held(self.git.git_dir / "memsync.lock", f"memory {self.name!r}"):
+            clear_stale_git_locks(self.git.git_dir)
+            yield
+
+
+def find(start: Path) -> Path:
+    root = cfgmod.find_root(start)
+    if root is None:
+        if (start / cfgmod.CONFIG_DIR / cfgmod.CONFIG_FILE).is_dir():
+            raise ConfigError(f"{start / '.vm0' / 'storage.yaml'} is a directory, not a file",
+                              "remove it, then run `memsync init`")
+        raise NotAMemory(str(start))
+    return root
+
+
+def open_memory(start: Path, remote: str | None = None) -> Memory:
+    root = find(start)
+    config = cfgmod.load(root)
+    git = GitRepo.open(root)
+    hub = hubmod.resolve(remote, config.remote)
+    return Memory(root, config, git, hub)

@@ -1,0 +1,98 @@
+"""Names memsync gives and accepts: memory names, run ids, conflict copies, env variables."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+from datetime import datetime, timezone
+from pathlib import PurePosixPath
+
+from memsync.errors import InvalidName, UsageError
+
+NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{1,62})[a-z0-9]$")
+MEMORY_TYPES = ("memory", "artifact")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def suggest_name(raw: str) -> str | None:
+    """A valid name close to `raw`, or None when nothing sensible is left."""
+    slug = re.sub(r"[^a-z0-9]+", "-", raw.lower()).strip("-")[:64].strip("-")
+    if len(slug) < 3:
+        slug = (slug + "-mem") if slug else ""
+    return slug if slug and NAME_RE.match(slug) else None
+
+
+def check_name(name: str) -> str:
+    """Return `name` if it is safe as a ref component and a directory name (vm0's rule)."""
+    if not name:
+        raise InvalidName(name, "it is empty", None)
+    if len(name) < 3 or len(name) > 64:
+        problem = f"it has {len(name)} characters; 3 to 64 are allowed"
+    elif not NAME_RE.match(name):
+        problem = "use lowercase letters, digits and hyphens, starting and ending with a letter or digit"
+    else:
+        return name
+    raise InvalidName(name, problem, suggest_name(name))
+
+
+def check_type(kind: str) -> str:
+    if kind not in MEMORY_TYPES:
+        raise UsageError(f"invalid type {kind!r}", f"use one of: {', '.join(MEMORY_TYPES)}")
+    return kind
+
+
+def branch_for(kind: str, name: str) -> str:
+    """The hub branch of a memory: one branch per memory, `memory/research`."""
+    return f"{kind}/{name}"
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """Sortable, unique across machines, safe as a file name: 20261122T101500Z-3f9a1c."""
+    when = now or datetime.now(timezone.utc)
+    return f"{when:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_RE.match(run_id) or ".." in run_id:
+        raise UsageError(
+            f"invalid run id {run_id!r}",
+            "use letters, digits, '.', '_' and '-' (at most 128, no '..'), safe as a file name",
+        )
+    return run_id
+
+
+def host_name() -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "-", socket.gethostname()) or "host"
+
+
+def utc_stamp(now: datetime | None = None) -> str:
+    return f"{(now or datetime.now(timezone.utc)):%Y%m%dT%H%M%SZ}"
+
+
+def conflict_copy_name(path: str, tag: str, now: datetime | None = None) -> str:
+    """`notes/summary.md` -> `notes/summary.conflict-<tag>-<UTC>.md` (BRIEF rule 1)."""
+    p = PurePosixPath(path)
+    safe_tag = re.sub(r"[^A-Za-z0-9._-]+", "-", tag).strip("-") or "other"
+    stem, suffix = (p.name, "") if p.name.startswith(".") and p.suffix == p.name else (p.stem, p.suffix)
+    name = f"{stem}.conflict-{safe_tag}-{utc_stamp(now)}{suffix}"
+    return str(p.with_name(name)) if str(p.parent) != "." else name
+
+
+CONFLICT_RE = re.compile(r"\.conflict-[A-Za-z0-9._-]+-\d{8}T\d{6}Z(?:\.[^/]*)?$")
+
+
+def is_conflict_copy(path: str) -> bool:
+    return bool(CONFLICT_RE.search(path))
+
+
+def env_var_for(name: str) -> str:
+    """MEMSYNC_MEMORY_<NAME>_DIR with every character other than A-Z, 0-9 as `_`."""
+    return "MEMSYNC_MEMORY_" + re.sub(r"[^A-Z0-9]", "_", name.upper()) + "_DIR"
+
+
+def operator_identity() -> tuple[str, str]:
+    """Who the operator is when git has no identity configured (common in sandboxes)."""
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or "operator"
+    return (f"{user} (memsync)", f"{user}@{host_name()}")

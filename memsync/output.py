@@ -1,0 +1,91 @@
+"""Rendering: plain lines for results, rich for tables, progress and colour; --json as JSON.
+
+rich is imported only where a table, a progress bar or colour is drawn, to keep start-up lean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from memsync.git.transport import ProgressFn
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def err(line: str) -> None:
+    """memsync's own messages: whole lines on stderr, flushed at once (never mid-line)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def warn(line: str) -> None:
+    err(f"warning: {line}")
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: _plain(v) for k, v in dataclasses.asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def print_json(obj: Any, stream: TextIO | None = None) -> None:
+    (stream or sys.stdout).write(json.dumps(_plain(obj), indent=2, sort_keys=False) + "\n")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(box=None, pad_edge=False, header_style="bold")
+    for h in headers:
+        t.add_column(h, no_wrap=True)
+    for row in rows:
+        t.add_row(*row)
+    Console(soft_wrap=True).print(t)
+
+
+@contextmanager
+def transfer_progress() -> Iterator[ProgressFn | None]:
+    """A rich progress bar on a terminal; nothing when stderr is not one."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), transient=True, console=Console(stderr=True)) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if total <= 0:
+                return
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update

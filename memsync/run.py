@@ -1,0 +1,381 @@
+"""`memsync run`: pull the memories, run the command, checkpoint while it runs, commit with the
+run's identity when it exits (success or failure), push.
+
+The command's exit code is memsync's exit code, unless the command succeeded and its memory could
+not be saved (EXIT_UNSAVED, the commits named) or a policy kept files out (EXIT_BLOCKED).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+from memsync import config as cfgmod
+from memsync import hub as hubmod
+from memsync.attribution import Attribution, operator
+from memsync.changes import ChangeMonitor
+from memsync.checkpoint import Checkpointer
+from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, MemsyncError, RemoteError, UsageError
+from memsync.exchange import sync, unpushed
+from memsync.git.merge import ConflictCopy
+from memsync.memory import Memory, open_memory
+from memsync.names import check_name, check_run_id, env_var_for, new_run_id
+from memsync.snapshot import Snapshot, take
+
+DEFAULT_CHECKPOINT = 30.0
+QUIET = float(os.environ.get("MEMSYNC_QUIET", "2.0"))
+SETTLE = float(os.environ.get("MEMSYNC_SETTLE", "0.5"))
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Mount:
+    name: str
+    path: Path
+    read_only: bool = False
+
+
+@dataclass
+class MemoryOutcome:
+    name: str
+    root: str
+    read_only: bool
+    checkpoints: int = 0
+    final_commit: str | None = None
+    pushed: bool = False
+    unpushed: list[str] = field(default_factory=list)
+    conflicts: list[ConflictCopy] = field(default_factory=list)
+    merged: int = 0
+    flags: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    read_only_changes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    command: list[str]
+    exit_code: int
+    duration: float
+    memories: list[MemoryOutcome]
+
+    @property
+    def status(self) -> int:
+        if self.exit_code != 0:
+            return self.exit_code
+        if any(m.error or m.unpushed for m in self.memories):
+            return EXIT_UNSAVED
+        if any(m.blocked for m in self.memories):
+            return EXIT_BLOCKED
+        return 0
+
+
+def parse_mount(spec: str, cwd: Path) -> Mount:
+    """NAME[:PATH][:ro]"""
+    parts = spec.split(":")
+    read_only = False
+    if len(parts) > 1 and parts[-1] in ("ro", "rw"):
+        read_only = parts.pop() == "ro"
+    name = parts[0]
+    try:
+        check_name(name)
+    except MemsyncError as exc:
+        raise UsageError(f"--memory {spec!r}: {exc.message}", "write NAME[:PATH][:ro]") from exc
+    raw_path = ":".join(parts[1:])
+    path = Path(raw_path).expanduser() if raw_path else Path(name)
+    return Mount(name, (cwd / path).resolve() if not path.is_absolute() else path, read_only)
+
+
+def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say) -> list[Memory]:
+    """Clone or pull every memory before the command runs; stop on the first failure."""
+    from memsync import sync as storage
+
+    if not mounts:
+        root = cfgmod.find_root(cwd)
+        if root is None:
+            from memsync.errors import NotAMemory
+
+            raise NotAMemory(str(cwd))
+        mounts = [Mount(cfgmod.load(root).name, root)]
+    seen: set[str] = set()
+    for m in mounts:
+        if m.name in seen or str(m.path) in seen:
+            raise UsageError(f"memory {m.name!r} or path {m.path} is mounted twice")
+        seen.update((m.name, str(m.path)))
+    memories: list[Memory] = []
+    for m in mounts:
+        present = cfgmod.find_root(m.path) == m.path
+        if present and cfgmod.load(m.path).name != m.name:
+            raise UsageError(f"{m.path} holds the memory {cfgmod.load(m.path).name!r}, not {m.name!r}",
+                             "give another PATH in --memory NAME:PATH")
+        if offline:
+            if not present:
+                raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
+                                 "run once without --offline to clone it")
+        elif not present:
+            storage.clone(m.name, m.path, remote=remote)
+        mem = open_memory(m.path, remote)
+        if m.read_only:
+            _set_writable(mem, True)
+        if not offline:
+            _pull(mem, m.read_only)
+        memories.append(mem)
+    if offline:
+        say("offline: running on the local copies; nothing was pulled")
+    return memories
+
+
+def _pull(mem: Memory, read_only: bool) -> None:
+    from memsync.sync import ensure_hub
+
+    who = operator("Save local changes before the run")
+
+    def resnap() -> None:
+        if read_only:
+            raise RemoteError(f"read-only memory {mem.name!r} has local changes that block its update",
+                              f"discard them (`git -C {mem.root} checkout -- .`) and run again")
+        take(mem, who)
+
+    with mem.locked():
+        mem.git.check_state(mem.branch)
+        mem.git.ensure_layout(mem.branch, None)
+        ensure_hub(mem.hub)
+        if not read_only:
+            take(mem, who)
+        sync(mem, operator("Merge the remote memory before the run"), resnap, push=False)
+
+
+def _set_writable(mem: Memory, writable: bool) -> None:
+    """Read-only memories: files are made non-writable for the run where the OS allows."""
+    for rel in mem.git.tracked_paths():
+        path = mem.root / rel
+        try:
+            st = path.lstat()
+            if path.is_symlink():
+                continue
+            mode = st.st_mode | 0o200 if writable else st.st_mode & ~0o222
+            if mode != st.st_mode:
+                path.chmod(mode)
+        except OSError:
+            continue
+
+
+def environment(run_id: str, memories: list[Memory]) -> dict[str, str]:
+    env = dict(os.environ)
+    env["MEMSYNC_RUN_ID"] = run_id
+    env["MEMSYNC_MEMORY_DIR"] = str(memories[0].root)
+    for mem in memories:
+        env[env_var_for(mem.name)] = str(mem.root)
+    return env
+
+
+class _Signals:
+    """Forward SIGTERM/SIGHUP (and SIGINT when not at a terminal) to the command."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.received: list[int] = []
+        self.saved: dict[int, object] = {}
+
+    def __enter__(self) -> _Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self.saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        at_terminal = signum == signal.SIGINT and sys.stdin is not None and sys.stdin.isatty()
+        if not at_terminal and self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
+            no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
+            say: Say = lambda _m: None) -> RunReport:
+    if not command:
+        raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
+    if checkpoint < 0:
+        raise UsageError("--checkpoint must be 0 (off) or a number of seconds")
+    rid = check_run_id(run_id) if run_id else new_run_id()
+    cwd = Path.cwd()
+    if remote:
+        hubmod.parse(remote)
+    memories = prepare(mounts or [], cwd, remote, offline, say)
+    read_only = {m.name for m in mounts if m.read_only}
+    outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
+    writable = [mem for mem in memories if mem.name not in read_only]
+    bases = {mem.name: mem.git.head_oid() for mem in writable}
+    for mem in memories:
+        if mem.name in read_only:
+            _set_writable(mem, False)
+    say(f"run {rid}: {len(memories)} memory(ies) ready; starting {shlex.join(command)}")
+    started = time.monotonic()
+    counter = {mem.name: 0 for mem in writable}
+    by_root = {str(mem.root.resolve()): mem for mem in writable}
+
+    def checkpoint_action(monitor: ChangeMonitor) -> bool:
+        mem = by_root[str(monitor.root)]
+        counter[mem.name] += 1
+        who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
+                          (("Memsync-Command", shlex.join(command)), ("Memsync-Checkpoint", str(counter[mem.name]))))
+        with mem.locked():
+            snap = take(mem, who, settle=SETTLE, run_base=bases[mem.name])
+            if snap.commit is None:
+                counter[mem.name] -= 1
+            else:
+                outcomes[mem.name].checkpoints = counter[mem.name]
+                _report(snap, mem, say)
+                if not no_push:
+                    _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True)
+        return bool(snap.pending)
+
+    monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
+    checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(QUIET, checkpoint), max_interval=checkpoint,
+                                on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
+    for monitor in monitors:
+        monitor.start()
+    checkpointer.start()
+    try:
+        proc = subprocess.Popen(command, env=environment(rid, memories))
+    except OSError as exc:
+        checkpointer.stop()
+        for monitor in monitors:
+            monitor.stop()
+        _restore(memories, read_only)
+        raise UsageError(f"cannot start {command[0]!r}: {exc.strerror}", "check the command and your PATH") from exc
+    with _Signals(proc) as signals:
+        code = _wait(proc)
+    checkpointer.stop()
+    for monitor in monitors:
+        monitor.stop()
+    duration = time.monotonic() - started
+    if signals.received:
+        say("command stopped by signal; saving what it left")
+    report = RunReport(rid, command, code, duration, list(outcomes.values()))
+    _restore(memories, read_only)
+    _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say)
+    return report
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
+    while True:
+        try:
+            code = proc.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    return 128 - code if code < 0 else code
+
+
+def _restore(memories: list[Memory], read_only: set[str]) -> None:
+    for mem in memories:
+        if mem.name in read_only:
+            _set_writable(mem, True)
+
+
+def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], no_push: bool,
+            bases: dict[str, str | None], counter: dict[str, int], say: Say) -> None:
+    rid = report.run_id
+    for mem in read_only:
+        outcome = next(o for o in report.memories if o.name == mem.name)
+        with mem.locked():
+            outcome.read_only_changes = [c.path for c in mem.git.scan()]
+        if outcome.read_only_changes:
+            say(f"read-only memory {mem.name!r} was changed during the run (not saved, not pushed): "
+                + ", ".join(outcome.read_only_changes[:10]))
+    for mem in writable:
+        outcome = next(o for o in report.memories if o.name == mem.name)
+        extra: tuple[tuple[str, str], ...] = (("Memsync-Command", shlex.join(report.command)),
+                 ("Memsync-Exit-Code", str(report.exit_code)),
+                 ("Memsync-Duration", f"{report.duration:.1f}s"))
+        if counter.get(mem.name):
+            extra += (("Memsync-Checkpoints", str(counter[mem.name])),)
+        who = Attribution("run", f"Run {rid} (exit {report.exit_code})", rid, extra)
+        try:
+            with mem.locked():
+                snap = take(mem, who, run_base=bases[mem.name])
+                outcome.final_commit = snap.commit
+                outcome.blocked = snap.blocked
+                outcome.flags = [f.trailer() for f in snap.flags]
+                _report(snap, mem, say)
+                if no_push:
+                    outcome.unpushed = []
+                    continue
+                _deliver(mem, who, outcome, say, quiet_failure=False)
+        except KeyboardInterrupt:
+            outcome.error = "interrupted: the final push was abandoned"
+            with mem.locked():
+                outcome.unpushed = unpushed(mem)
+        except MemsyncError as exc:
+            outcome.error = exc.message
+            try:
+                outcome.unpushed = unpushed(mem)
+            except MemsyncError:
+                pass
+
+
+def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool) -> None:
+    from memsync.errors import RemoteError as _RemoteError
+
+    try:
+        exchange = sync(mem, who, lambda: _resnap(mem, who))
+    except _RemoteError as exc:
+        outcome.unpushed = unpushed(mem)
+        if not quiet_failure:
+            raise
+        if outcome.error != exc.message:
+            say(f"checkpoint push failed (will retry): {exc.message}")
+        outcome.error = None
+        return
+    outcome.pushed = exchange.pushed or outcome.pushed
+    outcome.unpushed = []
+    outcome.merged += len(exchange.merges)
+    outcome.conflicts.extend(exchange.conflicts)
+    for c in exchange.conflicts:
+        say(f"conflict in {mem.name}/{c.path}: kept this run's version there, the other as {c.copy}")
+
+
+def _resnap(mem: Memory, who: Attribution) -> None:
+    take(mem, who)
+
+
+def _report(snap: Snapshot, mem: Memory, say: Say) -> None:
+    for item in snap.skipped:
+        say(f"warning: {mem.name}: not committed: {item.path} ({item.reason})")
+    for finding in snap.secrets:
+        verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
+        say(f"warning: {mem.name}: possible secret ({finding.rule}) in {finding.path}:{finding.line}, "
+            f"{verb}: {finding.preview}")
+    for flag in snap.flags:
+        say(f"warning: {mem.name}: integrity flag: {flag.trailer()}")
+    for v in snap.violations:
+        say(f"warning: {mem.name}: policy: {v.path}: {v.reason}; the run's version was kept beside it")
+
+
+__all__ = [
+    "DEFAULT_CHECKPOINT",
+    "MemoryOutcome",
+    "Mount",
+    "RunReport",
+    "execute",
+    "parse_mount",
+    "threading",
+]

@@ -1,0 +1,179 @@
+"""Commit settled changes: the one pipeline behind push, run, checkpoints and watch.
+
+One scan of the work tree; each changed file is read once and exactly those bytes are checked
+(size limit, secrets, protect policies, integrity guard) and committed, so what was checked is what
+is stored. Files still being written (changed within `settle` seconds) wait for the next snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+
+from memsync import guard
+from memsync import secrets as secretscan
+from memsync.attribution import Attribution
+from memsync.git.repo import WorkChange, file_mode
+from memsync.git.trailers import compose
+from memsync.memory import Memory
+from memsync.names import conflict_copy_name
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass
+class Snapshot:
+    commit: str | None = None
+    changes: list[WorkChange] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    flags: list[guard.Flag] = field(default_factory=list)
+    violations: list[guard.Violation] = field(default_factory=list)
+    secrets: list[secretscan.Finding] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`
+
+
+@dataclass
+class _Staged:
+    change: WorkChange
+    data: bytes | None
+    mode: int
+    old: bytes | None
+
+
+def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
+         run_base: str | None = None) -> Snapshot:
+    """Commit what changed as `who`; caller holds the memory's lock."""
+    snap = Snapshot()
+    staged: list[_Staged] = []
+    now = time.time()
+    for change in mem.git.scan():
+        item = _read(mem, change, now, settle, snap)
+        if item is not None:
+            staged.append(item)
+    _scan_secrets(mem, staged, snap)
+    staged = _apply_policies(mem, who, staged, snap)
+    changes = [guard.FileChange(s.change.path, s.old, s.data,
+                                created_in_same_run=_created_since(mem, s.change.path, run_base))
+               for s in staged]
+    snap.flags = guard.integrity_flags(changes, who.actor)
+    for item in staged:
+        if item.data is None:
+            mem.git.unstage(item.change.path)
+    for item in staged:
+        if item.data is not None:
+            mem.git.stage(item.change.path, item.data, item.mode)
+    trailers = who.trailers([f.trailer() for f in snap.flags])
+    trailers += [("Memsync-Policy", f"{v.path}: {v.reason}") for v in snap.violations]
+    message = compose(who.subject, trailers)
+    snap.commit = mem.git.commit_index(mem.branch, message, who.author(), allow_empty=allow_empty)
+    if snap.commit is not None:
+        snap.changes = [s.change for s in staged]
+    return snap
+
+
+def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snapshot) -> _Staged | None:
+    path = change.path
+    old = mem.git.head_blob(path) if change.kind != "added" else None
+    if change.kind == "deleted":
+        return _Staged(change, None, 0, old)
+    full = mem.root / path
+    try:
+        st = full.lstat()
+    except FileNotFoundError:
+        return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
+    except OSError as exc:
+        snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
+        return None
+    if settle and now - st.st_mtime < settle:
+        snap.pending.append(path)
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return _Staged(change, os.fsencode(os.readlink(full)), file_mode(st), old)
+    if not stat.S_ISREG(st.st_mode):
+        snap.skipped.append(Skipped(path, "not a regular file"))
+        return None
+    if st.st_size > mem.config.max_file_size:
+        snap.skipped.append(Skipped(path, f"{st.st_size} bytes, larger than max_file_size "
+                                          f"({mem.config.max_file_size})"))
+        return None
+    try:
+        with open(full, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
+        return None
+    return _Staged(change, data, file_mode(st), old)
+
+
+def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
+    if mem.config.secrets == "off":
+        return
+    for item in staged:
+        if item.data is None or item.mode == file_mode_link():
+            continue
+        found = secretscan.scan_bytes(item.change.path, item.data)
+        snap.secrets.extend(found)
+        if found and mem.config.secrets == "block":
+            snap.blocked.append(item.change.path)
+    if snap.blocked:
+        blocked = set(snap.blocked)
+        staged[:] = [s for s in staged if s.change.path not in blocked]
+
+
+def file_mode_link() -> int:
+    return 0o120000
+
+
+def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: Snapshot) -> list[_Staged]:
+    """A change that breaks a protect rule keeps the previous content at its path; the new
+    version is kept beside it as a conflict-style copy. Nothing is lost either way."""
+    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    if not rules:
+        return staged
+    changes = [guard.FileChange(s.change.path, s.old, s.data) for s in staged
+               if not _is_copy(s.change.path)]
+    violations = guard.policy_violations(changes, rules)
+    if not violations:
+        return staged
+    snap.violations = violations
+    bad = {v.path for v in violations}
+    tag = who.run_id or who.actor
+    kept: list[_Staged] = []
+    for item in staged:
+        path = item.change.path
+        if path not in bad:
+            kept.append(item)
+            continue
+        full = mem.root / path
+        if item.data is not None:
+            copy = conflict_copy_name(path, tag)
+            (mem.root / copy).parent.mkdir(parents=True, exist_ok=True)
+            (mem.root / copy).write_bytes(item.data)
+            kept.append(_Staged(WorkChange(copy, "added"), item.data, item.mode, None))
+        if item.old is not None:
+            full.parent.mkdir(parents=True, exist_ok=True)
+            if full.is_symlink():
+                full.unlink()
+            full.write_bytes(item.old)
+        elif full.exists() or full.is_symlink():
+            full.unlink()
+    return kept
+
+
+def _is_copy(path: str) -> bool:
+    from memsync.names import is_conflict_copy
+
+    return is_conflict_copy(path)
+
+
+def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
+    if run_base is None:
+        return False
+    return not mem.git.path_in(run_base, path)

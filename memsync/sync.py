@@ -1,0 +1,321 @@
+"""init / push / pull / clone / status: the storage verbs as functions that return data.
+
+This is memsync's Python API (see README, "Python API"); the CLI only renders what these return.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from memsync import config as cfgmod
+from memsync import hub as hubmod
+from memsync.attribution import Attribution, operator
+from memsync.config import StorageConfig
+from memsync.errors import ConfigError, RemoteError, RepoError, UsageError
+from memsync.exchange import Exchange, fetch, sync
+from memsync.git import transport
+from memsync.git.repo import GitRepo, WorkChange
+from memsync.git.trailers import first, parse
+from memsync.git.transport import ProgressFn
+from memsync.hub import HubUrl
+from memsync.locking import held
+from memsync.memory import Memory, open_memory
+from memsync.names import check_name, check_type, is_conflict_copy
+from memsync.snapshot import Snapshot, take
+
+
+@dataclass
+class Version:
+    """A version of a memory as vm0 shows it: Version / Files / Size."""
+
+    oid: str
+    files: int
+    size: int
+    time: int
+
+    @property
+    def short(self) -> str:
+        return self.oid[:8]
+
+    @property
+    def updated(self) -> str:
+        return datetime.fromtimestamp(self.time, timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class InitResult:
+    root: Path
+    name: str
+    type: str
+    created: bool
+    hub: str
+
+
+@dataclass
+class PushResult:
+    version: Version | None
+    committed: bool
+    snapshot: Snapshot
+    exchange: Exchange
+
+
+@dataclass
+class PullResult:
+    version: Version | None
+    snapshot: Snapshot
+    exchange: Exchange
+    remote_missing: bool = False
+
+
+@dataclass
+class LastRun:
+    run_id: str
+    version: str
+    time: int
+    exit_code: str | None
+
+
+@dataclass
+class StatusReport:
+    name: str
+    type: str
+    root: str
+    remote: str
+    branch: str
+    remote_version: Version | None
+    last_run: LastRun | None
+    local_version: str | None
+    ahead: int
+    behind: int
+    uncommitted: list[WorkChange] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    remote_error: str | None = None
+
+
+def ensure_hub(hub: HubUrl) -> None:
+    """The embedded hub is created on first use; any other hub must already exist."""
+    if hub.local_path is not None and hub.local_path == hubmod.embedded_hub_path():
+        home = hubmod.memsync_home()
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RepoError(f"cannot create {home}: {exc.strerror}", "set MEMSYNC_HOME to a writable directory") from exc
+        with held(home / "hub.lock", "the embedded hub"):
+            transport.ensure_bare(hub.local_path)
+
+
+def _version(git: GitRepo, oid: str | None) -> Version | None:
+    if oid is None:
+        return None
+    files, size = git.tree_stats(oid)
+    return Version(oid, files, size, git.commit_info(oid).time)
+
+
+# -- init ----------------------------------------------------------------------------------------
+def init(path: Path, name: str | None = None, kind: str | None = None,
+         remote: str | None = None) -> InitResult:
+    root = path.resolve()
+    cfg_file = cfgmod.config_path(root)
+    if cfg_file.is_dir():
+        raise ConfigError(f"{cfg_file} is a directory, not a file", "remove it, then run `memsync init` again")
+    created = not cfg_file.exists()
+    hub = hubmod.parse(remote) if remote else None
+    if created:
+        chosen = root.name if name is None else name
+        cfg = StorageConfig(name=check_name(chosen), type=check_type(kind or "memory"),
+                            remote=hub.url if hub else None)
+        _write_config(root, cfgmod.render(cfg))
+    else:
+        cfg = cfgmod.load(root)
+        if name is not None and name != cfg.name:
+            raise UsageError(f"{root} is already the memory {cfg.name!r}",
+                             f"edit {cfg_file} to rename it, or init another directory")
+        if kind is not None and kind != cfg.type:
+            raise UsageError(f"{root} is already a memory of type {cfg.type!r}")
+        if hub is not None and cfg.remote != hub.url:
+            if cfg.remote:
+                raise UsageError(f"{cfg_file} already names the remote {hubmod.redact(cfg.remote)}",
+                                 "edit `remote:` in storage.yaml to change it")
+            _append_line(cfg_file, f"remote: {hub.url}")
+            cfg.remote = hub.url
+    try:
+        git = GitRepo.init(root, cfg.hub_branch)
+        git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
+    except PermissionError as exc:
+        raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
+    resolved = hubmod.resolve(None, cfg.remote)
+    return InitResult(root, cfg.name, cfg.type, created, resolved.display)
+
+
+def _write_config(root: Path, text: str) -> None:
+    try:
+        cfgmod.atomic_write(cfgmod.config_path(root), text)
+    except PermissionError as exc:
+        raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
+    except OSError as exc:
+        raise RepoError(f"cannot write {cfgmod.config_path(root)}: {exc.strerror}") from exc
+
+
+def _append_line(path: Path, line: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    sep = "" if text.endswith("\n") or not text else "\n"
+    cfgmod.atomic_write(path, text + sep + line + "\n")
+
+
+# -- push / pull ----------------------------------------------------------------------------------
+def _prepare(mem: Memory) -> None:
+    mem.git.check_state(mem.branch)
+    mem.git.ensure_layout(mem.branch, None)
+    ensure_hub(mem.hub)
+
+
+def push(path: Path, *, force: bool = False, message: str | None = None, remote: str | None = None,
+         progress: ProgressFn | None = None) -> PushResult:
+    """Commit local changes as the operator and deliver them to the hub (never forced)."""
+    mem = open_memory(path, remote)
+    who = operator(message or "Update memory from the operator")
+    with mem.locked():
+        _prepare(mem)
+        snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
+        exchange = sync(mem, who, lambda: _resnap(mem, who))
+        return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange)
+
+
+def _resnap(mem: Memory, who: Attribution) -> None:
+    take(mem, who)
+
+
+def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None = None) -> PullResult:
+    """Commit local changes (as the operator), then merge the hub's version in. Never pushes."""
+    mem = open_memory(path, remote)
+    who = operator("Save local changes before pulling")
+    with mem.locked():
+        _prepare(mem)
+        snap = take(mem, who)
+        exchange = sync(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
+                        push=False, progress=progress)
+        return PullResult(_version(mem.git, mem.git.head_oid()), snap, exchange,
+                          remote_missing=exchange.remote_head is None)
+
+
+# -- clone ----------------------------------------------------------------------------------------
+def find_branch(git_repo: object, hub: HubUrl, name: str) -> tuple[str, str] | None:
+    """(type, oid) of memory `name` on the hub, looking at memory/ then artifact/."""
+    heads = {h.ref: h.oid for h in transport.list_heads(git_repo, hub)}  # type: ignore[arg-type]
+    for kind in ("memory", "artifact"):
+        oid = heads.get(f"refs/heads/{kind}/{name}")
+        if oid:
+            return kind, oid
+    return None
+
+
+def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
+          progress: ProgressFn | None = None) -> PullResult:
+    """Create a working memory from the hub in `dest` (default ./NAME), atomically."""
+    check_name(name)
+    target = (dest or Path(name)).resolve()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise UsageError(f"{target} already exists and is not empty",
+                         "choose another DEST, or `memsync pull` inside it if it is this memory")
+    hub = hubmod.resolve(remote, None)
+    ensure_hub(hub)
+    staging = target.parent / f".memsync-clone-{name}-{os.getpid()}"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+    except OSError as exc:
+        raise RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
+    try:
+        probe = GitRepo.init(staging, "memsync-probe")
+        found = find_branch(probe.repo, hub, name)
+        if found is None:
+            from memsync.listing import names_on
+
+            raise _not_found(name, hub, names_on(probe.repo, hub))
+        kind = found[0]
+        cfg = StorageConfig(name=name, type=kind, remote=hub.url if remote else None)
+        shutil.rmtree(staging / ".git")
+        _write_config(staging, cfgmod.render(cfg))
+        git = GitRepo.init(staging, cfg.hub_branch)
+        git.ensure_layout(cfg.hub_branch, hub.url)
+        mem = Memory(staging, cfg, git, hub)
+        with mem.locked():
+            exchange = sync(mem, operator("Clone"), lambda: None, push=False, progress=progress)
+        result = PullResult(_version(git, git.head_oid()), Snapshot(), exchange)
+        if target.exists():
+            target.rmdir()
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
+
+
+def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:
+    from memsync.errors import MemoryNotFound
+
+    return MemoryNotFound(name, hub.display, available)
+
+
+def pull_or_clone(name: str | None, path: Path, *, remote: str | None = None,
+                  progress: ProgressFn | None = None) -> PullResult:
+    """`memsync pull [NAME]`: inside a memory, pull; outside one with NAME, clone into ./NAME."""
+    if cfgmod.find_root(path) is not None:
+        mem_root = cfgmod.find_root(path)
+        assert mem_root is not None
+        if name is not None and cfgmod.load(mem_root).name != name:
+            raise UsageError(f"this directory is the memory {cfgmod.load(mem_root).name!r}, not {name!r}",
+                             f"run it outside, or `memsync clone {name}`")
+        return pull(path, remote=remote, progress=progress)
+    if name is None:
+        from memsync.errors import NotAMemory
+
+        raise NotAMemory(str(path))
+    dest = path / name
+    if cfgmod.find_root(dest) is not None:
+        return pull(dest, remote=remote, progress=progress)
+    return clone(name, dest, remote=remote, progress=progress)
+
+
+# -- status ---------------------------------------------------------------------------------------
+def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
+    for n, info in enumerate(git.walk(tip)):
+        trailers = parse(info.message)
+        if first(trailers, "Memsync-Actor") == "run":
+            run_id = first(trailers, "Memsync-Run-Id") or "?"
+            return LastRun(run_id, info.short, info.time, first(trailers, "Memsync-Exit-Code"))
+        if n >= limit:
+            break
+    return None
+
+
+def status(path: Path, *, remote: str | None = None) -> StatusReport:
+    mem = open_memory(path, remote)
+    with mem.locked():
+        error = None
+        try:
+            ensure_hub(mem.hub)
+            fetch(mem)
+        except (RemoteError, RepoError) as exc:
+            error = exc.message
+        git = mem.git
+        remote_oid = git.ref_oid(mem.tracking_ref)
+        head = git.head_oid()
+        ahead = behind = 0
+        if head and remote_oid:
+            ahead, behind = git.ahead_behind(head, remote_oid)
+        elif head:
+            ahead = sum(1 for _ in git.walk(head))
+        changes = git.scan()
+        conflicts = sorted({p for p in git.tracked_paths() if is_conflict_copy(p)}
+                           | {c.path for c in changes if is_conflict_copy(c.path) and c.kind != "deleted"})
+        return StatusReport(
+            name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
+            branch=mem.branch, remote_version=_version(git, remote_oid),
+            last_run=last_run(git, remote_oid) if remote_oid else None, local_version=head,
+            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error)

@@ -1,0 +1,469 @@
+"""Tests for memsync.secrets.
+
+Every secret-shaped value is assembled at runtime from a fixed prefix and
+seeded pseudo-random characters, so this file contains no literal token that
+a secret scanner (including memsync's own, see ``test_sources_are_clean``)
+would flag.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from memsync.secrets import MAX_SCAN_BYTES, PRAGMA, RULE_IDS, Finding, scan_bytes
+
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+_DIGITS = "0123456789"
+_ALNUM = _UPPER + _LOWER + _DIGITS
+_B64 = _ALNUM + "+/"
+_B32 = _UPPER + "234567"
+_HEX = "0123456789abcdef"
+
+_rng = random.Random(20240611)
+
+
+def rnd(n: int, alphabet: str = _ALNUM) -> str:
+    """n seeded pseudo-random characters; for the alphanumeric alphabet the
+    result always contains an upper-case letter, a lower-case letter and a digit."""
+    chars = [_rng.choice(alphabet) for _ in range(n)]
+    if alphabet == _ALNUM and n >= 3:
+        chars[0], chars[1], chars[2] = _rng.choice(_LOWER), _rng.choice(_UPPER), _rng.choice(_DIGITS)
+    return "".join(chars)
+
+
+def scan(text: str, path: str = "notes.md") -> list[Finding]:
+    return scan_bytes(path, text.encode("utf-8"))
+
+
+def pem(kind: str, body_lines: int = 4, width: int = 64) -> tuple[str, str]:
+    """A fake PEM block and its body."""
+    body = "\n".join(rnd(width, _B64) for _ in range(body_lines))
+    dashes = "-" * 5
+    text = f"{dashes}BEGIN {kind}{dashes}\n{body}\n{dashes}END {kind}{dashes}\n"
+    return text, body
+
+
+# --------------------------------------------------------------------------
+# Positive cases: (rule, text, secret, expected line).
+
+_PK = "PRIVATE " + "KEY"  # keep even the header text out of this file
+_rsa_text, _rsa_body = pem("RSA " + _PK)
+_ssh_text, _ssh_body = pem("OPENSSH " + _PK, body_lines=6, width=70)
+_enc_body = rnd(64, _B64)
+_enc_text = (
+    f"-----BEGIN RSA {_PK}-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,{rnd(32, _HEX).upper()}\n\n"
+    f"{_enc_body}\n-----END RSA {_PK}-----\n"
+)
+_json_body = rnd(64, _B64)
+_json_text = (
+    f'{{"type": "service_account", "private_key": "-----BEGIN {_PK}-----\\n{_json_body}'
+    f'\\n{rnd(64, _B64)}\\n-----END {_PK}-----\\n"}}\n'
+)
+_pgp_body = rnd(64, _B64)
+_pgp_text = (
+    f"-----BEGIN PGP {_PK} BLOCK-----\nVersion: GnuPG v2\n\n{_pgp_body}\n-----END PGP {_PK} BLOCK-----\n"
+)
+
+_akia = "AK" + "IA" + rnd(16, _B32)
+_asia = "AS" + "IA" + rnd(16, _B32)
+_aws_secret = rnd(40, _B64)
+_aws_secret_json = rnd(40, _B64)
+_ghp = "ghp_" + "a1B2" * 9
+_gho = "gho_" + rnd(36)
+_ghs = "ghs_" + rnd(36)
+_ghr = "ghr_" + rnd(36)
+_ghu = "ghu_" + rnd(36)
+_github_pat = "github_pat_" + rnd(22) + "_" + rnd(59)
+_glpat = "glpat-" + rnd(20)
+_slack = "xo" + "xb-" + rnd(12, _DIGITS) + "-" + rnd(13, _DIGITS) + "-" + rnd(24)
+_slack_user = "xo" + "xp-" + rnd(11, _DIGITS) + "-" + rnd(12, _DIGITS) + "-" + rnd(32, _HEX)
+_google = "AI" + "za" + rnd(35)
+_stripe = "sk_" + "live_" + rnd(24)
+_stripe_restricted = "rk_" + "live_" + rnd(99)
+_openai_proj = "sk-" + "proj-" + rnd(48) + "_" + rnd(40) + "-" + rnd(40)
+_openai_legacy = "sk-" + rnd(48)
+_anthropic = "sk-" + "ant-" + "api03-" + rnd(93) + "AA"
+_hf = "hf_" + rnd(34, _UPPER + _LOWER)
+_npm = "npm_" + rnd(36)
+_jwt = "ey" + "J" + rnd(30) + "." + "ey" + "J" + rnd(60) + "." + rnd(43)
+_url_pw = rnd(16)
+_redis_pw = rnd(24)
+_gen_api = rnd(32)
+_gen_secret = rnd(40, _B64)
+_gen_hex = rnd(40, _HEX)
+_gen_pw = rnd(14) + "!#%" + rnd(8)
+_gen_env = rnd(48)
+_gen_camel = rnd(30)
+_gen_dash = rnd(28)
+_gen_typed = rnd(32)
+_gen_md = rnd(24)
+_gen_b64url = rnd(20) + "-" + rnd(12) + "_" + rnd(9)
+
+POSITIVE: list[tuple[str, str, str, str, int]] = [
+    # (id, rule, text, secret, line)
+    ("pem-rsa", "private-key", "# keys\n\n" + _rsa_text, _rsa_body, 3),
+    ("pem-openssh", "private-key", _ssh_text, _ssh_body, 1),
+    ("pem-encrypted", "private-key", _enc_text, _enc_body, 1),
+    ("pem-json-escaped", "private-key", _json_text, _json_body, 1),
+    ("pem-pgp", "private-key", _pgp_text, _pgp_body, 1),
+    ("aws-akia", "aws-access-key", f"aws_access_key_id = {_akia}\n", _akia, 1),
+    ("aws-asia-prose", "aws-access-key", f"the session used {_asia}, expires soon\n", _asia, 1),
+    (
+        "aws-secret-ini",
+        "aws-secret-key",
+        f"[default]\naws_secret_access_key = {_aws_secret}\n",
+        _aws_secret,
+        2,
+    ),
+    (
+        "aws-secret-json",
+        "aws-secret-key",
+        f'  "SecretAccessKey": "{_aws_secret_json}",\n',
+        _aws_secret_json,
+        1,
+    ),
+    ("github-ghp", "github-token", f"gh token: {_ghp}\n", _ghp, 1),
+    ("github-gho", "github-token", f"- oauth `{_gho}`\n", _gho, 1),
+    ("github-ghs", "github-token", f"GITHUB_TOKEN={_ghs}\n", _ghs, 1),
+    ("github-ghr", "github-token", f"refresh={_ghr}", _ghr, 1),
+    ("github-ghu", "github-token", f"| user | {_ghu} |\n", _ghu, 1),
+    ("github-pat", "github-token", f"fine-grained: {_github_pat}\n", _github_pat, 1),
+    ("gitlab", "gitlab-token", f"export GITLAB_TOKEN='{_glpat}'\n", _glpat, 1),
+    ("slack-bot", "slack-token", f"slack bot {_slack}\n", _slack, 1),
+    ("slack-user", "slack-token", f"SLACK={_slack_user}\n", _slack_user, 1),
+    ("google", "google-api-key", f"maps key {_google}.\n", _google, 1),
+    ("stripe-sk", "stripe-live-key", f"stripe: {_stripe}\n", _stripe, 1),
+    ("stripe-rk", "stripe-live-key", f"restricted ({_stripe_restricted})\n", _stripe_restricted, 1),
+    ("openai-proj", "openai-api-key", f"OPENAI_API_KEY={_openai_proj}\n", _openai_proj, 1),
+    ("openai-legacy", "openai-api-key", f'client = OpenAI(api_key="{_openai_legacy}")\n', _openai_legacy, 1),
+    ("anthropic", "anthropic-api-key", f"ANTHROPIC_API_KEY: {_anthropic}\n", _anthropic, 1),
+    ("huggingface", "huggingface-token", f"huggingface-cli login --token {_hf}\n", _hf, 1),
+    ("npm", "npm-token", f"//registry.npmjs.org/:_authToken={_npm}\n", _npm, 1),
+    ("jwt", "jwt", f"Authorization: Bearer {_jwt}\n", _jwt, 1),
+    (
+        "url-postgres",
+        "url-password",
+        f"DATABASE_URL=postgres://app_user:{_url_pw}@db.internal:5432/app\n",
+        _url_pw,
+        1,
+    ),
+    ("url-redis-no-user", "url-password", f"cache at redis://:{_redis_pw}@cache:6379/0\n", _redis_pw, 1),
+    ("generic-api-key", "high-entropy-assignment", f'api_key = "{_gen_api}"\n', _gen_api, 1),
+    ("generic-secret-yaml", "high-entropy-assignment", f"  client_secret: {_gen_secret}\n", _gen_secret, 1),
+    ("generic-hex-token", "high-entropy-assignment", f"token: {_gen_hex}\n", _gen_hex, 1),
+    ("generic-password", "high-entropy-assignment", f"db_password='{_gen_pw}'\n", _gen_pw, 1),
+    ("generic-env", "high-entropy-assignment", f"export MY_SERVICE_API_KEY={_gen_env}\n", _gen_env, 1),
+    ("generic-camel-json", "high-entropy-assignment", f'{{"clientSecret": "{_gen_camel}"}}\n', _gen_camel, 1),
+    ("generic-kebab-key", "high-entropy-assignment", f"x-api-key: {_gen_dash}\n", _gen_dash, 1),
+    ("generic-annotated", "high-entropy-assignment", f'ACCESS_TOKEN: str = "{_gen_typed}"\n', _gen_typed, 1),
+    ("generic-markdown", "high-entropy-assignment", f"**Password**: {_gen_md}\n", _gen_md, 1),
+    ("generic-passwd-go", "high-entropy-assignment", f"passwd := `{_gen_b64url}`\n", _gen_b64url, 1),
+]
+
+_POSITIVE_PARAMS = [
+    pytest.param(rule, text, secret, line, id=case_id) for case_id, rule, text, secret, line in POSITIVE
+]
+
+
+@pytest.mark.parametrize(("rule", "text", "secret", "line"), _POSITIVE_PARAMS)
+def test_positive(rule: str, text: str, secret: str, line: int) -> None:
+    findings = scan(text)
+    assert [(f.rule, f.line) for f in findings] == [(rule, line)]
+    assert findings[0].path == "notes.md"
+
+
+def test_every_rule_has_a_positive_case() -> None:
+    covered = {rule for _, rule, _, _, _ in POSITIVE}
+    assert covered == set(RULE_IDS)
+    assert len(RULE_IDS) == len(set(RULE_IDS))
+
+
+def _leaked(secret: str, shown: str) -> bool:
+    """True if ``shown`` contains more than the first 4 characters of ``secret``
+    (any 5-character substring of it)."""
+    return any(secret[i : i + 5] in shown for i in range(len(secret) - 4))
+
+
+@pytest.mark.parametrize(("rule", "text", "secret", "line"), _POSITIVE_PARAMS)
+def test_preview_and_repr_do_not_leak(rule: str, text: str, secret: str, line: int) -> None:
+    (finding,) = scan(text)
+    assert finding.preview
+    assert not _leaked(secret, finding.preview)
+    for shown in (str(finding), repr(finding)):
+        assert secret not in shown
+        # Beyond its (public) first 4 characters no 5-character run of the
+        # secret may appear; "githu" of "github_pat_" is in the rule name.
+        assert not _leaked(secret[4:], shown)
+
+
+def test_preview_format() -> None:
+    (finding,) = scan(f"token {_ghp}\n")
+    assert finding.preview == "ghp_…(40 chars)"
+    (finding,) = scan(f'api_key = "{_gen_api}"\n')
+    assert finding.preview == "api_key=…(32 chars)"
+    (finding,) = scan(f"DATABASE_URL=postgres://app_user:{_url_pw}@db.internal:5432/app\n")
+    assert finding.preview == "postgres://…:…(16 chars)@db.internal:5432"
+    assert "app_user" not in finding.preview  # the user part may itself be a token
+
+
+# --------------------------------------------------------------------------
+# Negative cases: things agents' notes are full of.
+
+_sha1 = rnd(40, _HEX)
+_sha256 = rnd(64, _HEX)
+_uuid = "-".join(rnd(n, _HEX) for n in (8, 4, 4, 4, 12))
+_PK_HEADER = "-----BEGIN RSA " + _PK + "-----"
+# The secret key used throughout the AWS documentation; it contains EXAMPLE.
+_AWS_DOCS_SECRET = "/".join(["wJalrXUtnFEMI", "K7MDENG", "bPxRfiCYEXAMPLEKEY"])
+
+NEGATIVE: list[tuple[str, str]] = [
+    ("git-sha", f"- merged in commit {_sha1} (main)\n"),
+    ("git-sha-short", f"HEAD is now at {_sha1[:7]} fix tokenizer\n"),
+    ("sha256-digest", f"sha256: {_sha256}\n"),
+    ("sha256-prefixed", f"image: python@sha256:{_sha256}\n"),
+    ("checksum-table", f"| file | sha256 |\n|---|---|\n| notes.md | `{_sha256}` |\n"),
+    ("uuid", f"request id {_uuid} failed\n"),
+    ("uuid-token-id", f"session_token_id: {_uuid}\n"),
+    ("base64-words", "echo aGVsbG8gd29ybGQgdGhpcyBpcyBhIHRlc3Q= | base64 -d\n"),
+    ("url-plain", "See https://docs.python.org/3/library/re.html#re.Pattern.finditer for details.\n"),
+    ("url-port-and-at", "http://localhost:8080/api/users?email=me@example.com\n"),
+    ("url-ssh-git", "git clone git@github.com:org/repo.git && ssh://git@host:22/repo.git\n"),
+    ("url-ipv6", "server listens on http://[::1]:8080/health\n"),
+    ("url-password-stars", "DATABASE_URL=postgres://app:***@db:5432/app\n"),
+    ("url-password-angle", "https://user:<token>@git.example.com/org/repo.git\n"),
+    ("url-password-var", "redis://:$REDIS_PASSWORD@cache:6379 and amqp://guest:${RABBIT_PASS}@mq/\n"),
+    ("url-password-template", "mongodb://admin:{{ mongo_password }}@mongo:27017\n"),
+    ("url-password-word", "postgres://user:password@localhost/db\n"),
+    ("markdown-table", "| model | max_tokens | tokens/s |\n|---|---|---|\n| gpt-4o | 4096 | 85 |\n"),
+    (
+        "identifiers",
+        "token = get_token_from_vault(secret_name)\nself.api_key = settings.openai_api_key_value\n",
+    ),
+    ("env-lookup", 'client = OpenAI(api_key=os.environ["OPENAI_API_KEY"])\n'),
+    ("password-hash-code", "password_hash = hash_password(raw_password, rounds=12)\n"),
+    ("camel-identifier", "apiKey: getApiKeyFromEnvironmentVariable\n"),
+    ("prose-token", "The token: a short-lived credential; each token expires after one hour.\n"),
+    ("prose-secret", "Secret: nobody documented the tokenizer, so the token budget was wrong.\n"),
+    ("token-counts", "max_tokens: 4096\ntoken_count: 123456789012345678901234\ntotal_tokens=98234\n"),
+    ("token-metadata", f"token_url: https://auth.example.com/oauth/token\nsecret_sha256: {_sha256}\n"),
+    ("github-placeholder", "GITHUB_TOKEN=ghp_" + "X" * 36 + "\n"),
+    ("github-placeholder-dots", "token: ghp_XXXXXXXX...\n"),
+    ("aws-docs-example", "aws_access_key_id = AK" + "IAIOSFODNN7EXAMPLE\n"),
+    ("aws-docs-secret", f"aws_secret_access_key = {_AWS_DOCS_SECRET}\n"),
+    ("password-placeholder", "password: <your password>\n"),
+    ("api-key-placeholder", 'api_key: "your-api-key-goes-here-1234"\nOPENAI_API_KEY=sk-...\n'),
+    ("env-var-reference", "OPENAI_API_KEY=${OPENAI_API_KEY}\nGITHUB_TOKEN=$(gh auth token)\n"),
+    ("secret-path", "secret: /var/run/secrets/kubernetes.io/serviceaccount/token\n"),
+    ("label-value", "token: GITHUB_TOKEN_FROM_KEYCHAIN_2\npassword: prod-db-password-2024-rotated\n"),
+    ("low-entropy-password", "password: Password123Password123\nsecret = 'abababababababababababab'\n"),
+    ("words-password", "password: correcthorsebatterystaple\n"),
+    ("pem-header-in-prose", f"The file starts with `{_PK_HEADER}` and must never be committed.\n"),
+    ("pem-placeholder-body", f"{_PK_HEADER}\n...\n-----END RSA {_PK}-----\n"),
+    ("sk-learn-words", "use sk-learn-compatible-estimator-wrapper-version-two here\n"),
+    ("stripe-test-key", "stripe: sk_" + "test_" + rnd(24) + "\n"),
+    ("tokenizer-key", "tokenizer: sentencepiece_bpe_model_v2_large\n"),
+    ("jwt-prefix-only", "JWT headers start with eyJ, e.g. eyJhbGciOiJIUzI1NiJ9 decoded is JSON\n"),
+    ("comparison", 'if token == "abcdefghijklmnopqrstu123":\n'),
+    ("dotted-version", "secret_manager: google.cloud.secretmanager_v1.SecretManagerServiceClient\n"),
+]
+
+
+@pytest.mark.parametrize("text", [pytest.param(text, id=case_id) for case_id, text in NEGATIVE])
+def test_negative(text: str) -> None:
+    assert scan(text) == []
+
+
+def test_negative_cases_combined_in_one_file() -> None:
+    assert scan("\n".join(text for _, text in NEGATIVE)) == []
+
+
+# --------------------------------------------------------------------------
+# Pragma, binary, size limit, decoding.
+
+
+def test_pragma_skips_only_its_line() -> None:
+    text = f"token: {_ghp}  <!-- {PRAGMA} -->\ntoken: {_gho}\n"
+    assert [(f.rule, f.line) for f in scan(text)] == [("github-token", 2)]
+    assert PRAGMA == "memsync:allow-secret"
+
+
+def test_pragma_on_private_key_header() -> None:
+    text = _rsa_text.replace("-----\n", f"----- # {PRAGMA}\n", 1)
+    assert scan(text) == []
+
+
+def test_binary_data_is_skipped() -> None:
+    data = b"\x89PNG\r\n\x1a\n\x00\x00" + f"token={_ghp}".encode()
+    assert scan_bytes("img.png", data) == []
+
+
+def test_nul_after_sniff_window_is_scanned() -> None:
+    data = b"x" * 9000 + b"\x00\n" + f"token={_ghp}\n".encode()
+    assert [f.line for f in scan_bytes("log.txt", data)] == [2]
+
+
+def test_large_files_are_skipped() -> None:
+    secret_line = f"token={_ghp}\n".encode()
+    at_limit = secret_line + b"a" * (MAX_SCAN_BYTES - len(secret_line))
+    assert len(at_limit) == MAX_SCAN_BYTES
+    assert len(scan_bytes("big.md", at_limit)) == 1
+    assert scan_bytes("big.md", at_limit + b"a") == []
+    assert MAX_SCAN_BYTES == 5 * 1024 * 1024
+
+
+def test_invalid_utf8_is_replaced() -> None:
+    data = b"caf\xe9 \xff\xfe notes\n" + f"key {_google}\n".encode()
+    assert [(f.rule, f.line) for f in scan_bytes("notes.md", data)] == [("google-api-key", 2)]
+
+
+def test_empty_input() -> None:
+    assert scan_bytes("empty.md", b"") == []
+
+
+# --------------------------------------------------------------------------
+# Line numbers, ordering, overlaps.
+
+
+def test_line_numbers_and_order() -> None:
+    lines = [
+        "# Notes",
+        "",
+        f"github: {_ghp}",
+        "nothing here",
+        f"two on one line: {_npm} and {_google}",
+        "",
+        f"db = postgres://u:{_url_pw}@host/db",
+    ]
+    findings = scan("\n".join(lines), path="mem/notes.md")
+    assert [(f.line, f.rule) for f in findings] == [
+        (3, "github-token"),
+        (5, "npm-token"),
+        (5, "google-api-key"),
+        (7, "url-password"),
+    ]
+    assert {f.path for f in findings} == {"mem/notes.md"}
+
+
+def test_crlf_line_numbers() -> None:
+    text = f"a\r\nb\r\ntoken: {_gho}\r\n"
+    assert [(f.rule, f.line) for f in scan(text)] == [("github-token", 3)]
+
+
+def test_line_after_non_ascii_and_private_key() -> None:
+    text = "İstanbul ünïcödé ✓\n" + _rsa_text + f"after: {_ghs}\n"
+    assert [(f.rule, f.line) for f in scan(text)] == [("private-key", 2), ("github-token", 8)]
+
+
+def test_one_finding_per_private_key_block() -> None:
+    block, _ = pem("EC " + _PK, body_lines=30)
+    other, _ = pem(_PK, body_lines=10)
+    findings = scan(block + "\nsome text\n" + other)
+    assert [(f.rule, f.line) for f in findings] == [("private-key", 1), ("private-key", 35)]
+    assert findings[0].preview.startswith("-----BEGIN EC ")
+
+
+def test_tokens_inside_a_key_block_are_not_reported_separately() -> None:
+    body = "\n".join([rnd(64, _B64), f"{_akia}{rnd(44, _B64)}", rnd(64, _B64)])
+    text = f"-----BEGIN {_PK}-----\n{body}\n-----END {_PK}-----\n"
+    assert [f.rule for f in scan(text)] == ["private-key"]
+
+
+def test_specific_rule_wins_over_generic_assignment() -> None:
+    text = f"GITHUB_TOKEN={_ghp}\napi_key = '{_openai_proj}'\n"
+    assert [(f.rule, f.line) for f in scan(text)] == [("github-token", 1), ("openai-api-key", 2)]
+
+
+def test_token_in_url_is_reported_once_per_secret() -> None:
+    text = f"git remote add origin https://oauth2:{_glpat}@gitlab.example.com/org/repo.git\n"
+    assert [f.rule for f in scan(text)] == ["gitlab-token"]
+
+
+def test_anthropic_is_not_also_openai() -> None:
+    assert [f.rule for f in scan(_anthropic)] == ["anthropic-api-key"]
+
+
+def test_finding_is_frozen_and_comparable() -> None:
+    finding = Finding("a.md", 1, "jwt", "eyJh…(10 chars)")
+    with pytest.raises(AttributeError):
+        finding.line = 2  # type: ignore[misc]
+    assert finding == Finding("a.md", 1, "jwt", "eyJh…(10 chars)")
+
+
+def test_all_findings_use_known_rule_ids() -> None:
+    text = "\n".join(text for _, _, text, _, _ in POSITIVE)
+    findings = scan(text)
+    assert {f.rule for f in findings} == set(RULE_IDS)
+    assert len(findings) == len(POSITIVE)
+
+
+# --------------------------------------------------------------------------
+# Performance and hygiene.
+
+
+def _markdown_megabyte() -> bytes:
+    rng = random.Random(7)
+    paragraphs = [
+        "## Session {n}\n\nThe agent reviewed the tokenizer; token usage dropped by {n}%.\n",
+        "- commit {sha1} on main, sha256: {sha256}\n",
+        "- request {uuid} see https://github.com/org/repo/pull/{n} and http://localhost:8080/x\n",
+        "| model | max_tokens | cost |\n|---|---|---|\n| gpt-4o | {n} | $0.01 |\n",
+        "Never paste the API key or secret here; use `password: <your password>`.\n",
+        '```python\nclient = OpenAI(api_key=os.environ["OPENAI_API_KEY"])\ntoken = get_token(name)\n```\n',
+        "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.\n",
+    ]
+    out: list[str] = []
+    size = 0
+    while size < 1_000_000:
+        para = rng.choice(paragraphs).format(
+            n=rng.randrange(1000),
+            sha1="".join(rng.choice(_HEX) for _ in range(40)),
+            sha256="".join(rng.choice(_HEX) for _ in range(64)),
+            uuid="-".join("".join(rng.choice(_HEX) for _ in range(k)) for k in (8, 4, 4, 4, 12)),
+        )
+        out.append(para)
+        size += len(para)
+    return "".join(out).encode()[:1_000_000]
+
+
+def test_one_megabyte_of_markdown_is_fast() -> None:
+    data = _markdown_megabyte()
+    assert scan_bytes("notes.md", data) == []
+    best = min(_timed(data) for _ in range(3))
+    # Typically ~10-30 ms; the bound is loose so loaded CI machines do not flake.
+    assert best < 0.5
+
+
+def _timed(data: bytes) -> float:
+    start = time.perf_counter()
+    scan_bytes("notes.md", data)
+    return time.perf_counter() - start
+
+
+def test_module_imports_only_re_math_dataclasses() -> None:
+    import memsync.secrets as mod
+
+    assert mod.__file__ is not None
+    tree = ast.parse(Path(mod.__file__).read_text(encoding="utf-8"))
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.module is not None
+            imported.add(node.module)
+    assert imported <= {"re", "math", "dataclasses"}
+
+
+def test_sources_are_clean() -> None:
+    """Neither this test file nor the scanner itself contains a flaggable literal."""
+    import memsync.secrets as mod
+
+    assert mod.__file__ is not None
+    for path in (Path(__file__), Path(mod.__file__)):
+        assert scan_bytes(str(path), path.read_bytes()) == []

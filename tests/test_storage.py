@@ -1,0 +1,297 @@
+"""init / push / pull / clone / status / list on the embedded hub, through the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, hub_path, hub_tree, write
+
+
+def test_init_creates_a_memory(tmp_path: Path, cli) -> None:
+    root = tmp_path / "notes-dir"
+    root.mkdir()
+    r = cli("init", cwd=root)
+    assert r.code == 0, r.err
+    assert "Initialized memory 'notes-dir'" in r.out
+    assert (root / ".vm0" / "storage.yaml").read_text() == "name: notes-dir\ntype: memory\n"
+    assert (root / ".git").is_dir()
+    assert "/.vm0/" in (root / ".git" / "info" / "exclude").read_text()
+    assert git("symbolic-ref", "HEAD", cwd=root).strip() == "refs/heads/memory/notes-dir"
+
+
+def test_init_twice_is_harmless(tmp_path: Path, cli) -> None:
+    root = tmp_path / "twice"
+    root.mkdir()
+    assert cli("init", cwd=root).code == 0
+    before = (root / ".vm0" / "storage.yaml").read_text()
+    r = cli("init", cwd=root)
+    assert r.code == 0 and "Already a memory" in r.out
+    assert (root / ".vm0" / "storage.yaml").read_text() == before
+    assert (root / ".git" / "info" / "exclude").read_text().count("/.vm0/") == 1
+
+
+def test_init_adopts_a_vm0_config(tmp_path: Path, cli) -> None:
+    root = tmp_path / "whatever"
+    write(root, ".vm0/storage.yaml", "name: my-agent-memory\ntype: memory\n")
+    r = cli("init", cwd=root)
+    assert r.code == 0, r.err
+    assert "my-agent-memory" in r.out
+    assert (root / ".vm0" / "storage.yaml").read_text() == "name: my-agent-memory\ntype: memory\n"
+
+
+def test_init_name_and_type_options(tmp_path: Path, cli) -> None:
+    r = cli("init", "--name", "out-files", "--type", "artifact", cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert "type: artifact" in (tmp_path / ".vm0" / "storage.yaml").read_text()
+    assert git("symbolic-ref", "HEAD", cwd=tmp_path).strip() == "refs/heads/artifact/out-files"
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment", "suggestion"),
+    [
+        ("Research", "lowercase", "research"),
+        ("..", "characters", None),
+        ("a/b", "lowercase", "a-b"),
+        ("x" * 65, "65 characters", "x" * 64),
+        ("my notes", "lowercase", "my-notes"),
+        ("-lead", "starting and ending", "lead"),
+    ],
+)
+def test_init_rejects_bad_names(
+    tmp_path: Path, cli, name: str, fragment: str, suggestion: str | None
+) -> None:
+    r = cli("init", "--name", name, cwd=tmp_path)
+    assert r.code == 2
+    assert r.err.startswith("error: invalid memory name")
+    assert fragment in r.err
+    if suggestion:
+        assert f"hint: try --name {suggestion}" in r.err
+    assert "Traceback" not in r.err
+    assert not (tmp_path / ".vm0").exists()
+
+
+def test_init_rejects_empty_name(tmp_path: Path, cli) -> None:
+    r = cli("init", "--name", "", cwd=tmp_path)
+    assert r.code == 2 and "it is empty" in r.err
+
+
+def test_init_bad_directory_name_suggests(tmp_path: Path, cli) -> None:
+    root = tmp_path / "My_Notes"
+    root.mkdir()
+    r = cli("init", cwd=root)
+    assert r.code == 2
+    assert "hint: try --name my-notes" in r.err
+
+
+def test_push_all_kinds_of_change(memory: Path, cli) -> None:
+    write(memory, "empty.md", "")
+    write(memory, "img/pixel.bin", bytes(range(256)))
+    write(memory, "deep/a/b/c/note.md", "nested\n")
+    (memory / "runs" / "first.md").rename(memory / "runs" / "renamed.md")
+    write(memory, "summary.md", "# Summary\n\nchanged\n")
+    r = cli("push", cwd=memory)
+    assert r.code == 0, r.err
+    assert "Version: " in r.out and "Files: 5" in r.out
+    tree = hub_tree()
+    assert tree == {
+        "summary.md": b"# Summary\n\nchanged\n",
+        "runs/renamed.md": b"first run\n",
+        "empty.md": b"",
+        "img/pixel.bin": bytes(range(256)),
+        "deep/a/b/c/note.md": b"nested\n",
+    }
+    (memory / "empty.md").unlink()
+    assert cli("push", cwd=memory).code == 0
+    assert "empty.md" not in hub_tree()
+
+
+def test_push_prints_vm0_style_lines(memory: Path, cli) -> None:
+    r = cli("push", cwd=memory)
+    assert r.code == 0
+    lines = r.out.splitlines()
+    assert lines[0] == "No changes: the remote already has this version"
+    assert lines[1].startswith("Version: ") and len(lines[1].split()[1]) == 8
+    assert lines[2] == "Files: 2"
+    assert lines[3] == "Size: 32 B"
+
+
+def test_push_force_makes_a_version(memory: Path, cli) -> None:
+    before = git("rev-parse", "memory/research", cwd=hub_path()).strip()
+    r = cli("push", "--force", cwd=memory)
+    assert r.code == 0
+    after = git("rev-parse", "memory/research", cwd=hub_path()).strip()
+    assert after != before
+    assert git("rev-parse", f"{after}^", cwd=hub_path()).strip() == before  # a child: nothing rewritten
+
+
+def test_push_merges_when_the_remote_moved_on(memory: Path, tmp_path: Path, cli) -> None:
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    write(other, "from-other.md", "other\n")
+    assert cli("push", cwd=other).code == 0
+    write(memory, "from-mine.md", "mine\n")
+    r = cli("push", cwd=memory)
+    assert r.code == 0, r.err
+    tree = hub_tree()
+    assert tree["from-other.md"] == b"other\n" and tree["from-mine.md"] == b"mine\n"
+    assert (memory / "from-other.md").read_text() == "other\n"
+    parents = git("log", "-1", "--format=%P", "memory/research", cwd=hub_path()).split()
+    assert len(parents) == 2
+
+
+def test_pull_commits_local_changes_first_and_merges(memory: Path, tmp_path: Path, cli) -> None:
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    write(other, "summary.md", "# Summary\n\nfirst line\nremote line\n")
+    assert cli("push", cwd=other).code == 0
+    write(memory, "local.md", "uncommitted local work\n")
+    r = cli("pull", cwd=memory)
+    assert r.code == 0, r.err
+    assert (memory / "local.md").read_text() == "uncommitted local work\n"
+    assert "remote line" in (memory / "summary.md").read_text()
+    assert git("status", "--porcelain", cwd=memory) == ""
+    assert "local.md" in git("show", "--name-only", "HEAD^1", cwd=memory) + git(
+        "log", "--name-only", cwd=memory
+    )
+
+
+def test_conflicting_edits_keep_both_sides(memory: Path, tmp_path: Path, cli) -> None:
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    write(other, "summary.md", "# Summary\n\nTHEIRS\n")
+    assert cli("push", cwd=other).code == 0
+    write(memory, "summary.md", "# Summary\n\nOURS\n")
+    r = cli("pull", cwd=memory)
+    assert r.code == 0, r.err
+    assert "conflict in summary.md" in r.err
+    assert (memory / "summary.md").read_text() == "# Summary\n\nOURS\n"
+    copies = list(memory.glob("summary.conflict-*.md"))
+    assert len(copies) == 1 and copies[0].read_text() == "# Summary\n\nTHEIRS\n"
+    assert cli("push", cwd=memory).code == 0
+    assert cli("pull", cwd=other).code == 0
+    assert sorted(p.name for p in other.iterdir()) == sorted(p.name for p in memory.iterdir())
+    s = cli("status", cwd=memory)
+    assert "Conflicts: 1" in s.out and copies[0].name in s.out
+
+
+def test_modification_beats_deletion(memory: Path, tmp_path: Path, cli) -> None:
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    (other / "summary.md").unlink()
+    assert cli("push", cwd=other).code == 0
+    write(memory, "summary.md", "# Summary\n\nstill needed\n")
+    assert cli("push", cwd=memory).code == 0
+    assert hub_tree()["summary.md"] == b"# Summary\n\nstill needed\n"
+
+
+def test_pull_name_outside_a_memory_clones(memory: Path, tmp_path: Path, cli) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = cli("pull", "research", cwd=elsewhere)
+    assert r.code == 0, r.err
+    assert (elsewhere / "research" / "summary.md").exists()
+    assert "name: research" in (elsewhere / "research" / ".vm0" / "storage.yaml").read_text()
+
+
+def test_clone_unknown_name_lists_existing(memory: Path, tmp_path: Path, cli) -> None:
+    r = cli("clone", "nope-nope", cwd=tmp_path)
+    assert r.code == 4
+    assert "error: no memory 'nope-nope'" in r.err
+    assert "hint: memories there: research" in r.err
+    assert not (tmp_path / "nope-nope").exists()
+    assert not list(tmp_path.glob(".memsync-clone-*"))
+
+
+def test_clone_into_non_empty_dir_refuses(memory: Path, tmp_path: Path, cli) -> None:
+    dest = tmp_path / "busy"
+    write(dest, "keep.txt", "mine")
+    r = cli("clone", "research", str(dest))
+    assert r.code == 2 and "not empty" in r.err
+    assert (dest / "keep.txt").read_text() == "mine"
+
+
+def test_status_reports_remote_and_local(memory: Path, cli) -> None:
+    write(memory, "new.md", "x\n")
+    r = cli("status", cwd=memory)
+    assert r.code == 0, r.err
+    assert "Files: 2" in r.out and "Size: 32 B" in r.out
+    assert "Local: " in r.out and "0 ahead, 0 behind" in r.out
+    assert "added    new.md" in r.out
+    j = cli("status", "--json", cwd=memory)
+    data = json.loads(j.out)
+    assert data["remote_version"]["files"] == 2
+    assert data["uncommitted"] == [{"path": "new.md", "kind": "added"}]
+    assert data["conflicts"] == []
+
+
+def test_list_shows_every_memory(memory: Path, tmp_path: Path, cli) -> None:
+    second = tmp_path / "second-mem"
+    second.mkdir()
+    assert cli("init", cwd=second).code == 0
+    write(second, "a.txt", "12345")
+    assert cli("push", cwd=second).code == 0
+    r = cli("list", cwd=tmp_path)
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].split() == ["NAME", "TYPE", "SIZE", "FILES", "UPDATED", "LAST-RUN"]
+    assert lines[1].split()[:5] == ["research", "memory", "32", "B", "2"]
+    assert lines[2].split()[:5] == ["second-mem", "memory", "5", "B", "1"]
+    data = json.loads(cli("list", "--json").out)
+    assert [m["name"] for m in data["memories"]] == ["research", "second-mem"]
+
+
+def test_list_on_an_empty_hub_is_friendly(cli) -> None:
+    r = cli("list")
+    assert r.code == 0
+    assert r.out.startswith("No memories on ")
+
+
+def test_two_copies_converge(memory: Path, tmp_path: Path, cli) -> None:
+    """The issue's 'done means': change both copies, pull and push in both, same tree."""
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    write(memory, "a.md", "A\n")
+    write(other, "b.md", "B\n")
+    write(memory, "summary.md", "mine\n")
+    write(other, "summary.md", "theirs\n")
+    for root in (memory, other, memory):
+        assert cli("pull", cwd=root).code == 0
+        assert cli("push", cwd=root).code == 0
+    files = lambda r: {
+        p.relative_to(r).as_posix(): p.read_bytes()
+        for p in r.rglob("*")  # noqa: E731
+        if p.is_file() and ".git" not in p.parts and ".vm0" not in p.parts
+    }
+    assert files(memory) == files(other) == hub_tree()
+    contents = {v for k, v in files(memory).items() if k.startswith("summary")}
+    assert contents == {b"mine\n", b"theirs\n"}
+    git("fsck", "--strict", cwd=hub_path())
+
+
+def test_missing_git_identity_uses_a_default(memory: Path, cli) -> None:
+    write(memory, "x.md", "x\n")
+    assert cli("push", cwd=memory).code == 0
+    author = git("log", "-1", "--format=%an <%ae>", cwd=memory)
+    assert "(memsync)" in author and "@" in author
+
+
+def test_git_identity_is_used_when_set(memory: Path, cli) -> None:
+    git("config", "user.name", "Ada", cwd=memory)
+    git("config", "user.email", "ada@example.org", cwd=memory)
+    write(memory, "x.md", "x\n")
+    assert cli("push", cwd=memory).code == 0
+    assert git("log", "-1", "--format=%an <%ae>", cwd=memory).strip() == "Ada <ada@example.org>"
+
+
+def test_operator_commits_carry_trailers(memory: Path) -> None:
+    parsed = git("log", "-1", "--format=%(trailers:key=Memsync-Actor,valueonly)", cwd=memory)
+    assert parsed.strip() == "operator"
+    body = git("log", "-1", "--format=%B", cwd=memory)
+    out = subprocess.run(
+        ["git", "interpret-trailers", "--parse"], input=body, capture_output=True, text=True, check=True
+    ).stdout
+    assert "Memsync-Actor: operator" in out and "Memsync-Host: " in out
