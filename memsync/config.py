@@ -104,8 +104,12 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
     size = data.get("max_file_size", DEFAULT_MAX_FILE_SIZE)
     cfg.max_file_size = parse_size(size, where)
     protect = data.get("protect") or []
-    if not isinstance(protect, list):
-        raise ConfigError(f"{where}: `protect` must be a list of {{path, mode}} entries")
+    from memsync.guard import parse_protect
+
+    try:
+        parse_protect(protect)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}", "see the `protect:` example in .vm0-example/") from exc
     cfg.protect = protect
     return cfg
 

@@ -254,7 +254,15 @@ _PLACEHOLDER_PASSWORD_RE = re.compile(r"[*xX.•…_\-]+|[<$%{\[].*|.*(?:\$\{|\{
 # Generic "key = high-entropy value" assignments.  Keywords are found on a
 # lower-cased copy of the text with literal-first regexes.
 
-_ASSIGN_AHEAD = r"""(?=[a-z0-9_.\-]{0,60}(?:["'`]|\*\*|__)?[ \t]*[:=])"""
+# key-name tail, optional closing quote / markdown emphasis, operator
+# (":=", "=>", "=", "name: Type = ", ":"), then the value.
+_KEY_TAIL = r"[A-Za-z0-9_.\-]{0,60}"
+_OPERATOR = r"""(?:["'`]|\*\*|__)?[ \t]*(?::=|=>|=(?!=)|:[ \t]*[A-Za-z_][\w.\[\],| ]{0,40}?=(?![=>])|:(?![:/=]))[ \t]*"""
+_BARE_VALUE = r"""[^\s"'`,;<>(){}\[\]|\\&]"""
+# The keyword searches (run on a lower-cased copy) already require an
+# assignment with a value of at least _MIN_GENERIC_LEN characters, so prose
+# and short values never reach Python code.
+_ASSIGN_AHEAD = rf"""(?={_KEY_TAIL}{_OPERATOR}["'`]?{_BARE_VALUE}{{20}})"""
 _KEYWORD_RES: tuple[re.Pattern[str], ...] = (
     re.compile(r"secret" + _ASSIGN_AHEAD),
     re.compile(r"token" + _ASSIGN_AHEAD),
@@ -266,14 +274,7 @@ _KEYWORD_RES: tuple[re.Pattern[str], ...] = (
 )
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _ASSIGN_TAIL_RE = re.compile(
-    r"""(?P<rest>[A-Za-z0-9_.\-]{0,60})
-        (?:["'`]|\*\*|__)?[ \t]*
-        (?::=|=>|=(?!=)|:[ \t]*[A-Za-z_][\w.\[\],| ]{0,40}?=(?![=>])|:(?![:/=]))
-        [ \t]*
-        (?:(?P<q>["'`])(?P<qv>[^"'`\s]{1,1000})(?P=q)
-          |(?P<bv>[^\s"'`,;<>(){}\[\]|\\]{1,1000}))
-    """,
-    re.VERBOSE,
+    rf"""(?P<rest>{_KEY_TAIL}){_OPERATOR}(?:(?P<q>["'`])(?P<qv>[^"'`\s]{{1,1000}})(?P=q)|(?P<bv>{_BARE_VALUE}{{1,1000}}))"""
 )
 _CAMEL_BOUNDARY_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NON_ALNUM_RE = re.compile(r"[^a-z0-9]+")

@@ -15,7 +15,7 @@ Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def register(app: typer.Typer, guard: Guard) -> None:
-    from memsync.commands import run, storage
+    from memsync.commands import forensics, run, storage, watch
 
-    for module in (storage, run):
+    for module in (storage, run, forensics, watch):
         module.register(app, guard)
