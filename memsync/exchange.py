@@ -41,8 +41,11 @@ class Exchange:
 def fetch(mem: Memory, progress: ProgressFn | None = None) -> str | None:
     """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
-    transport.fetch(mem.git.repo, mem.hub, [spec], progress)
-    return mem.git.ref_oid(mem.tracking_ref)
+    heads = transport.fetch(mem.git.repo, mem.hub, [spec], progress)
+    tip = heads.get(f"refs/heads/{mem.branch}")
+    if tip is None:
+        mem.git.delete_ref(mem.tracking_ref)
+    return tip
 
 
 def their_tag(mem: Memory, oid: str) -> str:

@@ -214,7 +214,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
     if checkpoint < 0:
         raise UsageError("--checkpoint must be 0 (off) or a number of seconds")
-    rid = check_run_id(run_id) if run_id else new_run_id()
+    rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
     if remote:
         hubmod.parse(remote)

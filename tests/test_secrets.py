@@ -212,6 +212,14 @@ def test_preview_format() -> None:
     assert "app_user" not in finding.preview  # the user part may itself be a token
 
 
+def test_url_preview_hides_host_when_password_contains_at_sign() -> None:
+    first, second = rnd(10), rnd(12)
+    (finding,) = scan(f"https://bob:{first}@{second}@example.com/\n")
+    assert finding.rule == "url-password"
+    assert not _leaked(first, finding.preview)
+    assert not _leaked(second, finding.preview)
+
+
 # --------------------------------------------------------------------------
 # Negative cases: things agents' notes are full of.
 
@@ -240,6 +248,8 @@ NEGATIVE: list[tuple[str, str]] = [
     ("url-password-var", "redis://:$REDIS_PASSWORD@cache:6379 and amqp://guest:${RABBIT_PASS}@mq/\n"),
     ("url-password-template", "mongodb://admin:{{ mongo_password }}@mongo:27017\n"),
     ("url-password-word", "postgres://user:password@localhost/db\n"),
+    ("url-password-short-example", "new URL('https://abc:xyz@example.com') and https://a:b@host/\n"),
+    ("url-password-same-as-user", "amqp://guest:guest@localhost:5672/\n"),
     ("markdown-table", "| model | max_tokens | tokens/s |\n|---|---|---|\n| gpt-4o | 4096 | 85 |\n"),
     (
         "identifiers",
@@ -248,6 +258,7 @@ NEGATIVE: list[tuple[str, str]] = [
     ("env-lookup", 'client = OpenAI(api_key=os.environ["OPENAI_API_KEY"])\n'),
     ("password-hash-code", "password_hash = hash_password(raw_password, rounds=12)\n"),
     ("camel-identifier", "apiKey: getApiKeyFromEnvironmentVariable\n"),
+    ("type-annotation", 'def sign(private_key: "_EllipticCurvePrivateKey", data: bytes) -> bytes:\n'),
     ("prose-token", "The token: a short-lived credential; each token expires after one hour.\n"),
     ("prose-secret", "Secret: nobody documented the tokenizer, so the token budget was wrong.\n"),
     ("token-counts", "max_tokens: 4096\ntoken_count: 123456789012345678901234\ntotal_tokens=98234\n"),

@@ -151,6 +151,11 @@ class GitRepo:
     def set_ref(self, ref: str, oid: str, message: str) -> None:
         self.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
 
+    def delete_ref(self, ref: str) -> None:
+        found = self.repo.references.get(ref)
+        if found is not None:
+            found.delete()
+
     def head_oid(self) -> str | None:
         if self.repo.head_is_unborn:
             return None
@@ -270,6 +275,21 @@ class GitRepo:
     def tracked_paths(self) -> list[str]:
         return [entry.path for entry in self.repo.index]
 
+    def tree_changes(self, old: str | None, new: str) -> dict[str, str | None]:
+        """Paths whose content differs between two versions: path -> blob id in `new` (None if
+        gone). Compares trees only; the work tree is not read."""
+        new_tree = self.repo[new].peel(pygit2.Commit).tree
+        if old is None:
+            diff = new_tree.diff_to_tree(swap=True)
+        else:
+            diff = self.repo[old].peel(pygit2.Commit).tree.diff_to_tree(new_tree)
+        found: dict[str, str | None] = {}
+        for delta in diff.deltas:
+            found.setdefault(delta.old_file.path, None)
+            if delta.status != pygit2.enums.DeltaStatus.DELETED:
+                found[delta.new_file.path] = str(delta.new_file.id)
+        return found
+
 
 def tree_stats(repo: pygit2.Repository, tree: pygit2.Tree,
                memo: dict[str, tuple[int, int]]) -> tuple[int, int]:
@@ -303,6 +323,16 @@ def _is_file_or_link(path: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
+def file_blob_id(path: Path) -> str | None:
+    """The blob id git would give the file (or symlink) at `path` now; None if absent."""
+    try:
+        if path.is_symlink():
+            return str(pygit2.hash(os.fsencode(os.readlink(path))))
+        return str(pygit2.hashfile(str(path)))
+    except (OSError, pygit2.GitError):
+        return None
 
 
 def file_mode(st: os.stat_result) -> int:

@@ -124,13 +124,18 @@ def list_heads(repo: pygit2.Repository, hub: HubUrl) -> list[RemoteHead]:
 
 
 def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
-          progress: ProgressFn | None = None) -> None:
+          progress: ProgressFn | None = None) -> dict[str, str]:
+    """Fetch; returns the hub's branches as advertised on that same connection (authoritative:
+    a tracking ref left from before may be stale)."""
     _check_local(hub)
     cb = Callbacks(hub, progress)
+    remote = _anonymous(repo, hub)
     try:
-        _anonymous(repo, hub).fetch(refspecs, callbacks=cb)
+        remote.fetch(refspecs, callbacks=cb)
+        heads = remote.list_heads(callbacks=cb, connect=False)
     except (pygit2.GitError, OSError, ValueError) as exc:
         raise translate(exc, hub, "cannot fetch from") from exc
+    return {h.name: str(h.oid) for h in heads if h.name and h.name.startswith("refs/heads/")}
 
 
 def push(repo: pygit2.Repository, hub: HubUrl, local_ref: str, remote_ref: str,

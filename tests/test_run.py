@@ -1,0 +1,327 @@
+"""`memsync run`, as a separate process: exit codes, attribution, checkpoints, signals, failures."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+
+AGENT = """\
+import os, pathlib, sys
+mem = pathlib.Path(os.environ["MEMSYNC_MEMORY_DIR"])
+rid = os.environ["MEMSYNC_RUN_ID"]
+(mem / "runs").mkdir(exist_ok=True)
+(mem / "runs" / f"{rid}.md").write_text(f"notes of {rid}\\n")
+with open(mem / "log.md", "a") as fh:
+    fh.write(f"- {rid}\\n")
+tmp = mem / ".tmp.summary.md"
+tmp.write_text((mem / "summary.md").read_text() + f"summary line from {rid}\\n")
+os.replace(tmp, mem / "summary.md")
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+"""
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.py"
+    path.write_text(AGENT)
+    return path
+
+
+def trailers(rev: str, cwd: Path) -> dict[str, str]:
+    body = git("log", "-1", "--format=%B", rev, cwd=cwd)
+    parsed = subprocess.run(["git", "interpret-trailers", "--parse"], input=body, capture_output=True,
+                            text=True, check=True).stdout
+    return dict(line.split(": ", 1) for line in parsed.splitlines())
+
+
+def commits(cwd: Path, rev: str = "memory/research") -> int:
+    return int(git("rev-list", "--count", rev, cwd=cwd))
+
+
+@pytest.mark.parametrize("code", [0, 1, 3])
+def test_exit_code_passes_through_and_failure_still_commits(memory: Path, agent: Path, code: int) -> None:
+    before = commits(hub_path())
+    proc = memsync_cmd("run", "--run-id", f"exit-{code}", "--", sys.executable, str(agent), str(code), cwd=memory)
+    assert proc.returncode == code, proc.stderr
+    assert commits(hub_path()) == before + 1
+    assert hub_tree()[f"runs/exit-{code}.md"] == f"notes of exit-{code}\n".encode()
+    t = trailers("memory/research", hub_path())
+    assert t["Memsync-Actor"] == "run" and t["Memsync-Run-Id"] == f"exit-{code}"
+    assert t["Memsync-Exit-Code"] == str(code)
+    assert "agent.py" in t["Memsync-Command"] and t["Memsync-Host"] and t["Memsync-Duration"].endswith("s")
+    author = git("log", "-1", "--format=%an", "memory/research", cwd=hub_path()).strip()
+    assert author == f"memsync run exit-{code}"
+
+
+def test_killed_child_gives_137(memory: Path) -> None:
+    proc = memsync_cmd("run", "--", "sh", "-c", "echo partial > partial.md; kill -9 $$", cwd=memory)
+    assert proc.returncode == 137, proc.stderr
+    assert hub_tree()["partial.md"] == b"partial\n"
+    assert trailers("memory/research", hub_path())["Memsync-Exit-Code"] == "137"
+
+
+def test_no_commit_when_nothing_changed(memory: Path) -> None:
+    before = commits(hub_path())
+    proc = memsync_cmd("run", "--", "cat", "summary.md", cwd=memory)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "# Summary\n\nfirst line\n"
+    assert commits(hub_path()) == before
+    assert "no changes" in proc.stderr
+
+
+def test_environment_of_the_command(memory: Path, tmp_path: Path) -> None:
+    other = tmp_path / "mnt" / "ref-mem"
+    setup = tmp_path / "ref-src"
+    setup.mkdir()
+    assert memsync_cmd("init", "--name", "ref-mem", cwd=setup).returncode == 0
+    write(setup, "a.md", "reference\n")
+    assert memsync_cmd("push", cwd=setup).returncode == 0
+    script = "import os,json; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('MEMSYNC_')}))"
+    proc = memsync_cmd("run", "--run-id", "env-check", "--memory", f"research:{memory}",
+                       "--memory", f"ref-mem:{other}:ro", "--", sys.executable, "-c", script, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    env = json.loads(proc.stdout)
+    assert env["MEMSYNC_RUN_ID"] == "env-check"
+    assert env["MEMSYNC_MEMORY_DIR"] == str(memory)
+    assert env["MEMSYNC_MEMORY_RESEARCH_DIR"] == str(memory)
+    assert env["MEMSYNC_MEMORY_REF_MEM_DIR"] == str(other)
+
+
+def test_generated_run_ids_are_sortable_and_unique(memory: Path) -> None:
+    ids = []
+    for _ in range(3):
+        proc = memsync_cmd("run", "--", "sh", "-c", 'echo "$MEMSYNC_RUN_ID" >> ids.txt', cwd=memory)
+        assert proc.returncode == 0, proc.stderr
+    ids = (memory / "ids.txt").read_text().split()
+    assert len(set(ids)) == 3 and ids == sorted(ids)
+    assert all(len(i) == len("20261122T101500123Z-3f9a1c0b7e2d") and i[8] == "T" for i in ids)
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", "", "x" * 200, "-lead"])
+def test_bad_run_id_is_refused_before_running(memory: Path, bad: str) -> None:
+    proc = memsync_cmd("run", "--run-id", bad, "--", "touch", "ran.md", cwd=memory)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: invalid run id") and "hint:" in proc.stderr
+    assert not (memory / "ran.md").exists()
+
+
+def test_missing_command_and_unknown_program(memory: Path) -> None:
+    proc = memsync_cmd("run", cwd=memory)
+    assert proc.returncode == 2 and "error: no command to run" in proc.stderr
+    proc = memsync_cmd("run", "--", "no-such-program-xyz", cwd=memory)
+    assert proc.returncode == 2 and "cannot start 'no-such-program-xyz'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_two_concurrent_runs_lose_nothing(memory: Path, tmp_path: Path, agent: Path) -> None:
+    write(memory, ".gitattributes", "log.md merge=union\n")
+    write(memory, "log.md", "# log\n")
+    assert memsync_cmd("push", cwd=memory).returncode == 0
+    procs = []
+    for n in (1, 2):
+        sandbox = tmp_path / f"sandbox{n}"
+        sandbox.mkdir()
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "memsync", "run", "--run-id", f"both-{n}", "--checkpoint", "0",
+             "--memory", "research", "--", sys.executable, str(agent)],
+            cwd=sandbox, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    tree = hub_tree()
+    assert tree["runs/both-1.md"] == b"notes of both-1\n" and tree["runs/both-2.md"] == b"notes of both-2\n"
+    log = tree["log.md"].decode()
+    assert "- both-1\n" in log and "- both-2\n" in log
+    summaries = b"".join(v for k, v in tree.items() if k.startswith("summary"))
+    assert b"summary line from both-1" in summaries and b"summary line from both-2" in summaries
+    history = git("log", "--format=%(trailers:key=Memsync-Run-Id,valueonly)", "memory/research", cwd=hub_path())
+    assert "both-1" in history and "both-2" in history
+    git("fsck", "--strict", cwd=hub_path())
+
+
+def test_eight_memories_one_read_only(tmp_path: Path) -> None:
+    names = [f"mem-{i}" for i in range(8)]
+    for name in names:
+        src = tmp_path / "src" / name
+        src.mkdir(parents=True)
+        assert memsync_cmd("init", cwd=src).returncode == 0
+        write(src, "base.md", f"{name}\n")
+        assert memsync_cmd("push", cwd=src).returncode == 0
+    ro = names[-1]
+    before_ro = git("rev-parse", f"memory/{ro}", cwd=hub_path())
+    args = []
+    for name in names:
+        args += ["--memory", f"{name}:mnt/{name}" + (":ro" if name == ro else "")]
+    script = ("import os,pathlib\n"
+              "for k, v in os.environ.items():\n"
+              "    if k.startswith('MEMSYNC_MEMORY_') and k.endswith('_DIR'):\n"
+              "        p = pathlib.Path(v)\n"
+              "        (p / 'touched.md').write_text(k + '\\n')\n"
+              "        try:\n"
+              "            (p / 'base.md').write_text('overwritten\\n')\n"
+              "        except PermissionError:\n"
+              "            print('denied', p.name)\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = memsync_cmd("run", *args, "--", sys.executable, "-c", script, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert f"denied {ro}" in proc.stdout or os.geteuid() == 0  # root ignores file modes
+    for name in names[:-1]:
+        tree = hub_tree(f"memory/{name}")
+        assert tree["touched.md"].startswith(b"MEMSYNC_MEMORY_MEM_")
+        assert tree["base.md"] == b"overwritten\n"
+    assert git("rev-parse", f"memory/{ro}", cwd=hub_path()) == before_ro
+    assert f"read-only memory '{ro}' was changed during the run (not saved, not pushed)" in proc.stderr
+    assert "touched.md" in proc.stderr
+    assert (work / "mnt" / ro / "touched.md").exists()  # left locally, not deleted
+    assert os.access(work / "mnt" / ro / "base.md", os.W_OK)  # permissions restored
+
+
+def test_remote_down_before_the_run(tmp_path: Path) -> None:
+    hub = tmp_path / "own-hub.git"
+    git("init", "-q", "--bare", str(hub), cwd=tmp_path)
+    root = tmp_path / "research"
+    root.mkdir()
+    assert memsync_cmd("init", "--remote", str(hub), cwd=root).returncode == 0
+    write(root, "a.md", "a\n")
+    assert memsync_cmd("push", cwd=root).returncode == 0
+    hub.rename(hub.with_name("own-hub.moved"))
+    started = time.monotonic()
+    proc = memsync_cmd("run", "--", "touch", "ran.md", cwd=root)
+    assert proc.returncode == 4, proc.stderr
+    assert time.monotonic() - started < 30
+    assert f"error: remote {hub} does not exist" in proc.stderr and "hint:" in proc.stderr
+    assert not (root / "ran.md").exists()
+    proc = memsync_cmd("run", "--offline", "--no-push", "--", "touch", "ran.md", cwd=root)
+    assert proc.returncode == 0, proc.stderr
+    assert "offline: running on the local copies" in proc.stderr
+    assert (root / "ran.md").exists()
+    assert git("log", "-1", "--format=%(trailers:key=Memsync-Actor,valueonly)", cwd=root).strip() == "run"
+
+
+def test_remote_down_after_the_run_keeps_the_commit(memory: Path, tmp_path: Path) -> None:
+    hub = hub_path()
+    moved = hub.with_name("hub.moved")
+    script = f"import os; open('late.md','w').write('late\\n'); os.rename({str(hub)!r}, {str(moved)!r})"
+    proc = memsync_cmd("run", "--run-id", "late-run", "--", sys.executable, "-c", script, cwd=memory)
+    assert proc.returncode == 8, proc.stderr
+    assert "NOT PUSHED" in proc.stderr and "memsync push" in proc.stderr
+    local_head = git("rev-parse", "HEAD", cwd=memory).strip()
+    assert local_head[:8] in proc.stderr
+    moved.rename(hub)
+    assert "late.md" not in hub_tree()
+    push = memsync_cmd("push", cwd=memory)
+    assert push.returncode == 0, push.stderr
+    assert hub_tree()["late.md"] == b"late\n"
+    assert git("rev-parse", "memory/research", cwd=hub).strip() == local_head
+
+
+def test_no_push_commits_locally(memory: Path) -> None:
+    before = git("rev-parse", "memory/research", cwd=hub_path())
+    proc = memsync_cmd("run", "--no-push", "--", "touch", "local-only.md", cwd=memory)
+    assert proc.returncode == 0, proc.stderr
+    assert git("rev-parse", "memory/research", cwd=hub_path()) == before
+    assert "local-only.md" in git("show", "--name-only", "HEAD", cwd=memory)
+
+
+def test_sigterm_is_forwarded_and_the_work_saved(memory: Path, tmp_path: Path) -> None:
+    script = ("import signal, sys, time, pathlib\n"
+              "def bye(sig, frame):\n"
+              "    pathlib.Path('got-signal.md').write_text(f'signal {sig}\\n'); sys.exit(130)\n"
+              "signal.signal(signal.SIGINT, bye); signal.signal(signal.SIGTERM, bye)\n"
+              "pathlib.Path('started').write_text('x')\n"
+              "time.sleep(60)\n")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        (memory / "started").unlink(missing_ok=True)
+        proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--checkpoint", "0", "--",
+                                 sys.executable, "-c", script], cwd=memory, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not (memory / "started").exists():
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert hub_tree()["got-signal.md"] == f"signal {int(sig)}\n".encode()
+
+
+def test_kill_minus_nine_keeps_checkpoints(memory: Path, tmp_path: Path) -> None:
+    """kill -9 of the whole process group: what was written well before is on the hub."""
+    script = ("import time, pathlib\n"
+              "for i in range(400):\n"
+              "    pathlib.Path(f'notes/n{i:03d}.md').parent.mkdir(exist_ok=True)\n"
+              "    pathlib.Path(f'notes/n{i:03d}.md').write_text(f'{time.time()}\\n')\n"
+              "    time.sleep(0.1)\n")
+    env = dict(os.environ, MEMSYNC_QUIET="0.5", MEMSYNC_SETTLE="0.2")
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--checkpoint", "1", "--",
+                             sys.executable, "-c", script], cwd=memory, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(6)
+    killed_at = time.time()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    on_hub = {k for k in hub_tree() if k.startswith("notes/")}
+    written = {p.relative_to(memory).as_posix(): float(p.read_text()) for p in (memory / "notes").iterdir()}
+    # interval (1 s) + settle (0.2 s) + a push: allow two intervals of slack on a loaded machine
+    must_have = {k for k, t in written.items() if t < killed_at - 3.0}
+    assert len(must_have) >= 20
+    assert must_have <= on_hub, sorted(must_have - on_hub)[:5]
+    checkpoints = git("log", "--format=%(trailers:key=Memsync-Checkpoint,valueonly)", "memory/research",
+                      cwd=hub_path()).split()
+    assert len(checkpoints) >= 2
+    # the next ordinary command recovers by itself (stale locks, half-done state)
+    after = memsync_cmd("push", cwd=memory)
+    assert after.returncode == 0, after.stderr
+    assert set(written) <= set(hub_tree())
+    git("fsck", "--strict", cwd=hub_path())
+
+
+def test_checkpoint_skips_temp_files_being_written(memory: Path) -> None:
+    script = ("import time, os, pathlib\n"
+              "p = pathlib.Path('.tmp.summary.md')\n"
+              "p.write_text('half')\n"
+              "time.sleep(2.5)\n"
+              "p.write_text('whole summary\\n'); os.replace(p, 'summary.md')\n")
+    env = dict(os.environ, MEMSYNC_QUIET="0.3")
+    proc = memsync_cmd("run", "--checkpoint", "1", "--", sys.executable, "-c", script, cwd=memory, env=env)
+    assert proc.returncode == 0, proc.stderr
+    every_version = git("log", "--all", "--format=%H", "--", ".tmp.summary.md", cwd=hub_path())
+    assert every_version == ""
+    assert hub_tree()["summary.md"] == b"whole summary\n"
+
+
+def test_run_on_git_daemon(git_daemon, tmp_path: Path, agent: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.servers import make_bare_hub
+
+    make_bare_hub(git_daemon.base_path / "hub.git")
+    url = git_daemon.url("hub.git")
+    src = tmp_path / "research"
+    src.mkdir()
+    assert memsync_cmd("init", "--remote", url, cwd=src).returncode == 0
+    write(src, "summary.md", "# s\n")
+    assert memsync_cmd("push", cwd=src).returncode == 0, "push"
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    proc = memsync_cmd("run", "--remote", url, "--memory", "research", "--run-id", "daemon-run", "--",
+                       sys.executable, str(agent), cwd=sandbox)
+    assert proc.returncode == 0, proc.stderr
+    tree = hub_tree("memory/research", git_daemon.base_path / "hub.git")
+    assert tree["runs/daemon-run.md"] == b"notes of daemon-run\n"
+
+
+def test_contract_mentions_the_rules() -> None:
+    proc = memsync_cmd("contract", "--path", "/mnt/memory", cwd=Path.cwd())
+    assert proc.returncode == 0
+    for needle in ("/mnt/memory", "summary.md", "runs/$MEMSYNC_RUN_ID.md", ".tmp.summary.md", "rename"):
+        assert needle in proc.stdout
