@@ -52,6 +52,7 @@ class MemoryOutcome:
     read_only: bool
     checkpoints: int = 0
     final_commit: str | None = None
+    version: str | None = None  # the memory's head after the run (a merge, if others wrote too)
     pushed: bool = False
     unpushed: list[str] = field(default_factory=list)
     conflicts: list[ConflictCopy] = field(default_factory=list)
@@ -316,10 +317,9 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
                 outcome.blocked = snap.blocked
                 outcome.flags = [f.trailer() for f in snap.flags]
                 _report(snap, mem, say)
-                if no_push:
-                    outcome.unpushed = []
-                    continue
-                _deliver(mem, who, outcome, say, quiet_failure=False)
+                if not no_push:
+                    _deliver(mem, who, outcome, say, quiet_failure=False)
+                outcome.version = mem.git.head_oid()
         except KeyboardInterrupt:
             outcome.error = "interrupted: the final push was abandoned"
             with mem.locked():

@@ -63,7 +63,8 @@ def _summarise(report: Any, no_push: bool) -> None:
             state = "committed locally (--no-push)"
         else:
             state = "pushed"
-        version = f" {m.final_commit[:8]}" if m.final_commit else ""
+        head = m.version if m.final_commit or m.merged else None
+        version = f" {head[:8]}" if head else ""
         extra = f", {m.checkpoints} checkpoint(s)" if m.checkpoints else ""
         merged = f", merged {m.merged} remote version(s)" if m.merged else ""
         conflicts = f", {len(m.conflicts)} conflict copy(ies) kept" if m.conflicts else ""

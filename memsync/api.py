@@ -1,0 +1,43 @@
+"""memsync's Python API, for harnesses that start sandboxes from Python.
+
+    from memsync import api
+
+    api.init(Path("notes"), name="research")                # make a directory a memory
+    api.push(Path("notes"))                                  # commit as the operator and push
+    api.clone("research", Path("/mnt/memory"))               # fetch a memory
+    api.pull(Path("/mnt/memory"))                            # merge the hub's version in
+    report = api.status(Path("/mnt/memory"))                 # StatusReport dataclass
+    hub, memories = api.list_memories()                      # [MemoryInfo, ...]
+    run = api.run(["python", "agent.py"], [api.Mount("research", Path("/mnt/memory"))])
+    run.status                                               # the exit code memsync would use
+
+Every function returns a dataclass and raises a `memsync.errors.MemsyncError` subclass (with
+`.message`, `.hint` and `.exit_code`) on failure; none of them prints. Remotes are resolved as on
+the command line: the `remote=` argument, storage.yaml, MEMSYNC_REMOTE, then the embedded hub.
+"""
+
+from __future__ import annotations
+
+from memsync.errors import MemsyncError
+from memsync.listing import MemoryInfo, list_memories
+from memsync.run import Mount, RunReport
+from memsync.run import execute as run
+from memsync.sync import InitResult, PullResult, PushResult, StatusReport, clone, init, pull, push, status
+
+__all__ = [
+    "InitResult",
+    "MemoryInfo",
+    "MemsyncError",
+    "Mount",
+    "PullResult",
+    "PushResult",
+    "RunReport",
+    "StatusReport",
+    "clone",
+    "init",
+    "list_memories",
+    "pull",
+    "push",
+    "run",
+    "status",
+]

@@ -1,0 +1,57 @@
+"""The Python API: the same operations as the CLI, returning data and raising MemsyncError."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from memsync import api
+from memsync.errors import MemoryNotFound, NotAMemory
+from tests.conftest import hub_tree, write
+
+
+def test_api_round_trip(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    result = api.init(notes, name="research")
+    assert result.created and result.name == "research"
+    write(notes, "summary.md", "hello\n")
+    pushed = api.push(notes)
+    assert pushed.committed and pushed.exchange.pushed
+    assert pushed.version is not None and pushed.version.files == 1 and pushed.version.size == 6
+    copy = api.clone("research", tmp_path / "copy")
+    assert copy.version is not None and copy.version.oid == pushed.version.oid
+    write(notes, "more.md", "more\n")
+    api.push(notes)
+    pulled = api.pull(tmp_path / "copy")
+    assert (tmp_path / "copy" / "more.md").read_text() == "more\n"
+    assert pulled.version is not None and pulled.version.files == 2
+    report = api.status(tmp_path / "copy")
+    assert (report.ahead, report.behind, report.uncommitted) == (0, 0, [])
+    hub, memories = api.list_memories()
+    assert hub.endswith("hub.git") and [m.name for m in memories] == ["research"]
+
+
+def test_api_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    api.init(notes, name="research")
+    api.push(notes)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code = "import os; open(os.environ['MEMSYNC_MEMORY_DIR'] + '/x.md', 'w').write('x')"
+    report = api.run([sys.executable, "-c", code], [api.Mount("research", work / "mem")], run_id="api-run",
+                     checkpoint=0)
+    assert report.status == 0 and report.memories[0].pushed
+    assert hub_tree()["x.md"] == b"x"
+
+
+def test_api_raises_typed_errors(tmp_path: Path) -> None:
+    with pytest.raises(NotAMemory) as info:
+        api.push(tmp_path)
+    assert info.value.exit_code == 3 and info.value.hint
+    with pytest.raises(MemoryNotFound):
+        api.clone("missing-one", tmp_path / "x")
