@@ -136,4 +136,4 @@ def unpushed(mem: Memory) -> list[str]:
     return found
 
 
-__all__ = ["Exchange", "fetch", "sync", "unpushed", "host_name"]
+__all__ = ["Exchange", "fetch", "host_name", "sync", "unpushed"]

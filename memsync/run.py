@@ -7,6 +7,7 @@ not be saved (EXIT_UNSAVED, the commits named) or a policy kept files out (EXIT_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -198,10 +199,8 @@ class _Signals:
         self.received.append(signum)
         at_terminal = signum == signal.SIGINT and sys.stdin is not None and sys.stdin.isatty()
         if not at_terminal and self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signum)
-            except ProcessLookupError:
-                pass
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.saved.items():
@@ -326,10 +325,8 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
                 outcome.unpushed = unpushed(mem)
         except MemsyncError as exc:
             outcome.error = exc.message
-            try:
+            with contextlib.suppress(MemsyncError):
                 outcome.unpushed = unpushed(mem)
-            except MemsyncError:
-                pass
 
 
 def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool) -> None:

@@ -103,7 +103,8 @@ def ensure_hub(hub: HubUrl) -> None:
         try:
             home.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise RepoError(f"cannot create {home}: {exc.strerror}", "set MEMSYNC_HOME to a writable directory") from exc
+            raise RepoError(f"cannot create {home}: {exc.strerror}",
+                            "set MEMSYNC_HOME to a writable directory") from exc
         with held(home / "hub.lock", "the embedded hub"):
             transport.ensure_bare(hub.local_path)
 

@@ -7,6 +7,7 @@ resolved by keeping the local (ours) version at the path and the other side as a
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -37,8 +38,15 @@ def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: 
             "the local memory and the remote share no history",
             "clone the remote memory into a new directory, or push this one under another --name",
         )
-    when = now or datetime.now(timezone.utc)
     index = repo.merge_commits(ours, theirs)
+    return keep_both(repo, index, their_tag, now)
+
+
+def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
+              now: datetime | None = None) -> MergeResult:
+    """Resolve every conflict of a merged index (ours at the path, theirs as a sibling copy;
+    a modification beats a deletion) and write its tree. Also used by `memsync revert`."""
+    when = now or datetime.now(timezone.utc)
     result = MergeResult(tree="")
     if index.conflicts is not None:
         taken = {entry.path for entry in index}
@@ -71,10 +79,8 @@ def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: 
 
 
 def _drop_conflict(collection: object, path: str) -> None:
-    try:
+    with contextlib.suppress(KeyError):
         del collection[path]  # type: ignore[attr-defined]
-    except KeyError:
-        pass
 
 
 def _add_entry(index: pygit2.Index, entry: pygit2.IndexEntry, taken: set[str]) -> None:

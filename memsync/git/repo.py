@@ -6,6 +6,7 @@ its local branch named like the hub branch (`memory/research`) with `origin` con
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -181,10 +182,8 @@ class GitRepo:
             candidates.update(entry.path for entry in index)
         for delta in index.diff_to_workdir(flags=flags).deltas:
             candidates.update((delta.old_file.path, delta.new_file.path))
-        try:
+        with contextlib.suppress(pygit2.GitError):
             index.write()  # keep the refreshed stat cache
-        except pygit2.GitError:
-            pass
         changes: list[WorkChange] = []
         for path in sorted(candidates):
             in_head = head is not None and _in_tree(head, path)
@@ -219,14 +218,10 @@ class GitRepo:
 
     def unstage(self, path: str) -> None:
         index = self.repo.index
-        try:
+        with contextlib.suppress(OSError, pygit2.GitError):
             index.remove(path)
-        except (OSError, pygit2.GitError):
-            pass
-        try:
+        with contextlib.suppress(OSError, pygit2.GitError):
             index.remove_directory(path)
-        except (OSError, pygit2.GitError):
-            pass
 
     def commit_index(self, branch: str, message: str, author: tuple[str, str] | None,
                      allow_empty: bool = False) -> str | None:
@@ -235,10 +230,9 @@ class GitRepo:
         index = self.repo.index
         tree = index.write_tree()
         parent = self.head_oid()
-        if parent is not None and not allow_empty:
-            if self.repo[parent].peel(pygit2.Commit).tree_id == tree:
-                index.write()
-                return None
+        if parent is not None and not allow_empty and self.repo[parent].peel(pygit2.Commit).tree_id == tree:
+            index.write()
+            return None
         index.write()
         committer = self.operator_signature()
         signature = pygit2.Signature(*author) if author else committer
