@@ -37,6 +37,9 @@ def handle_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from memsync import notices
+
+        notices.handler = warn
         try:
             return func(*args, **kwargs)
         except MemsyncError as exc:

@@ -78,7 +78,12 @@ def load(root: Path) -> StorageConfig:
     data = _parse_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with at least `name:`", "see .vm0-example/")
-    return from_mapping(data, str(path))
+    cfg = from_mapping(data, str(path))
+    from memsync import notices
+
+    for warning in cfg.warnings:
+        notices.warn(warning)
+    return cfg
 
 
 def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:

@@ -182,7 +182,7 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     with mem.locked():
         _prepare(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
-        exchange = sync(mem, who, lambda: _resnap(mem, who))
+        exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
         return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange)
 
 

@@ -261,11 +261,12 @@ def test_two_copies_converge(memory: Path, tmp_path: Path, cli) -> None:
     for root in (memory, other, memory):
         assert cli("pull", cwd=root).code == 0
         assert cli("push", cwd=root).code == 0
-    files = lambda r: {
-        p.relative_to(r).as_posix(): p.read_bytes()
-        for p in r.rglob("*")  # noqa: E731
-        if p.is_file() and ".git" not in p.parts and ".vm0" not in p.parts
-    }
+    def files(r):
+        return {
+            p.relative_to(r).as_posix(): p.read_bytes()
+            for p in r.rglob("*")
+            if p.is_file() and ".git" not in p.parts and ".vm0" not in p.parts
+        }
     assert files(memory) == files(other) == hub_tree()
     contents = {v for k, v in files(memory).items() if k.startswith("summary")}
     assert contents == {b"mine\n", b"theirs\n"}

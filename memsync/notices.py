@@ -1,0 +1,16 @@
+"""Warnings from the core (an unknown config key, a fallback taken) without the core printing.
+
+The CLI routes them to stderr as `warning:` lines; a Python caller can install its own handler
+(`notices.handler = my_logger.warning`) or leave the default, which collects them in `pending`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+pending: list[str] = []
+handler: Callable[[str], None] = pending.append
+
+
+def warn(message: str) -> None:
+    handler(message)
