@@ -40,6 +40,7 @@ def handle_errors(func: F) -> F:
         from memsync import notices
 
         notices.handler = warn
+        notices.reset()
         try:
             return func(*args, **kwargs)
         except MemsyncError as exc:
