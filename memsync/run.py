@@ -301,11 +301,12 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
         if outcome.read_only_changes:
             say(f"read-only memory {mem.name!r} was changed during the run (not saved, not pushed): "
                 + ", ".join(outcome.read_only_changes[:10]))
+    abandoned = False
     for mem in writable:
         outcome = next(o for o in report.memories if o.name == mem.name)
         extra: tuple[tuple[str, str], ...] = (("Memsync-Command", shlex.join(report.command)),
-                 ("Memsync-Exit-Code", str(report.exit_code)),
-                 ("Memsync-Duration", f"{report.duration:.1f}s"))
+                                              ("Memsync-Exit-Code", str(report.exit_code)),
+                                              ("Memsync-Duration", f"{report.duration:.1f}s"))
         if counter.get(mem.name):
             extra += (("Memsync-Checkpoints", str(counter[mem.name])),)
         who = Attribution("run", f"Run {rid} (exit {report.exit_code})", rid, extra)
@@ -316,17 +317,42 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
                 outcome.blocked = snap.blocked
                 outcome.flags = [f.trailer() for f in snap.flags]
                 _report(snap, mem, say)
-                if not no_push:
-                    _deliver(mem, who, outcome, say, quiet_failure=False)
+                outcome.version = mem.git.head_oid()
+                if no_push or abandoned:
+                    if abandoned:
+                        outcome.error = "interrupted: not pushed"
+                        outcome.unpushed = [outcome.version[:8]] if outcome.version else []
+                    continue
+                _interruptible(lambda mem=mem, who=who, outcome=outcome:  # type: ignore[misc]
+                               _deliver(mem, who, outcome, say, quiet_failure=False))
                 outcome.version = mem.git.head_oid()
         except KeyboardInterrupt:
+            abandoned = True
             outcome.error = "interrupted: the final push was abandoned"
-            with mem.locked():
-                outcome.unpushed = unpushed(mem)
+            outcome.unpushed = [outcome.version[:8]] if outcome.version else []
         except MemsyncError as exc:
             outcome.error = exc.message
             with contextlib.suppress(MemsyncError):
                 outcome.unpushed = unpushed(mem)
+
+
+def _interruptible(work: Callable[[], None]) -> None:
+    """Run `work` (a push) in a worker thread so that Ctrl-C abandons it at once: libgit2's
+    blocking network calls would otherwise defer the interrupt until they time out."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the main thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=target, name="memsync-final-push", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if failure:
+        raise failure[0]
 
 
 def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool) -> None:

@@ -325,3 +325,22 @@ def test_contract_mentions_the_rules() -> None:
     assert proc.returncode == 0
     for needle in ("/mnt/memory", "summary.md", "runs/$MEMSYNC_RUN_ID.md", ".tmp.summary.md", "rename"):
         assert needle in proc.stdout
+
+
+def test_second_ctrl_c_abandons_a_hanging_final_push(tmp_path: Path, hanging_server) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "research"
+    root.mkdir()
+    assert memsync_cmd("init", cwd=root).returncode == 0
+    url = hanging_server.url("hub.git", scheme="git")
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--offline", "--remote", url, "--",
+                             "touch", "made-offline.md"], cwd=root, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)  # the command is long done; memsync is stuck in the push to a silent server
+    assert proc.poll() is None
+    interrupted = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert time.monotonic() - interrupted < 5
+    assert proc.returncode == 8, err
+    assert "interrupted: the final push was abandoned" in err
+    assert "made-offline.md" in git("show", "--name-only", "HEAD", cwd=root)  # the commit stays local
