@@ -84,13 +84,12 @@ def parse(raw: str, base: Path | None = None) -> HubUrl:
             raise UsageError(f"remote URL {redact(text)} has no host")
         password = None
         if scheme in ("http", "https") and "@" in parts.netloc:
+            # https://user:TOKEN@host keeps the user; https://TOKEN@host is a bare token
             userinfo, host = parts.netloc.rsplit("@", 1)
-            user, sep, secret = userinfo.partition(":")
-            password = secret if sep else user
-            netloc = f"{user}@{host}" if sep and user else host
+            user, has_secret, secret = userinfo.partition(":")
+            password = secret if has_secret else user
+            netloc = f"{user}@{host}" if has_secret and user else host
             text = urlunsplit(parts._replace(netloc=netloc))
-            if not sep:
-                password = user
         kind = "http" if scheme in ("http", "https") else scheme
         return HubUrl(text, kind, password)
     scp = _SCP_RE.match(text)
@@ -108,8 +107,3 @@ def resolve(flag: str | None, configured: str | None) -> HubUrl:
         if candidate:
             return parse(candidate)
     return HubUrl(str(embedded_hub_path()), "file")
-
-
-def storable(hub: HubUrl, original: str) -> str:
-    """What may be written to storage.yaml: the URL without any credential."""
-    return hub.url if hub.kind != "file" else original if "://" not in original else hub.url

@@ -55,7 +55,7 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
     hub = hubmod.resolve(remote, None)
     ensure_hub(hub)
     if hub.local_path is not None:
-        transport.list_heads(_cache_or_hub(hub), hub)  # raises a clear error if it is missing
+        transport.check_local(hub)  # a clear error if it is missing
         repo = pygit2.Repository(str(hub.local_path))
         prefix = "refs/heads/"
     else:
@@ -82,11 +82,3 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
                                 datetime.fromtimestamp(info.time, timezone.utc).isoformat(timespec="seconds"),
                                 run.run_id if run else None))
     return hub.display, sorted(found, key=lambda m: (m.name, m.type))
-
-
-def _cache_or_hub(hub: HubUrl) -> pygit2.Repository:
-    assert hub.local_path is not None
-    try:
-        return pygit2.Repository(str(hub.local_path))
-    except pygit2.GitError:
-        return _cache_repo(hub)

@@ -16,7 +16,18 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import Option
 
-from memsync.errors import AuthFailed, HostKeyError, PushRejected, RemoteError, RemoteUnreachable
+from memsync.errors import (
+    AuthFailed,
+    HostKeyError,
+    MemsyncError,
+    PushRejected,
+    RemoteError,
+    RemoteUnreachable,
+    RepoError,
+)
+from memsync.git import hostkeys
+from memsync.git.credentials import Credentials, check_server, configure_tls
+from memsync.git.hostkeys import ServerIdentity
 from memsync.hub import HubUrl, redact
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
@@ -25,6 +36,7 @@ CONNECT_TIMEOUT_MS = int(os.environ.get("MEMSYNC_CONNECT_TIMEOUT", "10")) * 1000
 IO_TIMEOUT_MS = int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000
 pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
 pygit2.option(Option.SET_SERVER_TIMEOUT, IO_TIMEOUT_MS)
+hostkeys.install()
 
 
 class NotFastForward(RemoteError):
@@ -47,17 +59,20 @@ class Callbacks(pygit2.RemoteCallbacks):
         self.rejected: dict[str, str] = {}
         self.server_lines: list[str] = []
         self.attempts = 0
+        self.keyring = Credentials(hub)
+        configure_tls()
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
-        from memsync.git.credentials import credentials_for
-
         self.attempts += 1
-        return credentials_for(self.hub, username_from_url, allowed_types, self.attempts)
+        return self.keyring.acquire(username_from_url, allowed_types)
+
+    def server_identity(self, identity: ServerIdentity) -> None:
+        """Called by hostkeys' certificate hook with the server's key or TLS verdict."""
+        check_server(self.hub, identity)
 
     def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
-        from memsync.git.credentials import check_host
-
-        return check_host(self.hub, valid, host)
+        # Only reached if the hostkeys hook is not installed: never accept what libgit2 refused.
+        return bool(valid) and self.hub.kind != "ssh"
 
     def sideband_progress(self, string: str) -> None:
         for line in re.split(r"[\r\n]+", string):
@@ -81,13 +96,16 @@ def _anonymous(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
     return repo.remotes.create_anonymous(hub.url)
 
 
-def translate(exc: Exception, hub: HubUrl, doing: str) -> RemoteError:
+def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
     """A libgit2 failure as a one-line error with the URL redacted."""
     text = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     lowered = text.lower()
     where = hub.display
     if isinstance(exc, RemoteError):
         return exc
+    if "no space left" in lowered or "disk quota" in lowered or "file too large" in lowered:
+        return RepoError(f"{doing} {where}: a disk is full ({text})",
+                         "free some disk space and run the command again; nothing was lost")
     if "authentication" in lowered or "401" in lowered or "403" in lowered or "credentials" in lowered:
         return AuthFailed(f"{doing} {where}: authentication failed ({text})",
                           "check MEMSYNC_TOKEN / MEMSYNC_SSH_KEY (see README, Remotes)")
@@ -105,7 +123,7 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> RemoteError:
                              "check the network and the URL, or use --offline to run on the local copy")
 
 
-def _check_local(hub: HubUrl) -> None:
+def check_local(hub: HubUrl) -> None:
     path = hub.local_path
     if path is not None and not (path / "HEAD").exists() and not (path / ".git").exists():
         raise RemoteUnreachable(f"remote {hub.display} does not exist",
@@ -114,7 +132,7 @@ def _check_local(hub: HubUrl) -> None:
 
 def list_heads(repo: pygit2.Repository, hub: HubUrl) -> list[RemoteHead]:
     """The hub's ref advertisement (ls-remote): works on every transport."""
-    _check_local(hub)
+    check_local(hub)
     cb = Callbacks(hub)
     try:
         heads = _anonymous(repo, hub).list_heads(callbacks=cb)
@@ -127,7 +145,7 @@ def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
           progress: ProgressFn | None = None) -> dict[str, str]:
     """Fetch; returns the hub's branches as advertised on that same connection (authoritative:
     a tracking ref left from before may be stale)."""
-    _check_local(hub)
+    check_local(hub)
     cb = Callbacks(hub, progress)
     remote = _anonymous(repo, hub)
     try:
@@ -141,7 +159,7 @@ def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
 def push(repo: pygit2.Repository, hub: HubUrl, local_ref: str, remote_ref: str,
          progress: ProgressFn | None = None) -> None:
     """Non-forced push of one ref; raises NotFastForward, PushRejected or RemoteError."""
-    _check_local(hub)
+    check_local(hub)
     cb = Callbacks(hub, progress)
     try:
         _anonymous(repo, hub).push([f"{local_ref}:{remote_ref}"], callbacks=cb)
@@ -149,13 +167,25 @@ def push(repo: pygit2.Repository, hub: HubUrl, local_ref: str, remote_ref: str,
         raise translate(exc, hub, "cannot push to") from exc
     if cb.rejected:
         reason = "; ".join(f"{ref}: {msg}" for ref, msg in cb.rejected.items())
-        if any("fast-forward" in m or "fetch first" in m for m in cb.rejected.values()):
+        if any(_raced(m) for m in cb.rejected.values()):
             raise NotFastForward(f"the remote moved on meanwhile ({reason})")
         said = " | ".join(cb.server_lines[-5:])
         raise PushRejected(
             f"{hub.display} refused the push: {reason}" + (f" (server said: {said})" if said else ""),
             "the commit stays local; ask the hub's owner (hook or protected branch), then `memsync push`",
         )
+
+
+# The server refused because the ref moved under us: a non-fast-forward, or (git receive-pack)
+# another push won the race for the ref's lock ("failed to update ref", "cannot lock ref ... is
+# at X but expected Y"). Both are answered by fetching, merging and pushing again.
+_RACE_MARKERS = ("fast-forward", "fetch first", "failed to update ref", "failed to lock",
+                 "cannot lock ref", "stale info")
+
+
+def _raced(message: str) -> bool:
+    lowered = message.lower()
+    return any(marker in lowered for marker in _RACE_MARKERS)
 
 
 def ensure_bare(path: Path) -> None:
