@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from memsync import guard
@@ -48,12 +49,19 @@ class _Staged:
 
 
 def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
-         run_base: str | None = None) -> Snapshot:
-    """Commit what changed as `who`; caller holds the memory's lock."""
+         run_base: str | None = None, only: Collection[str] | None = None,
+         check_integrity: bool = True) -> Snapshot:
+    """Commit what changed as `who`; caller holds the memory's lock.
+
+    `only`: just these paths (restore and revert commit exactly the files they wrote).
+    `check_integrity=False`: no guard flags, for deliberate operator rewrites (a restore or a
+    revert is recorded by its own trailers; flagging it would bury the damage it repairs)."""
     snap = Snapshot()
     staged: list[_Staged] = []
     now = time.time()
     for change in mem.git.scan():
+        if only is not None and change.path not in only:
+            continue
         item = _read(mem, change, now, settle, snap)
         if item is not None:
             staged.append(item)
@@ -62,7 +70,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     changes = [guard.FileChange(s.change.path, s.old, s.data,
                                 created_in_same_run=_created_since(mem, s.change.path, run_base))
                for s in staged]
-    snap.flags = guard.integrity_flags(changes, who.actor)
+    snap.flags = guard.integrity_flags(changes, who.actor) if check_integrity else []
     for item in staged:
         if item.data is None:
             mem.git.unstage(item.change.path)

@@ -1,0 +1,436 @@
+"""log / diff / restore / revert: find the damage, see it, undo it (BRIEF story 4).
+
+Functions return dataclasses and never print. restore and revert never rewrite history: they
+write the files, commit exactly those files as the operator through the snapshot pipeline (so the
+integrity guard and protect policies see them like any other change) and push like `push` does.
+
+`run:<id>` means what that run itself changed: from the first parent of its first version to its
+last version. When the run merged other versions in between (a checkpoint pushed to a hub that
+had moved on), each of its own versions is replayed onto that base instead, so neither the diff
+nor the revert of a run includes work it merged from others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from memsync.attribution import Attribution, operator
+from memsync.errors import RemoteError, RepoError, UnsavedWork, UsageError
+from memsync.exchange import Exchange, sync, unpushed
+from memsync.git import history
+from memsync.git.history import FilePatch, VersionChanges
+from memsync.git.merge import ConflictCopy
+from memsync.git.trailers import every, first, parse
+from memsync.memory import Memory, open_memory
+from memsync.names import is_conflict_copy
+from memsync.snapshot import Snapshot, take
+from memsync.sync import ensure_hub
+
+RUN_PREFIX = "run:"
+LINK_MODE = 0o120000
+
+
+class DirtyPaths(UsageError):
+    """restore/revert would overwrite files that have uncommitted changes."""
+
+    def __init__(self, verb: str, paths: list[str], hint: str) -> None:
+        shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+        super().__init__(f"not {verb}: {shown} has uncommitted changes that would be overwritten", hint)
+        self.paths = paths
+
+
+@dataclass
+class FileState:
+    """A file at one version: `deleted` when the version removed it."""
+
+    path: str
+    state: str  # log: added | modified | deleted; restore/revert: restored | written | deleted
+    size: int | None
+    sha256: str | None
+
+
+@dataclass
+class LogEntry:
+    version: str
+    oid: str
+    time: str
+    actor: str  # run | operator | watch | git (a commit not made by memsync)
+    run_id: str | None
+    exit_code: int | None
+    checkpoint: int | None
+    merge: bool
+    subject: str
+    files_changed: int
+    bytes_added: int
+    bytes_removed: int
+    flags: list[str] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)  # conflict copies this version created
+    restored_from: list[str] = field(default_factory=list)
+    reverted: list[str] = field(default_factory=list)
+    file: FileState | None = None
+
+
+@dataclass
+class LogResult:
+    memory: str
+    path: str | None
+    head: str | None
+    versions: list[LogEntry]
+
+
+@dataclass
+class DiffResult:
+    old: str  # what the left side is: a version, "empty", or a description
+    new: str
+    patches: list[FilePatch]
+
+
+@dataclass
+class Outcome:
+    """What restore or revert did."""
+
+    source: str  # the version restored from / reverted (or run:<id>)
+    version: str | None  # the new version; None if nothing needed changing
+    files: list[FileState] = field(default_factory=list)
+    saved_first: str | None = None  # uncommitted work committed before a --force restore
+    conflicts: list[ConflictCopy] = field(default_factory=list)
+    kept_modified: list[str] = field(default_factory=list)
+    snapshot: Snapshot = field(default_factory=Snapshot)
+    pushed: bool = False
+    merged: int = 0
+
+
+# -- log -----------------------------------------------------------------------------------------
+def log(start: Path, path: str | None = None, *, run_id: str | None = None, flagged: bool = False,
+        limit: int | None = None) -> LogResult:
+    """The versions of a memory (or of one file), newest first, from the local history."""
+    if limit is not None and limit < 0:
+        raise UsageError("-n must be 0 or more")
+    mem = open_memory(start)
+    rel = (relative(mem, start, path) or None) if path else None
+    head = mem.git.head_oid()
+    found: list[LogEntry] = []
+    if head is None or limit == 0:
+        return LogResult(mem.name, rel, head, found)
+    repo = mem.git.repo
+    for oid, _, message in history.messages(repo, head):
+        trailers = parse(message)
+        if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
+            continue
+        if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")):
+            continue
+        if rel is not None and not history.touches(repo, oid, rel):
+            continue
+        found.append(_entry(mem, _changes(mem, oid), rel))
+        if limit is not None and len(found) >= limit:
+            break
+    return LogResult(mem.name, rel, head, found)
+
+
+def _changes(mem: Memory, oid: str) -> VersionChanges:
+    return history.changes(mem.git.repo, oid)
+
+
+def _entry(mem: Memory, v: VersionChanges, rel: str | None) -> LogEntry:
+    trailers = parse(v.message)
+    actor = first(trailers, "Memsync-Actor") or "git"
+    merge = len(v.parents) > 1
+    added = [d.path for d in v.deltas if d.kind == "added"]
+    copies = v.created if merge else [p for p in added if is_conflict_copy(p)]
+    entry = LogEntry(
+        version=v.oid[:8], oid=v.oid, time=_utc(v.time), actor=actor,
+        run_id=first(trailers, "Memsync-Run-Id"),
+        exit_code=_int(first(trailers, "Memsync-Exit-Code")),
+        checkpoint=_int(first(trailers, "Memsync-Checkpoint")),
+        merge=merge, subject=v.message.split("\n", 1)[0].strip(),
+        files_changed=len(v.deltas),
+        bytes_added=sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
+        bytes_removed=sum(max(d.old_size - d.new_size, 0) for d in v.deltas),
+        flags=every(trailers, "Memsync-Flag"), policies=every(trailers, "Memsync-Policy"),
+        copies=sorted(copies), restored_from=every(trailers, "Memsync-Restored-From"),
+        reverted=every(trailers, "Memsync-Reverted"),
+    )
+    if rel is not None:
+        entry.file = _file_state(mem, v, rel)
+    return entry
+
+
+def _file_state(mem: Memory, v: VersionChanges, rel: str) -> FileState:
+    blob = history.blob_at(mem.git.repo, v.oid, rel)
+    if blob is None:
+        return FileState(rel, "deleted", None, None)
+    parent = v.parents[0] if v.parents else None
+    existed = parent is not None and history.blob_at(mem.git.repo, parent, rel) is not None
+    data = blob[0]
+    return FileState(rel, "modified" if existed else "added", len(data), hashlib.sha256(data).hexdigest())
+
+
+def _utc(ts: int) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+# -- revisions -----------------------------------------------------------------------------------
+def run_versions(mem: Memory, run_id: str) -> list[str]:
+    """The versions a run made itself (checkpoints and final, not its merges), oldest first."""
+    head = mem.git.head_oid()
+    found = []
+    if head is not None:
+        for oid, parents, message in history.messages(mem.git.repo, head):
+            if parents <= 1 and first(parse(message), "Memsync-Run-Id") == run_id:
+                found.append(oid)
+    if not found:
+        raise UsageError(f"run {run_id!r} made no version in this memory's history",
+                         "a run that changed nothing makes none; `memsync pull` fetches newer runs; "
+                         "`memsync log` lists the runs")
+    return found[::-1]
+
+
+def _span(mem: Memory, spec: str) -> tuple[str, str]:
+    """(base tree, result tree) of what a version or a run changed."""
+    if spec.startswith(RUN_PREFIX):
+        return history.own_result(mem.git.repo, run_versions(mem, _run_id(spec)))
+    repo = mem.git.repo
+    oid = history.resolve(repo, spec)
+    return history.tree_of(repo, history.first_parent(repo, oid)), history.tree_of(repo, oid)
+
+
+def _point(mem: Memory, spec: str) -> str:
+    """A version: run:<id> as a single point is the run's last version."""
+    if spec.startswith(RUN_PREFIX):
+        return run_versions(mem, _run_id(spec))[-1]
+    return history.resolve(mem.git.repo, spec)
+
+
+def _run_id(spec: str) -> str:
+    rid = spec[len(RUN_PREFIX):]
+    if not rid:
+        raise UsageError("run: needs a run id, e.g. run:20261122T101500Z-3f9a1c", history.REV_HINT)
+    return rid
+
+
+# -- diff ----------------------------------------------------------------------------------------
+def diff(start: Path, revs: list[str], paths: list[str] | None = None) -> DiffResult:
+    """No REV: uncommitted changes. One: what that version (or run:<id>) changed. Two: from the
+    first to the second (a run:<id> there stands for the run's last version)."""
+    if len(revs) > 2:
+        raise UsageError("diff takes at most two versions", "put paths after --: memsync diff REV -- PATH")
+    mem = open_memory(start)
+    repo = mem.git.repo
+    rels = [relative(mem, start, p) for p in paths or []]
+    if not revs:
+        old = history.tree_of(repo, mem.git.head_oid())
+        return DiffResult(_label(mem.git.head_oid()), "work tree", history.diff(repo, old, None, rels))
+    if len(revs) == 1:
+        old, new = _span(mem, revs[0])
+        return DiffResult(f"before {revs[0]}", revs[0], history.diff(repo, old, new, rels))
+    a, b = _point(mem, revs[0]), _point(mem, revs[1])
+    patches = history.diff(repo, history.tree_of(repo, a), history.tree_of(repo, b), rels)
+    return DiffResult(a[:8], b[:8], patches)
+
+
+def _label(oid: str | None) -> str:
+    return oid[:8] if oid else "empty"
+
+
+# -- restore -------------------------------------------------------------------------------------
+def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
+            remote: str | None = None) -> Outcome:
+    """Put files back byte for byte as they were at `at`, as a new operator version, pushed."""
+    if not paths:
+        raise UsageError("nothing to restore", "name the files: memsync restore PATH... --at REV")
+    mem = open_memory(start, remote)
+    with mem.locked():
+        _prepare(mem)
+        rev = _point(mem, at)
+        wanted: dict[str, tuple[bytes, int]] = {}
+        for rel in (relative(mem, start, p) for p in paths):
+            found = history.files_under(mem.git.repo, rev, rel)
+            if not found:
+                raise UsageError(f"{rel} does not exist at version {rev[:8]}",
+                                 f"`memsync log {rel}` lists the versions that have it")
+            for f in found:
+                blob = history.blob_at(mem.git.repo, rev, f)
+                assert blob is not None
+                wanted[f] = blob
+        result = Outcome(source=rev, version=None)
+        dirty = sorted(set(wanted) & {c.path for c in mem.git.scan()})
+        if dirty and not force:
+            raise DirtyPaths("restored", dirty, "save them first with `memsync push`, or pass --force "
+                             "(your uncommitted version is then committed first, so it stays in history)")
+        if dirty:
+            saved = take(mem, operator(f"Save uncommitted {_names(dirty)} before restoring"), only=set(dirty))
+            result.saved_first = saved.commit
+        changed = [p for p, (data, mode) in wanted.items() if history.blob_at(mem.git.repo, _head(mem), p)
+                   != (data, mode)]
+        for p in changed:
+            _write(mem.root, p, *wanted[p])
+        result.files = [FileState(p, "restored", len(d), hashlib.sha256(d).hexdigest())
+                        for p, (d, _) in sorted(wanted.items())]
+        if not changed:
+            return _deliver(mem, result, operator("Restore"), "restore") if result.saved_first else result
+        who = operator(f"Restore {_names(changed)} as at {rev[:8]}",
+                       *[("Memsync-Restored-From", f"{rev} {p}") for p in sorted(changed)])
+        result.snapshot = take(mem, who, only=set(changed), check_integrity=False)
+        result.version = result.snapshot.commit
+        return _deliver(mem, result, who, "restore")
+
+
+def _head(mem: Memory) -> str:
+    head = mem.git.head_oid()
+    if head is None:
+        raise UsageError("this memory has no versions yet", "`memsync push` makes the first one")
+    return head
+
+
+# -- revert --------------------------------------------------------------------------------------
+def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
+    """Undo a version or a whole run as one new operator version, pushed; never rewrites history.
+    Where later versions touched the same lines, the current content stays at the path and the
+    undone content is kept beside it as NAME.conflict-revert-<UTC>.EXT."""
+    mem = open_memory(start, remote)
+    with mem.locked():
+        _prepare(mem)
+        head = _head(mem)
+        repo = mem.git.repo
+        if spec.startswith(RUN_PREFIX):
+            own = run_versions(mem, _run_id(spec))
+            base, done = history.own_result(repo, own)
+            trailers = [("Memsync-Reverted-Run", _run_id(spec))] + [("Memsync-Reverted", o) for o in own]
+            subject = f"Revert run {_run_id(spec)}"
+            source = spec
+        else:
+            oid = history.resolve(repo, spec)
+            base, done = history.tree_of(repo, history.first_parent(repo, oid)), history.tree_of(repo, oid)
+            trailers, subject, source = [("Memsync-Reverted", oid)], f"Revert {oid[:8]}", oid
+        undone = history.undo(repo, base, done, head, "revert")
+        result = Outcome(source=source, version=None, conflicts=undone.conflicts,
+                         kept_modified=undone.kept_modified)
+        now = history.tree_files(repo, history.tree_of(repo, head))
+        after = history.tree_files(repo, undone.tree)
+        changed = sorted(p for p in set(now) | set(after) if now.get(p) != after.get(p))
+        if not changed:
+            return result
+        dirty = sorted(set(changed) & {c.path for c in mem.git.scan()})
+        if dirty:
+            raise DirtyPaths("reverted", dirty, "save them first with `memsync push`, then revert")
+        for p in changed:
+            if p in after:
+                _write(mem.root, p, history.read_blob(repo, after[p][0]), after[p][1])
+            else:
+                _remove(mem.root, p)
+        result.files = [_state_after(mem, p, after) for p in changed]
+        who = operator(subject, *trailers)
+        result.snapshot = take(mem, who, only=set(changed), check_integrity=False)
+        result.version = result.snapshot.commit
+        return _deliver(mem, result, who, "revert")
+
+
+def _state_after(mem: Memory, path: str, after: dict[str, tuple[str, int]]) -> FileState:
+    if path not in after:
+        return FileState(path, "deleted", None, None)
+    data = history.read_blob(mem.git.repo, after[path][0])
+    return FileState(path, "written", len(data), hashlib.sha256(data).hexdigest())
+
+
+# -- shared --------------------------------------------------------------------------------------
+def _prepare(mem: Memory) -> None:
+    mem.git.check_state(mem.branch)
+    mem.git.ensure_layout(mem.branch, None)
+    ensure_hub(mem.hub)
+
+
+def _deliver(mem: Memory, result: Outcome, who: Attribution, verb: str) -> Outcome:
+    """Push like `memsync push`; if that fails the new version stays local and the error says so."""
+    try:
+        exchange: Exchange = sync(mem, who, lambda: _save_local(mem))
+    except RemoteError as exc:
+        where = f" as version {result.version[:8]}" if result.version else ""
+        raise UnsavedWork(f"{verb} committed locally{where}, but the push failed: {exc.message}",
+                          unpushed(mem)) from exc
+    result.pushed = exchange.pushed
+    result.merged = len(exchange.merges)
+    result.conflicts += exchange.conflicts
+    return result
+
+
+def _save_local(mem: Memory) -> None:
+    take(mem, operator("Save local changes before merging"))
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+def relative(mem: Memory, start: Path, path: str) -> str:
+    """A user's PATH (relative to where they are) as a path inside the memory."""
+    root = mem.root.resolve()
+    full = Path(os.path.normpath(start.resolve() / path))
+    try:
+        rel = full.relative_to(root)
+    except ValueError:
+        raise UsageError(f"{path} is outside the memory {mem.name!r} ({root})",
+                         "give a path inside the memory directory") from None
+    text = rel.as_posix()
+    if text in ("", ".") or text == ".git" or text.startswith((".git/", ".vm0")):
+        if text in ("", "."):
+            return ""
+        raise UsageError(f"{path} is memsync's own data, not part of the memory")
+    return text
+
+
+def _safe(root: Path, rel: str) -> Path:
+    full = root / rel
+    parent = full.parent.resolve()
+    if parent != root.resolve() and root.resolve() not in parent.parents:
+        raise RepoError(f"refusing to write {rel}: it leads outside the memory",
+                        "check for symlinked folders")
+    return full
+
+
+def _write(root: Path, rel: str, data: bytes, mode: int) -> None:
+    """Write one file atomically (temp file + rename), exactly these bytes and this mode."""
+    full = root / rel
+    full.parent.mkdir(parents=True, exist_ok=True)
+    full = _safe(root, rel)
+    try:
+        if full.is_dir() and not full.is_symlink():
+            raise RepoError(f"cannot restore {rel}: a directory is there now", "move it aside and retry")
+        if mode == LINK_MODE:
+            if full.is_symlink() or full.exists():
+                full.unlink()
+            os.symlink(os.fsdecode(data), full)
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".memsync-", dir=full.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o755 if mode & 0o111 else 0o644)
+        os.replace(tmp, full)
+    except OSError as exc:
+        raise RepoError(f"cannot write {rel}: {exc.strerror}", "check permissions and free space") from exc
+
+
+def _remove(root: Path, rel: str) -> None:
+    full = _safe(root, rel)
+    try:
+        if full.is_symlink() or (full.exists() and stat.S_ISREG(full.lstat().st_mode)):
+            full.unlink()
+    except OSError as exc:
+        raise RepoError(f"cannot remove {rel}: {exc.strerror}", "check permissions") from exc
+
+
+__all__ = ["DiffResult", "DirtyPaths", "FileState", "LogEntry", "LogResult", "Outcome", "diff", "log",
+           "restore", "revert", "run_versions"]

@@ -1,0 +1,295 @@
+"""Reading history for `memsync log/diff/restore/revert`: revisions, per-version changes, diffs,
+file contents at a version, and the three-way merge that undoes a change without losing a side.
+
+Everything returns hex ids, paths and bytes; pygit2 errors become memsync errors here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+import pygit2
+from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
+
+from memsync.errors import RepoError, UsageError
+from memsync.git.merge import ConflictCopy, keep_both
+
+DeltaKind = Literal["added", "modified", "deleted"]
+REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
+
+
+class UnknownRevision(UsageError):
+    def __init__(self, spec: str, why: str = "no such version") -> None:
+        super().__init__(f"unknown version {spec!r}: {why}", REV_HINT)
+        self.spec = spec
+
+
+@dataclass(frozen=True)
+class PathDelta:
+    path: str
+    kind: DeltaKind
+    old_size: int
+    new_size: int
+
+
+@dataclass(frozen=True)
+class VersionChanges:
+    """One commit and what it changed against its first parent."""
+
+    oid: str
+    parents: tuple[str, ...]
+    message: str
+    time: int
+    author: str
+    deltas: list[PathDelta]
+    created: list[str]  # paths in none of the parents (conflict copies a merge made live here)
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    path: str
+    kind: str
+    added: int
+    deleted: int
+    binary: bool
+    data: bytes  # the unified diff of this file, exactly as git writes it
+
+
+@dataclass
+class Undo:
+    tree: str
+    conflicts: list[ConflictCopy] = field(default_factory=list)
+    kept_modified: list[str] = field(default_factory=list)
+
+
+# -- revisions -----------------------------------------------------------------------------------
+def resolve(repo: pygit2.Repository, spec: str) -> str:
+    """A full commit id for a sha (full or short), a ref or any git revision (`HEAD~2`)."""
+    if not spec or spec.startswith("-"):
+        raise UnknownRevision(spec, "not a revision")
+    try:
+        obj = repo.revparse_single(spec)
+        return str(obj.peel(pygit2.Commit).id)
+    except KeyError as exc:
+        raise UnknownRevision(spec) from exc
+    except (ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
+        raise UnknownRevision(spec, str(exc).splitlines()[0] if str(exc) else "not a revision") from exc
+
+
+def first_parent(repo: pygit2.Repository, oid: str) -> str | None:
+    parents = repo[oid].peel(pygit2.Commit).parent_ids
+    return str(parents[0]) if parents else None
+
+
+def tree_of(repo: pygit2.Repository, commit: str | None) -> str:
+    """The tree of a commit; the empty tree for None (before the first version)."""
+    if commit is None:
+        return str(repo.TreeBuilder().write())
+    return str(repo[commit].peel(pygit2.Commit).tree_id)
+
+
+# -- walking -------------------------------------------------------------------------------------
+def walk(repo: pygit2.Repository, tip: str) -> Iterator[VersionChanges]:
+    """Newest first (topological, then time), each with its changes against its first parent."""
+    sort = SortMode.TOPOLOGICAL | SortMode.TIME
+    for c in repo.walk(pygit2.Oid(hex=tip), sort):
+        yield _version_changes(repo, c)
+
+
+def changes(repo: pygit2.Repository, oid: str) -> VersionChanges:
+    """One version and what it changed against its first parent."""
+    return _version_changes(repo, repo[oid].peel(pygit2.Commit))
+
+
+def _version_changes(repo: pygit2.Repository, c: pygit2.Commit) -> VersionChanges:
+    parents = [p.tree for p in c.parents]
+    old = parents[0] if parents else None
+    deltas = _tree_deltas(repo, old, c.tree)
+    created = [d.path for d in deltas if d.kind == "added"
+               and not any(_in_tree(t, d.path) for t in parents[1:])] if len(parents) > 1 else []
+    return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
+                          c.author.name, deltas, created)
+
+
+def messages(repo: pygit2.Repository, tip: str) -> Iterator[tuple[str, int, str]]:
+    """(oid, number of parents, message), newest first, without computing any diff."""
+    for c in repo.walk(pygit2.Oid(hex=tip), SortMode.TOPOLOGICAL | SortMode.TIME):
+        yield str(c.id), len(c.parent_ids), c.message
+
+
+def touches(repo: pygit2.Repository, oid: str, path: str) -> bool:
+    """Did this version change `path`? A merge counts only if its result differs from every
+    parent (it made a new content), so a change merged in is shown once, where it was made."""
+    c = repo[oid].peel(pygit2.Commit)
+    mine = _entry_id(c.tree, path)
+    if not c.parents:
+        return mine is not None
+    return all(_entry_id(p.tree, path) != mine for p in c.parents)
+
+
+def blob_at(repo: pygit2.Repository, commit: str, path: str) -> tuple[bytes, int] | None:
+    """(content, mode) of a file at a version, or None if it was not a file there."""
+    tree = repo[commit].peel(pygit2.Commit).tree
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    if entry.filemode in (FileMode.TREE, FileMode.COMMIT):
+        return None
+    return repo[entry.id].peel(pygit2.Blob).data, int(entry.filemode)
+
+
+def files_under(repo: pygit2.Repository, commit: str, prefix: str) -> list[str]:
+    """The files of a version at `prefix` (a file) or below it (a directory)."""
+    tree = repo[commit].peel(pygit2.Commit).tree
+    if not prefix:
+        return sorted(tree_files(repo, str(tree.id)))
+    try:
+        entry = tree[prefix]
+    except KeyError:
+        return []
+    if entry.filemode == FileMode.COMMIT:
+        return []
+    if entry.filemode != FileMode.TREE:
+        return [prefix]
+    found: list[str] = []
+    _collect(repo, repo[entry.id].peel(pygit2.Tree), prefix, found)
+    return found
+
+
+def read_blob(repo: pygit2.Repository, oid: str) -> bytes:
+    data: bytes = repo[oid].peel(pygit2.Blob).data
+    return data
+
+
+def tree_files(repo: pygit2.Repository, tree: str) -> dict[str, tuple[str, int]]:
+    """path -> (blob id, mode) for every file of a tree."""
+    found: dict[str, tuple[str, int]] = {}
+    _walk_tree(repo, repo[tree].peel(pygit2.Tree), "", found)
+    return found
+
+
+# -- diffs -----------------------------------------------------------------------------------------
+def diff(repo: pygit2.Repository, old_tree: str, new_tree: str | None, paths: Iterable[str] = (),
+         context: int = 3) -> list[FilePatch]:
+    """Patches from `old_tree` to `new_tree` (None: the work tree, untracked files included),
+    limited to `paths` (files or directories) when given."""
+    wanted = [p.strip("/") for p in paths]
+    old = repo[old_tree].peel(pygit2.Tree)
+    if new_tree is None:
+        flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
+                 | DiffOption.SHOW_UNTRACKED_CONTENT | DiffOption.INCLUDE_TYPECHANGE)
+        found = old.diff_to_workdir(flags=flags, context_lines=context)
+    else:
+        found = old.diff_to_tree(repo[new_tree].peel(pygit2.Tree), context_lines=context)
+    patches: list[FilePatch] = []
+    for patch in found:
+        if patch is None:
+            continue
+        delta = patch.delta
+        path = delta.new_file.path if delta.status != DeltaStatus.DELETED else delta.old_file.path
+        if wanted and not any(path == w or path.startswith(w + "/") or not w for w in wanted):
+            continue
+        _, added, deleted = patch.line_stats
+        patches.append(FilePatch(path, _kind(delta.status), added, deleted, bool(delta.is_binary),
+                                 patch.data))
+    return patches
+
+
+# -- undo ------------------------------------------------------------------------------------------
+def own_result(repo: pygit2.Repository, commits: list[str]) -> tuple[str, str]:
+    """(base tree, result tree) of a series of versions, oldest first, made by one run.
+
+    base = the first version's first parent. If the series is one first-parent chain, result is
+    the last version's tree. If other versions were merged in between (a checkpoint pushed to a
+    hub that had moved on), each version's own change is replayed onto the base instead, so
+    the result holds what the run changed and nothing it merged from others."""
+    base = tree_of(repo, first_parent(repo, commits[0]))
+    chained = all(first_parent(repo, b) == a for a, b in itertools.pairwise(commits))
+    if chained:
+        return base, tree_of(repo, commits[-1])
+    current = base
+    for oid in commits:
+        index = repo.merge_trees(tree_of(repo, first_parent(repo, oid)), current, tree_of(repo, oid),
+                                 favor=MergeFavor.THEIRS)
+        current = keep_both(repo, index, "replay").tree
+    return base, current
+
+
+def undo(repo: pygit2.Repository, base_tree: str, result_tree: str, onto: str, tag: str,
+         now: datetime | None = None) -> Undo:
+    """The tree of `onto` with the change base->result taken back: a three-way merge of
+    ancestor=result, ours=onto, theirs=base. Where later versions touched the same lines, the
+    current content stays at the path and the undone content goes beside it (`tag` names it)."""
+    try:
+        index = repo.merge_trees(result_tree, tree_of(repo, onto), base_tree)
+    except pygit2.GitError as exc:
+        raise RepoError(f"cannot compute the revert: {exc}",
+                        "report this with `git log --oneline -5`") from exc
+    merged = keep_both(repo, index, tag, now)
+    return Undo(merged.tree, merged.conflicts, merged.kept_modified)
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+def _tree_deltas(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree) -> list[PathDelta]:
+    found = new.diff_to_tree(swap=True) if old is None else old.diff_to_tree(new)
+    deltas: list[PathDelta] = []
+    for d in found.deltas:
+        kind = _kind(d.status)
+        old_size = _size(repo, d.old_file.id) if kind != "added" else 0
+        new_size = _size(repo, d.new_file.id) if kind != "deleted" else 0
+        path = d.new_file.path if kind != "deleted" else d.old_file.path
+        deltas.append(PathDelta(path, kind, old_size, new_size))
+    return deltas
+
+
+def _kind(status: DeltaStatus) -> DeltaKind:
+    if status in (DeltaStatus.ADDED, DeltaStatus.UNTRACKED):
+        return "added"
+    if status == DeltaStatus.DELETED:
+        return "deleted"
+    return "modified"
+
+
+def _size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
+    try:
+        return int(repo.odb.read_header(oid)[1])
+    except (KeyError, ValueError, pygit2.GitError):
+        return 0
+
+
+def _entry_id(tree: pygit2.Tree, path: str) -> str | None:
+    try:
+        entry = tree[path]
+    except KeyError:
+        return None
+    if entry.filemode in (FileMode.TREE, FileMode.COMMIT):
+        return None
+    return f"{entry.id}:{int(entry.filemode)}"
+
+
+def _in_tree(tree: pygit2.Tree, path: str) -> bool:
+    return _entry_id(tree, path) is not None
+
+
+def _collect(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, found: list[str]) -> None:
+    for entry in tree:
+        path = f"{prefix}/{entry.name}"
+        if entry.filemode == FileMode.TREE:
+            _collect(repo, repo[entry.id].peel(pygit2.Tree), path, found)
+        elif entry.filemode != FileMode.COMMIT:
+            found.append(path)
+
+
+def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str,
+               found: dict[str, tuple[str, int]]) -> None:
+    for entry in tree:
+        path = f"{prefix}{entry.name}"
+        if entry.filemode == FileMode.TREE:
+            _walk_tree(repo, repo[entry.id].peel(pygit2.Tree), path + "/", found)
+        elif entry.filemode != FileMode.COMMIT:
+            found[path] = (str(entry.id), int(entry.filemode))
