@@ -20,7 +20,7 @@ test: install
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check memsync tests bench demo
+	$(BIN)/ruff check memsync tests demo $(wildcard bench)
 	$(BIN)/mypy
 
 stress: install
