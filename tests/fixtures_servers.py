@@ -1,6 +1,6 @@
 """pytest fixtures that run real git servers (see tests/servers.py).
 
-Load with ``pytest_plugins = ["tests.fixtures_servers"]`` (root conftest.py or a test module).
+Loaded by tests/conftest.py (``pytest_plugins = ["tests.fixtures_servers"]``).
 Every fixture is function-scoped: each server starts in well under a second and a
 test gets its own port, repositories and request log.
 """

@@ -24,6 +24,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import IO, TypeVar, Union
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 15.0
@@ -50,6 +51,10 @@ _SERVER_GIT_CONFIG: tuple[tuple[str, str], ...] = (
     ("safe.directory", "*"),
 )
 
+
+_ServerT = TypeVar("_ServerT", bound="_Server")
+# Any Popen: text or bytes mode.
+AnyPopen = Union["subprocess.Popen[bytes]", "subprocess.Popen[str]"]
 
 # --------------------------------------------------------------------------- helpers
 
@@ -92,9 +97,7 @@ def isolated_git_env(home: Path, base: Mapping[str, str] | None = None) -> dict[
     """
     source = os.environ if base is None else base
     env = {
-        key: value
-        for key, value in source.items()
-        if not key.startswith(("GIT_", "SSH_")) and key != "XDG_CONFIG_HOME"
+        key: value for key, value in source.items() if not key.startswith(("GIT_", "SSH_")) and key != "XDG_CONFIG_HOME"
     }
     home.mkdir(parents=True, exist_ok=True)
     env.update(
@@ -117,8 +120,16 @@ def _server_env(home: Path) -> dict[str, str]:
     return env
 
 
-def _parent_map() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
+@dataclass(frozen=True)
+class _ProcInfo:
+    pid: int
+    ppid: int
+    pgrp: int
+    sid: int
+
+
+def _process_table() -> list[_ProcInfo]:
+    table = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -127,14 +138,16 @@ def _parent_map() -> dict[int, list[int]]:
         except OSError:
             continue
         # The command name may contain spaces/parentheses: split after the last ')'.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    return children
+        _state, ppid, pgrp, sid = stat.rsplit(")", 1)[1].split()[:4]
+        table.append(_ProcInfo(int(entry), int(ppid), int(pgrp), int(sid)))
+    return table
 
 
 def descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid`` (children, grandchildren, ...)."""
-    children = _parent_map()
+    """All descendants of ``pid`` (children, grandchildren, ...; zombies included)."""
+    children: dict[int, list[int]] = {}
+    for info in _process_table():
+        children.setdefault(info.ppid, []).append(info.pid)
     found: list[int] = []
     stack = [pid]
     while stack:
@@ -149,64 +162,114 @@ def _signal(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
+_subreaper_lock = threading.Lock()
+_subreaper_users = 0
+
+
+def _set_subreaper(on: bool) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
 @contextlib.contextmanager
 def _subreaper() -> Iterator[None]:
-    """Adopt descendants orphaned meanwhile (PID 1 may not reap them: zombies)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    """Adopt descendants orphaned meanwhile (Linux PR_SET_CHILD_SUBREAPER).
+
+    PID 1 of a container may never reap orphans: without this, processes of a
+    killed tree would stay zombies for the life of the machine. Reference-counted,
+    as threads may overlap.
+    """
+    global _subreaper_users
+    with _subreaper_lock:
+        _subreaper_users += 1
+        _set_subreaper(True)
     try:
         yield
     finally:
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        with _subreaper_lock:
+            _subreaper_users -= 1
+            if _subreaper_users == 0:
+                _set_subreaper(False)
 
 
-def _reap(pids: Sequence[int], timeout: float = 5.0) -> None:
-    """Collect the exit status of killed processes that were re-parented to us."""
+def run_reaped(
+    argv: Sequence[str],
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """subprocess.run(argv, capture_output=True, text=True) that leaves no zombies.
+
+    `git` exits before its remote helper when a connection fails, orphaning it;
+    here the orphans are adopted and reaped (and killed if still running).
+    """
+    with _subreaper():
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            start_new_session=True,  # its whole tree shares its process group
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            _kill_and_reap(proc)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _reap_tree(tree: set[int], timeout: float = 5.0) -> None:
+    """Reap (killing first if needed) every adopted child that belonged to ``tree``.
+
+    A process orphaned while its tree was being killed is re-parented straight to
+    us, so it is recognised by its process group or session, not by its parent.
+    """
+    me = os.getpid()
     deadline = time.monotonic() + timeout
-    pending = list(pids)
-    while pending and time.monotonic() < deadline:
-        for pid in list(pending):
-            try:
-                done = os.waitpid(pid, os.WNOHANG)[0] == pid
-            except ChildProcessError:
-                # Not (yet) our child: gone already, or a parent is still exiting.
-                done = not os.path.exists(f"/proc/{pid}")
-            if done:
-                pending.remove(pid)
-        if pending:
-            time.sleep(0.01)
+    while time.monotonic() < deadline:
+        table = _process_table()
+        ours = [p.pid for p in table if p.ppid == me and (p.pid in tree or p.pgrp in tree or p.sid in tree)]
+        pending = [p.pid for p in table if p.pid in tree and p.ppid != me]
+        for pid in ours:
+            _signal(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        if not ours and not pending:
+            return
+        time.sleep(0.01)
 
 
-def kill_process_tree(proc: subprocess.Popen[bytes]) -> None:
+def kill_process_tree(proc: AnyPopen) -> None:
     """SIGKILL ``proc`` and everything it spawned, and reap them all.
 
     The root is stopped first so it cannot fork while its tree is being killed;
     the scan repeats until no descendant is left (children that called setsid(),
     as sshd session processes do, are still found through their parent links).
-    Killed descendants are re-parented to this process (a child subreaper) and
-    reaped here, so no zombies are left behind.
     """
     with _subreaper():
         _kill_and_reap(proc)
 
 
-def _kill_and_reap(proc: subprocess.Popen[bytes]) -> None:
-    killed: list[int] = []
+def _kill_and_reap(proc: AnyPopen) -> None:
+    killed: set[int] = set()
     if proc.poll() is None:
         _signal(proc.pid, signal.SIGSTOP)
         for _ in range(50):
-            tree = [pid for pid in descendants(proc.pid) if pid not in killed]
+            tree = set(descendants(proc.pid)) - killed
             if not tree:
                 break
             for pid in tree:
                 _signal(pid, signal.SIGKILL)
-            killed += tree
+            killed |= tree
             time.sleep(0.01)
         _signal(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # stragglers that kept our process group
     proc.wait(timeout=10)
-    _reap(killed)
+    _reap_tree(killed | {proc.pid})
 
 
 class _LineWatcher:
@@ -254,7 +317,7 @@ class _Server:
         self.stop()
         self.start()
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _ServerT) -> _ServerT:
         self.start()
         return self
 
@@ -267,8 +330,77 @@ class _Server:
         self.stop()
 
 
+# Runs a server as its child, as a subreaper: it reaps every process of the server's
+# tree (sshd, for one, leaves orphaned git-upload-pack zombies behind), and on
+# SIGTERM, or when the server exits, SIGKILLs what is left of the tree, reaps it
+# all and exits. PID 1 of a container may reap nothing, so nobody else would.
+# It also gets SIGTERM when the thread that started it dies (PR_SET_PDEATHSIG),
+# so a test process killed without teardown leaves no server behind.
+_REAPER = """
+import ctypes, os, signal, sys, time
+
+class Stop(Exception):
+    pass
+
+def stop(signum, frame):
+    raise Stop
+
+def descendants(root):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        kids = children.get(stack.pop(), [])
+        found += kids
+        stack += kids
+    return found
+
+libc = ctypes.CDLL(None)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGINT, stop)
+libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: the test process died
+if os.getppid() != int(os.environ.pop("MEMSYNC_TEST_REAPER_PARENT")):
+    sys.exit(1)  # it died before prctl
+server = os.fork()
+if server == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+code = 0
+try:
+    while True:
+        pid, status = os.wait()
+        if pid == server:
+            code = os.waitstatus_to_exitcode(status)
+            break
+except (Stop, ChildProcessError):
+    pass
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+while True:
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        break
+    time.sleep(0.01)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 class _ProcessServer(_Server):
-    """A server that is one long-running child process with a log on stderr."""
+    """A server that is one long-running child process (under _REAPER), logging to stderr."""
 
     def __init__(self) -> None:
         self.port = free_port()
@@ -282,8 +414,8 @@ class _ProcessServer(_Server):
 
     def _spawn(self, argv: Sequence[str], env: Mapping[str, str], ready: str, what: str) -> None:
         proc = subprocess.Popen(
-            list(argv),
-            env=dict(env),
+            [sys.executable, "-c", _REAPER, *argv],
+            env={**env, "MEMSYNC_TEST_REAPER_PARENT": str(os.getpid())},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -302,7 +434,11 @@ class _ProcessServer(_Server):
         proc, watcher = self._proc, self._watcher
         self._proc = self._watcher = None
         if proc is not None:
-            kill_process_tree(proc)
+            proc.terminate()  # the reaper kills and reaps the whole server tree
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                kill_process_tree(proc)
         if watcher is not None:
             watcher.join()
 
@@ -576,6 +712,7 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            start_new_session=True,  # its tree is one process group, for stop()
         )
         with state.lock:
             state.cgi_procs.add(proc)
@@ -745,9 +882,7 @@ def _git_bin_path() -> str:
     git = shutil.which("git")
     if git is None:
         raise RuntimeError("git is not on PATH")
-    exec_path = subprocess.run(
-        ["git", "--exec-path"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    exec_path = subprocess.run(["git", "--exec-path"], check=True, capture_output=True, text=True).stdout.strip()
     dirs = [str(Path(git).resolve().parent), os.path.dirname(git), exec_path]
     dirs += ["/usr/local/bin", "/usr/bin", "/bin"]
     return ":".join(dict.fromkeys(dirs))

@@ -22,11 +22,13 @@ from tests.servers import (
     descendants,
     install_reject_hook,
     isolated_git_env,
+    kill_process_tree,
     make_bare_hub,
+    run_reaped,
     ssh_agent,
 )
 
-pytest_plugins = ["tests.fixtures_servers"]
+pytestmark = pytest.mark.server
 
 Env = dict[str, str]
 Credential = pygit2.UserPass | pygit2.Keypair
@@ -54,18 +56,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
         pygit2.settings.search_path[level] = value
 
 
-def git(
-    env: Env, *args: str, cwd: Path | None = None, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def git(env: Env, *args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = run_reaped(["git", *args], cwd=cwd, env=env, timeout=60)
     if check and result.returncode != 0:
         pytest.fail(f"git {' '.join(args)} failed:\n{result.stderr}")
     return result
@@ -125,9 +117,7 @@ class Callbacks(pygit2.RemoteCallbacks):
         self.updates: list[tuple[str, str | None]] = []
         self.remote_messages: list[str] = []
 
-    def credentials(
-        self, url: str, username_from_url: str | None, allowed_types: CredentialType
-    ) -> Credential:
+    def credentials(self, url: str, username_from_url: str | None, allowed_types: CredentialType) -> Credential:
         self.asked.append((url, username_from_url, allowed_types))
         if len(self.asked) > 3:
             raise PermissionError("credentials rejected 3 times")
@@ -453,8 +443,7 @@ def test_restart_mid_push_kills_server_side(
         server.restart()
         _, stderr = push.communicate(timeout=30)
     finally:
-        push.kill()
-        push.wait()
+        kill_process_tree(push)  # git push and its remote helpers
     assert push.returncode != 0, stderr
     assert time.monotonic() - started < 20
     assert not Path(f"/proc/{hook_pid}").exists()  # the hook (server side) was killed
