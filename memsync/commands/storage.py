@@ -78,6 +78,11 @@ def register(app: typer.Typer, guard: Guard) -> None:
         if not result.committed and not result.exchange.pushed:
             out("No changes: the remote already has this version")
         _print_version(result.version)
+        if result.snapshot.blocked:
+            from memsync.errors import Blocked
+
+            raise Blocked(f"kept out of the commit by `secrets: block`: {', '.join(result.snapshot.blocked)}",
+                          "remove the secret from the file (it is still on disk), then `memsync push`")
 
     @app.command()
     @guard

@@ -60,7 +60,8 @@ class Callbacks(pygit2.RemoteCallbacks):
         self.server_lines: list[str] = []
         self.attempts = 0
         self.keyring = Credentials(hub)
-        configure_tls()
+        if hub.local_path is None and not hub.url.startswith("git://"):  # no TLS on file:// and git://
+            configure_tls()  # loading a CA bundle costs ~25 ms
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
         self.attempts += 1
@@ -114,6 +115,16 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
                             "see README, Remotes: trusting a host")
     if "non-fast-forward" in lowered or "not fast-forward" in lowered or "fastforwardable" in lowered:
         return NotFastForward(f"{doing} {where}: the remote moved on meanwhile")
+    if "failed to resolve address" in lowered:
+        return RemoteUnreachable(f"{doing} {where}: unknown host ({text})",
+                                 "check the host name in the URL and the network's DNS, or use --offline")
+    if "timed out" in lowered:
+        return RemoteUnreachable(f"{doing} {where}: the server did not answer in time ({text})",
+                                 "check the server; MEMSYNC_CONNECT_TIMEOUT and MEMSYNC_IO_TIMEOUT (seconds) "
+                                 "set the limits; or use --offline")
+    if "connection refused" in lowered:
+        return RemoteUnreachable(f"{doing} {where}: nothing is listening there ({text})",
+                                 "the server is down or the port is wrong; or use --offline")
     if ("not found" in lowered or "does not appear to be a git repository" in lowered
             or "could not find repository" in lowered or "failed to resolve path" in lowered
             or "not a git repository" in lowered or "repository not exported" in lowered):
