@@ -14,9 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memsync.git.repo import IgnoreRules
+from memsync.git.repo import IgnoreRules, file_blob_id
 
 _SKIP_DIRS = (".git", ".vm0")
+EXPECT_FOR = 10.0  # seconds memsync's own writes (a checkout) are recognised as such
+_MAX_PATHS = 10_000
 
 
 class ChangeMonitor:
@@ -32,48 +34,103 @@ class ChangeMonitor:
         self.last_event = 0.0
         self.polling = False
         self._observer: Any = None
+        self.changed: set[str] = set()  # paths behind `dirty` (bounded); `_unknown`: not only those
+        self._unknown = False
+        self._expected: dict[str, str | None] = {}
+        self._expected_until = 0.0
 
     # called from watchdog's thread
     def _on_event(self, event: Any) -> None:
-        paths = [getattr(event, "src_path", ""), getattr(event, "dest_path", "")]
-        if not any(self._relevant(p) for p in paths if p):
+        if getattr(event, "is_directory", False) and getattr(event, "event_type", "") == "modified":
+            return  # a directory's own mtime: the event for the file inside it is what counts
+        paths = [self._rel(p) for p in (getattr(event, "src_path", ""), getattr(event, "dest_path", "")) if p]
+        found = [rel for rel in paths if rel is not None and not self._as_expected(rel)]
+        if not found:
             return
         with self.lock:
             self.dirty = True
             self.events += 1
             self.last_event = time.monotonic()
+            if len(self.changed) < _MAX_PATHS:
+                self.changed.update(found)
+            else:
+                self._unknown = True
 
-    def _relevant(self, raw: str | bytes) -> bool:
+    def _rel(self, raw: str | bytes) -> str | None:
+        """The path relative to the root if an event there can matter, else None."""
         path = os.fsdecode(raw)
         try:
             rel = Path(path).resolve().relative_to(self.root) if os.path.isabs(path) else Path(path)
         except ValueError:
-            return False
+            return None
         parts = rel.parts
-        if not parts or parts[0] in _SKIP_DIRS:
-            return False
-        return not self.ignore.is_ignored(rel.as_posix())
+        if not parts or parts[0] in _SKIP_DIRS or self.ignore.is_ignored(rel.as_posix()):
+            return None
+        return rel.as_posix()
 
+    # memsync's own writes -------------------------------------------------------------------
+    def expect(self, contents: dict[str, str | None]) -> None:
+        """memsync itself wrote these files (path -> blob id, None = removed), e.g. a checkout:
+        for a short while an event that leaves a file with exactly that content is not a change,
+        and events already counted for such files are dropped, so a merge costs no scan."""
+        with self.lock:
+            self._expected = dict(contents)
+            self._expected_until = time.monotonic() + EXPECT_FOR
+            if not self.dirty or self._unknown:
+                return
+            still = {rel for rel in self.changed if not self._matches(rel)}
+            self.changed = still
+            self.dirty = bool(still)
+
+    def forget_expected(self) -> None:
+        """HEAD moved on (a new commit): expected contents no longer mean "unchanged"."""
+        with self.lock:
+            self._expected = {}
+
+    def _as_expected(self, rel: str) -> bool:
+        with self.lock:
+            return self._matches(rel)
+
+    def _matches(self, rel: str) -> bool:
+        if rel not in self._expected or time.monotonic() > self._expected_until:
+            return False
+        return file_blob_id(self.root / rel) == self._expected[rel]
+
+    # the checkpoint loop's side ---------------------------------------------------------------
     def take(self) -> tuple[bool, float]:
         """(dirty, last_event) and reset dirty: the caller is about to snapshot."""
         with self.lock:
             dirty, last = self.dirty, self.last_event
             self.dirty = False
+            self.changed = set()
+            self._unknown = False
             return dirty, last
 
     def peek(self) -> tuple[bool, float]:
         with self.lock:
             return self.dirty, self.last_event
 
+    def pending(self) -> int:
+        """How many paths changed since the last snapshot (at least 1 if dirty)."""
+        with self.lock:
+            return max(len(self.changed), 1) if self.dirty else 0
+
     def mark_dirty(self) -> None:
         with self.lock:
             self.dirty = True
+            self._unknown = True
             self.last_event = time.monotonic()
 
     def start(self) -> None:
+        from watchdog import events as ev
         from watchdog.events import FileSystemEventHandler
 
         monitor = self
+        # Reads (open / close-without-write) are not subscribed to: an agent or the initial scan
+        # reading 10,000 files would otherwise flood the inotify queue.
+        wanted: list[type[ev.FileSystemEvent]] = [
+            ev.FileCreatedEvent, ev.FileModifiedEvent, ev.FileDeletedEvent, ev.FileMovedEvent,
+            ev.FileClosedEvent, ev.DirCreatedEvent, ev.DirDeletedEvent, ev.DirMovedEvent]
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: Any) -> None:
@@ -85,7 +142,7 @@ class ChangeMonitor:
             from watchdog.observers import Observer
 
             observer = Observer()
-            observer.schedule(Handler(), str(self.root), recursive=True)
+            observer.schedule(Handler(), str(self.root), recursive=True, event_filter=wanted)
             observer.start()
         except OSError as exc:
             from watchdog.observers.polling import PollingObserver
@@ -93,7 +150,7 @@ class ChangeMonitor:
             self.notice(f"file events unavailable ({exc.strerror or exc}); polling {self.root} instead "
                         "(raise fs.inotify.max_user_watches to avoid this)")
             observer = PollingObserver(timeout=1.0)
-            observer.schedule(Handler(), str(self.root), recursive=True)
+            observer.schedule(Handler(), str(self.root), recursive=True, event_filter=wanted)
             observer.start()
             self.polling = True
         self._observer = observer

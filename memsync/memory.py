@@ -40,9 +40,10 @@ class Memory:
         return f"refs/remotes/origin/{self.branch}"
 
     @contextmanager
-    def locked(self) -> Iterator[None]:
-        """The memory's lock; stale git lock files left by a killed process are cleared."""
-        with held(self.git.git_dir / "memsync.lock", f"memory {self.name!r}"):
+    def locked(self, timeout: float | None = None) -> Iterator[None]:
+        """The memory's lock; stale git lock files left by a killed process are cleared.
+        `timeout`: how long to wait for it (default MEMSYNC_LOCK_TIMEOUT), then LockBusy."""
+        with held(self.git.git_dir / "memsync.lock", f"memory {self.name!r}", timeout):
             clear_stale_git_locks(self.git.git_dir)
             yield
 

@@ -7,6 +7,7 @@ its local branch named like the hub branch (`memory/research`) with `origin` con
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -70,6 +71,8 @@ class GitRepo:
         self.repo = repo
         self.root = root
         self._stats_memo: dict[str, tuple[int, int]] = {}
+        self.nested: list[str] = []  # directories with their own .git, seen by the last scan
+        self._stats_versions: dict[str, tuple[int, int]] | None = None
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -184,6 +187,8 @@ class GitRepo:
             candidates.update((delta.old_file.path, delta.new_file.path))
         with contextlib.suppress(pygit2.GitError):
             index.write()  # keep the refreshed stat cache
+        # libgit2 reports a directory holding its own .git as one untracked "dir/" entry
+        self.nested = sorted(p.rstrip("/") for p in candidates if p.endswith("/"))
         changes: list[WorkChange] = []
         for path in sorted(candidates):
             in_head = head is not None and _in_tree(head, path)
@@ -212,9 +217,25 @@ class GitRepo:
 
     # -- committing ----------------------------------------------------------------------------
     def stage(self, path: str, data: bytes, mode: int) -> None:
-        oid = self.repo.create_blob(data)
-        index = self.repo.index
-        index.add(pygit2.IndexEntry(path, oid, FileMode(mode)))
+        try:
+            oid = self.repo.create_blob(data)
+            self.repo.index.add(pygit2.IndexEntry(path, oid, FileMode(mode)))
+        except (pygit2.GitError, OSError) as exc:
+            raise self._write_failed(f"cannot store {path}", exc) from exc
+
+    def _write_failed(self, what: str, exc: Exception) -> RepoError:
+        """A failed object/index write (disk full, read-only file system) as a clear error.
+        libgit2 sometimes reports a stale message then, so the free space is checked too."""
+        try:
+            st = os.statvfs(self.git_dir)
+            free = st.f_bavail * st.f_frsize
+        except OSError:
+            free = -1
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = "the disk is full" if 0 <= free < 1024 * 1024 else text
+        return RepoError(f"{what} in {self.git_dir}: {reason}",
+                         "free some disk space (or fix permissions) and run the command again; "
+                         "nothing was committed and your files are untouched")
 
     def unstage(self, path: str) -> None:
         index = self.repo.index
@@ -228,17 +249,20 @@ class GitRepo:
         """Write the index as a commit on `branch`; None if it equals the parent's tree.
         `author` is (name, email); None means the operator."""
         index = self.repo.index
-        tree = index.write_tree()
-        parent = self.head_oid()
-        if parent is not None and not allow_empty and self.repo[parent].peel(pygit2.Commit).tree_id == tree:
+        try:
+            tree = index.write_tree()
+            parent = self.head_oid()
+            if parent is not None and not allow_empty and self.repo[parent].peel(pygit2.Commit).tree_id == tree:
+                index.write()
+                return None
             index.write()
-            return None
-        index.write()
-        committer = self.operator_signature()
-        signature = pygit2.Signature(*author) if author else committer
-        parents = [pygit2.Oid(hex=parent)] if parent else []
-        oid = self.repo.create_commit(f"refs/heads/{branch}", signature, committer, message, tree,
-                                      parents)
+            committer = self.operator_signature()
+            signature = pygit2.Signature(*author) if author else committer
+            parents = [pygit2.Oid(hex=parent)] if parent else []
+            oid = self.repo.create_commit(f"refs/heads/{branch}", signature, committer, message, tree,
+                                          parents)
+        except (pygit2.GitError, OSError) as exc:
+            raise self._write_failed("cannot write the commit", exc) from exc
         return str(oid)
 
     # -- reading history -----------------------------------------------------------------------
@@ -262,12 +286,51 @@ class GitRepo:
         return bool(self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
 
     def tree_stats(self, commit_oid: str) -> tuple[int, int]:
-        """(files, bytes) of a version, reading object headers only, memoised per subtree."""
-        tree = self.repo[commit_oid].peel(pygit2.Commit).tree
-        return tree_stats(self.repo, tree, self._stats_memo)
+        """(files, bytes) of a version, reading object headers only. Versions already counted
+        are remembered in .git/memsync-tree-stats.json; a new one is its nearest counted
+        ancestor adjusted by a tree diff, so the cost follows what changed, not the memory's size."""
+        cache = self._stats_cache()
+        if commit_oid in cache:
+            return cache[commit_oid]
+        commit = self.repo[commit_oid].peel(pygit2.Commit)
+        stats = _stats_from_ancestor(self.repo, commit, cache)
+        if stats is None:
+            stats = tree_stats(self.repo, commit.tree, self._stats_memo)
+        cache[commit_oid] = stats
+        self._save_stats_cache(cache)
+        return stats
+
+    def _stats_cache(self) -> dict[str, tuple[int, int]]:
+        if self._stats_versions is None:
+            self._stats_versions = {}
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                loaded = json.loads((self.git_dir / _STATS_FILE).read_text(encoding="utf-8"))
+                self._stats_versions = {str(k): (int(v[0]), int(v[1])) for k, v in loaded.items()}
+        return self._stats_versions
+
+    def _save_stats_cache(self, cache: dict[str, tuple[int, int]]) -> None:
+        keep = dict(list(cache.items())[-_STATS_KEEP:])
+        target = self.git_dir / _STATS_FILE
+        tmp = target.with_name(f"{_STATS_FILE}.{os.getpid()}.tmp")
+        with contextlib.suppress(OSError):  # only a cache: a read-only hub just recounts
+            tmp.write_text(json.dumps({k: list(v) for k, v in keep.items()}), encoding="utf-8")
+            os.replace(tmp, target)
 
     def tracked_paths(self) -> list[str]:
         return [entry.path for entry in self.repo.index]
+
+    def tracked_paths_containing(self, needle: str) -> list[str]:
+        """Tracked paths containing `needle`. Iterating a 100k-entry index in Python takes
+        ~1.5 s, so the index file is searched for the bytes first: paths are stored whole (or,
+        in index v4, share a prefix with an earlier entry), so no match means no such path."""
+        index_file = self.git_dir / "index"
+        try:
+            raw = index_file.read_bytes()
+        except OSError:
+            raw = None
+        if raw is not None and needle.encode() not in raw and not any(self.git_dir.glob("sharedindex.*")):
+            return []
+        return [path for path in self.tracked_paths() if needle in path]
 
     def tree_changes(self, old: str | None, new: str) -> dict[str, str | None]:
         """Paths whose content differs between two versions: path -> blob id in `new` (None if
@@ -285,19 +348,51 @@ class GitRepo:
         return found
 
 
+_STATS_FILE = "memsync-tree-stats.json"
+_STATS_KEEP = 256
+_STATS_MAX_HOPS = 64
+
+
+def _stats_from_ancestor(repo: pygit2.Repository, commit: pygit2.Commit,
+                         cache: dict[str, tuple[int, int]]) -> tuple[int, int] | None:
+    """Stats of `commit` from the nearest counted first-parent ancestor plus a tree diff."""
+    base = commit
+    for _ in range(_STATS_MAX_HOPS):
+        if not base.parent_ids:
+            return None
+        base = repo[base.parent_ids[0]].peel(pygit2.Commit)
+        if str(base.id) in cache:
+            break
+    else:
+        return None
+    files, size = cache[str(base.id)]
+    for delta in base.tree.diff_to_tree(commit.tree).deltas:
+        for side, sign in ((delta.old_file, -1), (delta.new_file, 1)):
+            if side.mode in (0, int(FileMode.TREE), int(FileMode.COMMIT)) or side.id.raw == _ZERO_OID:
+                continue
+            files += sign
+            size += sign * repo.odb.read_header(side.id)[1]
+    return files, size
+
+
+_ZERO_OID = bytes(20)
+
+
 def tree_stats(repo: pygit2.Repository, tree: pygit2.Tree,
                memo: dict[str, tuple[int, int]]) -> tuple[int, int]:
     key = str(tree.id)
     if key in memo:
         return memo[key]
     files = size = 0
+    header = repo.odb.read_header
     for entry in tree:
-        if entry.filemode == FileMode.TREE:
-            f, s = tree_stats(repo, repo[entry.id].peel(pygit2.Tree), memo)
+        kind = entry.type_str  # plain strings: ~5x faster than building FileMode enums
+        if kind == "tree":
+            f, s = tree_stats(repo, entry, memo)  # type: ignore[arg-type]  # a Tree when kind == "tree"
             files, size = files + f, size + s
-        elif entry.filemode != FileMode.COMMIT:
+        elif kind == "blob":
             files += 1
-            size += repo.odb.read_header(entry.id)[1]
+            size += header(entry.id)[1]
     memo[key] = (files, size)
     return files, size
 
