@@ -81,7 +81,8 @@ def parse(raw: str, base: Path | None = None) -> HubUrl:
         if scheme == "file":
             return HubUrl(str(Path(parts.path).resolve()), "file")
         if not parts.hostname:
-            raise UsageError(f"remote URL {redact(text)} has no host")
+            raise UsageError(f"remote URL {redact(text)} has no host",
+                             f"write it as {scheme}://HOST[:PORT]/PATH")
         password = None
         if scheme in ("http", "https") and "@" in parts.netloc:
             # https://user:TOKEN@host keeps the user; https://TOKEN@host is a bare token

@@ -56,7 +56,13 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
     ensure_hub(hub)
     if hub.local_path is not None:
         transport.check_local(hub)  # a clear error if it is missing
-        repo = pygit2.Repository(str(hub.local_path))
+        try:
+            repo = pygit2.Repository(str(hub.local_path))
+        except pygit2.GitError as exc:  # e.g. an empty `.git` directory
+            from memsync.errors import RemoteUnreachable
+
+            raise RemoteUnreachable(f"cannot list {hub.display}: no git repository there ({exc})",
+                                    "check the URL; create a bare repository with `git init --bare`") from exc
         prefix = "refs/heads/"
     else:
         home = hubmod.memsync_home()

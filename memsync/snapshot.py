@@ -12,14 +12,17 @@ import stat
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memsync import guard
-from memsync import secrets as secretscan
 from memsync.attribution import Attribution
 from memsync.git.repo import WorkChange, file_mode
 from memsync.git.trailers import compose
 from memsync.memory import Memory
 from memsync.names import conflict_copy_name
+
+if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
+    from memsync import secrets as secretscan
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         item = _read(mem, change, now, settle, snap)
         if item is not None:
             staged.append(item)
+    if only is None:
+        snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
+                                 "not committed") for d in mem.git.nested]
     _scan_secrets(mem, staged, snap)
     staged = _apply_policies(mem, who, staged, snap)
     changes = [guard.FileChange(s.change.path, s.old, s.data,
@@ -123,6 +129,10 @@ def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snap
 def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
     if mem.config.secrets == "off":
         return
+    if not staged:
+        return
+    from memsync import secrets as secretscan
+
     for item in staged:
         if item.data is None or item.mode == file_mode_link():
             continue

@@ -7,6 +7,7 @@ branch, which the next snapshot simply commits: no ref ever contradicts the file
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -58,11 +59,68 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
 
 def _checkout(git: GitRepo, commit: str) -> None:
     tree = git.repo[commit].peel(pygit2.Commit).tree
+    old = None if git.repo.head_is_unborn else git.repo.head.peel(pygit2.Commit).tree
+    bad = unsafe_path(git.repo, tree, old)
+    if bad is not None:
+        raise RepoError(f"refused version {commit[:8]}: it holds a path outside the memory or inside "
+                        f"its .git ({bad!r})",
+                        "nothing was written; revert that version on the hub or ask its owner")
     try:
         git.repo.checkout_tree(tree, strategy=CheckoutStrategy.SAFE)  # type: ignore[no-untyped-call]
     except pygit2.GitError as exc:
         text = str(exc)
         if "conflict" in text.lower():
             raise WorktreeChanged(f"files changed on disk during the merge: {text}") from exc
+        _undo_partial_checkout(git)
+        if "invalid path" in text.lower():  # libgit2 refuses `..`, `.git`, absolute paths
+            raise RepoError(f"refused version {commit[:8]}: it holds a path outside the memory or inside "
+                            f"its .git ({text})",
+                            "nothing was written; revert that version on the hub or ask its owner") from exc
         raise RepoError(f"cannot update the work tree: {text}",
                         "check permissions and free space; nothing was lost") from exc
+
+
+def _undo_partial_checkout(git: GitRepo) -> None:
+    """A checkout that failed half-way (a hostile tree, a full disk) may already have removed
+    files that HEAD still has: put them back, never overwriting a file changed on disk."""
+    if git.repo.head_is_unborn:
+        return
+    head = git.repo.head.peel(pygit2.Commit).tree
+    with contextlib.suppress(pygit2.GitError):
+        git.repo.checkout_tree(head, strategy=CheckoutStrategy.SAFE  # type: ignore[no-untyped-call]
+                               | CheckoutStrategy.RECREATE_MISSING)
+        index = git.repo.index  # the snapshot before the merge left it equal to HEAD
+        index.read_tree(head)
+        index.write()
+
+
+_FORBIDDEN = {"", ".", "..", ".git"}
+
+
+def unsafe_path(repo: pygit2.Repository, tree: pygit2.Tree, old: pygit2.Tree | None,
+                prefix: str = "") -> str | None:
+    """The first entry a checkout must never write (`..`, `.git`, a name with `/`, two entries
+    with one name, e.g. a symlink `a` and a directory `a/`); only subtrees that differ from
+    `old` (the current version, already checked) are walked."""
+    seen: set[str] = set()
+    for entry in tree:
+        name = entry.name or ""
+        path = prefix + name
+        if name.lower() in _FORBIDDEN or "/" in name or "\0" in name or name in seen:
+            return path
+        seen.add(name)
+        if entry.filemode == pygit2.enums.FileMode.TREE:
+            before = _subtree(repo, old, name)
+            if before is not None and before.id == entry.id:
+                continue
+            found = unsafe_path(repo, repo[entry.id].peel(pygit2.Tree), before, path + "/")
+            if found is not None:
+                return found
+    return None
+
+
+def _subtree(repo: pygit2.Repository, tree: pygit2.Tree | None, name: str) -> pygit2.Tree | None:
+    if tree is None or name not in tree:
+        return None
+    entry = tree[name]
+    return repo[entry.id].peel(pygit2.Tree) if entry.filemode == pygit2.enums.FileMode.TREE else None

@@ -113,7 +113,8 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
     if "host key" in lowered or "hostkey" in lowered or "certificate" in lowered:
         return HostKeyError(f"{doing} {where}: the server's identity was refused ({text})",
                             "see README, Remotes: trusting a host")
-    if "non-fast-forward" in lowered or "not fast-forward" in lowered or "fastforwardable" in lowered:
+    if ("non-fast-forward" in lowered or "not fast-forward" in lowered or "fastforwardable" in lowered
+            or "not present locally" in lowered):  # libgit2: the remote tip moved past our fetch
         return NotFastForward(f"{doing} {where}: the remote moved on meanwhile")
     if "failed to resolve address" in lowered:
         return RemoteUnreachable(f"{doing} {where}: unknown host ({text})",
