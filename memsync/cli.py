@@ -76,6 +76,53 @@ from memsync.commands import register  # noqa: E402  (commands attach themselves
 register(app, handle_errors)
 
 
+def _lean_coercion() -> None:
+    """Start-up: typer builds a pydantic TypeAdapter (importing pydantic, ~100 ms) for every
+    parameter a command has, even unset ones. Unset values and values that already have the
+    declared plain type need no coercion; anything else still goes through typer's own."""
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+        from typer.core import _TyperParameter
+    except ImportError:  # another typer: keep its behaviour
+        return
+    import types
+    import typing
+
+    def plain_types(annotation: Any) -> tuple[type, ...]:
+        if annotation in (str, int, float):
+            return (annotation,)
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+            args = typing.get_args(annotation)
+            if all(a in (str, int, float, type(None)) for a in args):
+                return tuple(a for a in args if a is not type(None))
+        return ()
+
+    class _Lazy(RuntimeParam):
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if type(value) in plain_types(self.annotation):
+                return value
+            if (isinstance(value, (list, tuple)) and all(type(v) is str for v in value)
+                    and self.annotation in (list[str], list[str] | None)):
+                return list(value)
+            if param._runtime_param is self:
+                param._runtime_param = build_runtime_param(param.type_descriptor)
+            return param._runtime_param._coerce_value(value, param=param, ctx=ctx)
+
+    def get_runtime_param(self: Any) -> Any:
+        if self._runtime_param is None:
+            descriptor = self.type_descriptor
+            if descriptor.file_annotation is None:
+                self._runtime_param = _Lazy(descriptor.parameter_info, descriptor.annotation)
+            else:
+                self._runtime_param = build_runtime_param(descriptor)
+        return self._runtime_param
+
+    setattr(_TyperParameter, "get_runtime_param", get_runtime_param)  # noqa: B010
+
+
+_lean_coercion()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: typer's own usage errors also become one `error:` line and exit code 2."""
     try:
@@ -103,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_main() -> None:
+    if sys.argv[1:] == ["--version"]:  # fast path: no need to build the command tree
+        print(f"memsync {__version__}")
+        sys.exit(0)
     sys.exit(main())
 
 

@@ -7,6 +7,7 @@ file is an error naming the file and line. Writes are atomic (temp file + os.rep
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,9 +52,25 @@ def find_root(start: Path) -> Path | None:
     return None
 
 
-def _parse_yaml(path: Path) -> Any:
-    import yaml
+_SIMPLE_LINE = re.compile(r"([a-z_]+): ([A-Za-z][A-Za-z0-9_./@+-]*(?::[A-Za-z0-9_./@+-]+)*)")
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
+
+def _simple_mapping(text: str) -> dict[str, str] | None:
+    """storage.yaml as memsync writes it (`key: plain-word` lines) read without loading PyYAML
+    (~35 ms of start-up); anything else returns None and goes to yaml, with the same result."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SIMPLE_LINE.fullmatch(line)
+        if match is None or match.group(2).lower() in _YAML_WORDS or match.group(1) in found:
+            return None
+        found[match.group(1)] = match.group(2)
+    return found or None
+
+
+def _parse_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except IsADirectoryError as exc:
@@ -62,6 +79,11 @@ def _parse_yaml(path: Path) -> Any:
         raise ConfigError(f"{path} is not UTF-8 text", "rewrite it as plain YAML") from exc
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    simple = _simple_mapping(text)
+    if simple is not None:
+        return simple
+    import yaml
+
     try:
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:
@@ -104,7 +126,8 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
     if secrets is False:
         secrets = "off"
     if secrets not in SECRETS_POLICIES:
-        raise ConfigError(f"{where}: `secrets` must be one of {', '.join(SECRETS_POLICIES)}")
+        raise ConfigError(f"{where}: `secrets` must be one of {', '.join(SECRETS_POLICIES)}",
+                          "write e.g. `secrets: block` (or remove the line: the default is warn)")
     cfg.secrets = str(secrets)
     size = data.get("max_file_size", DEFAULT_MAX_FILE_SIZE)
     cfg.max_file_size = parse_size(size, where)
@@ -124,7 +147,7 @@ def _opt_str(data: dict[Any, Any], key: str, where: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: `{key}` must be a string")
+        raise ConfigError(f"{where}: `{key}` must be a string", f"write it as text, e.g. `{key}: ...` in quotes")
     return value
 
 
@@ -135,7 +158,7 @@ _UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb":
 def parse_size(value: object, where: str) -> int:
     """`10 MiB`, `512k`, `1048576` -> bytes."""
     if isinstance(value, bool):
-        raise ConfigError(f"{where}: `max_file_size` must be a size like 10MiB")
+        raise ConfigError(f"{where}: `max_file_size` must be a size like 10MiB", "write e.g. 10MiB or 512KiB")
     if isinstance(value, int) and value > 0:
         return value
     text = str(value).strip().lower().replace(" ", "")

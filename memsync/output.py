@@ -11,9 +11,10 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from memsync.git.transport import ProgressFn
+if TYPE_CHECKING:  # pygit2 stays out of start-up (`memsync --version`)
+    from memsync.git.transport import ProgressFn
 
 
 def human_size(n: int) -> str:

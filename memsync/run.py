@@ -213,7 +213,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
     if checkpoint < 0:
-        raise UsageError("--checkpoint must be 0 (off) or a number of seconds")
+        raise UsageError("--checkpoint must be 0 (off) or a number of seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
     if remote:
@@ -250,22 +250,19 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
     checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(QUIET, checkpoint), max_interval=checkpoint,
                                 on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
-    for monitor in monitors:
-        monitor.start()
+    watching = _Watching(monitors, say)
     checkpointer.start()
     try:
         proc = subprocess.Popen(command, env=environment(rid, memories))
     except OSError as exc:
         checkpointer.stop()
-        for monitor in monitors:
-            monitor.stop()
+        watching.stop()
         _restore(memories, read_only)
         raise UsageError(f"cannot start {command[0]!r}: {exc.strerror}", "check the command and your PATH") from exc
     with _Signals(proc) as signals:
         code = _wait(proc)
     checkpointer.stop()
-    for monitor in monitors:
-        monitor.stop()
+    watching.stop()
     duration = time.monotonic() - started
     if signals.received:
         say("command stopped by signal; saving what it left")
@@ -273,6 +270,42 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     _restore(memories, read_only)
     _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say)
     return report
+
+
+class _Watching:
+    """Starts the change monitors in a thread: watching a 100,000-file tree takes seconds to set
+    up and the command must not wait for it (nor, if it is short, its end). Each monitor starts
+    dirty, so whatever changed before its watches were in place is found by the first checkpoint."""
+
+    def __init__(self, monitors: list[ChangeMonitor], say: Say) -> None:
+        self._monitors = monitors
+        self._say = say
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._started: list[ChangeMonitor] = []
+        self._thread = threading.Thread(target=self._start_all, name="memsync-watch-start", daemon=True)
+        self._thread.start()
+
+    def _start_all(self) -> None:
+        for monitor in self._monitors:
+            try:
+                monitor.start()
+            except Exception as exc:
+                self._say(f"file events unavailable in {monitor.root} ({exc}); no checkpoints there")
+                continue
+            with self._lock:
+                if self._stopped:
+                    monitor.stop()
+                    continue
+                self._started.append(monitor)
+            monitor.mark_dirty()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            started, self._started = self._started, []
+        for monitor in started:
+            monitor.stop()
 
 
 def _wait(proc: subprocess.Popen[bytes]) -> int:

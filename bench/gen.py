@@ -1,0 +1,91 @@
+"""Deterministic synthetic memories: nested folders of markdown-ish text files.
+
+Sizes follow a log-normal law (median ~700 B, mean ~1.2 KB, clipped to 200 B .. 64 KB), so a
+100,000-file memory weighs ~115 MB, and folders nest 1-4 levels deep with ~25 files each. The same
+(count, seed) always gives byte-identical trees. Content is words drawn from a fixed vocabulary
+(text compresses like text), with a per-file header so no two files are identical.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from pathlib import Path
+
+_SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "shi", "po", "ver", "an", "is", "tor", "el", "qu",
+              "mem", "sync", "note", "run", "git", "agent", "crdt", "graph", "vec", "log")
+_TOPICS = ("notes", "research", "runs", "people", "projects", "papers", "tasks", "journal",
+           "code", "reference")
+
+
+def _vocabulary(rng: random.Random, size: int = 4000) -> list[str]:
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 4))))
+    return sorted(words)
+
+
+def file_size(rng: random.Random) -> int:
+    return max(200, min(64 * 1024, int(rng.lognormvariate(math.log(700), 1.0))))
+
+
+def layout(count: int, seed: int = 8) -> list[tuple[str, int]]:
+    """(relative path, size) of every file, in a stable order."""
+    rng = random.Random(seed)
+    dirs: list[str] = []
+    files: list[tuple[str, int]] = []
+    per_dir = 25
+    for i in range(count):
+        if i % per_dir == 0:
+            depth = rng.randint(1, 4)
+            parts = [rng.choice(_TOPICS)] + [f"{rng.choice(_SYLLABLES)}{rng.randint(0, 99):02d}"
+                                              for _ in range(depth - 1)]
+            base = "/".join(parts)
+            while base in dirs:
+                base += f"-{len(dirs)}"
+            dirs.append(base)
+        files.append((f"{dirs[-1]}/note-{i:06d}.md", file_size(rng)))
+    return files
+
+
+def generate(root: Path, count: int, seed: int = 8) -> int:
+    """Write the memory under `root`; returns its size in bytes."""
+    rng = random.Random(seed * 7919 + count)
+    vocab = _vocabulary(random.Random(seed))
+    # One big pool of words; each file takes a window of it at a random offset (fast and realistic).
+    pool_words = rng.choices(vocab, k=400_000)
+    lines = []
+    for start in range(0, len(pool_words), 12):
+        lines.append(" ".join(pool_words[start:start + 12]))
+    pool = "\n".join(lines) + "\n"
+    total = 0
+    made: set[str] = set()
+    for path, size in layout(count, seed):
+        full = root / path
+        parent = os.path.dirname(path)
+        if parent not in made:
+            full.parent.mkdir(parents=True, exist_ok=True)
+            made.add(parent)
+        header = f"# {path}\n\n"
+        body_len = max(0, size - len(header))
+        offset = rng.randrange(0, len(pool) - body_len - 1)
+        data = (header + pool[offset:offset + body_len]).encode()
+        with open(full, "wb") as fh:
+            fh.write(data)
+        total += len(data)
+    return total
+
+
+def changed_paths(count: int, round_no: int, how_many: int = 10, seed: int = 8) -> list[str]:
+    """The files a round edits: spread over the tree, different every round."""
+    paths = [p for p, _ in layout(count, seed)]
+    rng = random.Random(f"{count}-{round_no}-{seed}")
+    return sorted(rng.sample(paths, how_many))
+
+
+def edit(root: Path, paths: list[str], tag: str) -> None:
+    """Append one line to each file (what an agent's note-taking does)."""
+    for path in paths:
+        with open(root / path, "a", encoding="utf-8") as fh:
+            fh.write(f"- update {tag}: the agent learned something new about {path}\n")

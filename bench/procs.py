@@ -1,0 +1,149 @@
+"""Child processes for the benchmark: timed runs (wall time + peak RSS), a git daemon, a byte counter."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Sample:
+    seconds: float
+    rss_kb: int
+
+
+def timed(cmd: list[str] | str, cwd: Path, env: dict[str, str], ok_codes: tuple[int, ...] = (0,)) -> Sample:
+    """Run one command (argv, or a shell line) and return its wall time and peak RSS.
+
+    Peak RSS comes from wait4(): the largest resident set of the process and of every descendant
+    it waited for, so a shell line reports its biggest git process.
+    """
+    argv = ["sh", "-c", cmd] if isinstance(cmd, str) else cmd
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in ok_codes:
+            errors.seek(0)
+            text = errors.read().decode(errors="replace")[-2000:]
+            shown = cmd if isinstance(cmd, str) else shlex.join(cmd)
+            raise BenchError(f"`{shown}` in {cwd} exited {proc.returncode}:\n{text}")
+    return Sample(elapsed, int(usage.ru_maxrss))
+
+
+def run(cmd: list[str] | str, cwd: Path, env: dict[str, str]) -> str:
+    """Untimed set-up step; fails loudly."""
+    argv = ["sh", "-c", cmd] if isinstance(cmd, str) else cmd
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise BenchError(f"`{cmd}` in {cwd} exited {done.returncode}:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BenchError(f"{what} exited at start ({proc.returncode})")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise BenchError(f"{what} did not listen on {port}")
+
+
+class GitDaemon:
+    """`git daemon` serving every repository under `base` with push enabled (git://127.0.0.1)."""
+
+    def __init__(self, base: Path, env: dict[str, str]) -> None:
+        self.base = base
+        self.port = free_port()
+        self._proc = subprocess.Popen(
+            ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={self.port}",
+             f"--base-path={base}", "--export-all", "--enable=receive-pack", str(base)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_port(self.port, self._proc, "git daemon")
+
+    def url(self, path: Path, port: int | None = None) -> str:
+        return f"git://127.0.0.1:{port or self.port}/{path.relative_to(self.base)}"
+
+    def stop(self) -> None:
+        self._proc.terminate()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+class CountingProxy:
+    """A TCP relay in front of the daemon that counts the bytes each side sends."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target = target_port
+        self.sent = 0  # client -> server: what a push uploads
+        self.received = 0  # server -> client
+        self._lock = threading.Lock()
+        self._server = socket.socket()
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(16)
+        self.port = int(self._server.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.sent = self.received = 0
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, upload: bool) -> None:
+        try:
+            while True:
+                chunk = src.recv(65536)
+                if not chunk:
+                    break
+                with self._lock:
+                    if upload:
+                        self.sent += len(chunk)
+                    else:
+                        self.received += len(chunk)
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+    def stop(self) -> None:
+        self._server.close()

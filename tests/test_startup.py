@@ -1,0 +1,47 @@
+"""Lean start-up: a command imports only what it needs (checked by module, not by timing).
+
+`python -X importtime` lists every module a process imports; bench/ measures the time itself.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write
+
+HEAVY = ("rich", "yaml", "watchdog", "filelock", "pydantic")
+
+
+def imported(*args: str, cwd: Path) -> set[str]:
+    """Top-level packages a `python -m memsync ARGS` process imported (and its exit code checked)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsync", *args], cwd=cwd,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and line.count("|") == 2:
+            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    assert "memsync" in names  # the listing really is there
+    return names
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("push", "--help")])
+def test_version_and_help_import_neither_pygit2_nor_extras(tmp_path: Path, args: tuple[str, ...]) -> None:
+    found = imported(*args, cwd=tmp_path)
+    assert found.isdisjoint((*HEAVY, "pygit2", "cffi")), sorted(found & {*HEAVY, "pygit2", "cffi"})
+
+
+def test_push_with_nothing_to_commit_skips_rich_yaml_pydantic(memory: Path) -> None:
+    found = imported("push", cwd=memory)
+    assert "pygit2" in found
+    assert found.isdisjoint(("rich", "yaml", "watchdog", "pydantic")), sorted(found)
+
+
+def test_storage_yaml_that_is_not_plain_still_goes_through_yaml(memory: Path) -> None:
+    write(memory, ".vm0/storage.yaml", "name: research\ntype: memory\nsecrets: 'warn'  # quoted\n")
+    assert "yaml" in imported("status", cwd=memory)
