@@ -30,7 +30,7 @@ from memsync.exchange import sync, unpushed
 from memsync.git.merge import ConflictCopy
 from memsync.memory import Memory, open_memory
 from memsync.names import check_name, check_run_id, env_var_for, new_run_id
-from memsync.snapshot import Snapshot, take
+from memsync.snapshot import Snapshot, describe, take
 
 DEFAULT_CHECKPOINT = 30.0
 QUIET = float(os.environ.get("MEMSYNC_QUIET", "2.0"))
@@ -414,16 +414,8 @@ def _resnap(mem: Memory, who: Attribution) -> None:
 
 
 def _report(snap: Snapshot, mem: Memory, say: Say) -> None:
-    for item in snap.skipped:
-        say(f"warning: {mem.name}: not committed: {item.path} ({item.reason})")
-    for finding in snap.secrets:
-        verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
-        say(f"warning: {mem.name}: possible secret ({finding.rule}) in {finding.path}:{finding.line}, "
-            f"{verb}: {finding.preview}")
-    for flag in snap.flags:
-        say(f"warning: {mem.name}: integrity flag: {flag.trailer()}")
-    for v in snap.violations:
-        say(f"warning: {mem.name}: policy: {v.path}: {v.reason}; the run's version was kept beside it")
+    for line in describe(snap):
+        say(f"warning: {mem.name}: {line}")
 
 
 __all__ = [

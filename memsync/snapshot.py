@@ -195,3 +195,14 @@ def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
     if run_base is None:
         return False
     return not mem.git.path_in(run_base, path)
+
+
+def describe(snap: Snapshot) -> list[str]:
+    """What a snapshot has to tell its user, one line each (callers add `warning:` and context)."""
+    lines = [f"not committed: {item.path} ({item.reason})" for item in snap.skipped]
+    for finding in snap.secrets:
+        verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
+        lines.append(f"possible secret ({finding.rule}) in {finding.path}:{finding.line}, {verb}: {finding.preview}")
+    lines += [f"integrity flag: {flag.trailer()}" for flag in snap.flags]
+    lines += [f"policy: {v.path}: {v.reason}; the new version was kept beside it" for v in snap.violations]
+    return lines

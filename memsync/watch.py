@@ -370,9 +370,10 @@ def _prepare(mem: Memory) -> None:
 
 
 def _report_snapshot(snap: Snapshot, mem: Memory, say: Callable[[str], None]) -> None:
-    from memsync.run import _report
+    from memsync.snapshot import describe
 
-    _report(snap, mem, say)
+    for line in describe(snap):
+        say(f"warning: {mem.name}: {line}")
 
 
 @contextmanager

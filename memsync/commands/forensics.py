@@ -225,12 +225,10 @@ def _print_stat(patches: list[Any]) -> None:
 
 # -- restore / revert --------------------------------------------------------------------------
 def _report_snapshot(snap: Any) -> None:
-    for flag in snap.flags:
-        warn(f"integrity flag: {flag.trailer()}")
-    for v in snap.violations:
-        warn(f"policy: {v.path}: {v.reason}; the restored version was kept beside it")
-    for item in snap.skipped:
-        warn(f"not committed: {item.path} ({item.reason})")
+    from memsync.snapshot import describe
+
+    for line in describe(snap):
+        warn(line)
 
 
 def _report_push(result: Any) -> None:

@@ -16,15 +16,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 
 def _report_snapshot(snap: Any) -> None:
-    for item in snap.skipped:
-        warn(f"not committed: {item.path} ({item.reason})")
-    for finding in snap.secrets:
-        verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
-        warn(f"possible secret ({finding.rule}) in {finding.path}:{finding.line}, {verb}: {finding.preview}")
-    for flag in snap.flags:
-        warn(f"integrity flag: {flag.trailer()}")
-    for violation in snap.violations:
-        warn(f"policy: {violation.path}: {violation.reason}; your version was kept beside it")
+    from memsync.snapshot import describe
+
+    for line in describe(snap):
+        warn(line)
 
 
 def _report_merges(exchange: Any) -> None:
