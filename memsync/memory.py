@@ -64,3 +64,45 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
     git = GitRepo.open(root)
     hub = hubmod.resolve(remote, config.remote)
     return Memory(root, config, git, hub)
+
+
+RUN_MARKER = "memsync-run.json"
+
+
+@contextmanager
+def running(memories: list[Memory], run_id: str) -> Iterator[None]:
+    """Mark the memories as in use by a run (in .git, never committed) for its duration, so
+    that `memsync watch` on the same directory does not commit the run's files as its own."""
+    import json
+    import os
+
+    marks = []
+    for mem in memories:
+        mark = mem.git.git_dir / RUN_MARKER
+        mark.write_text(json.dumps({"run_id": run_id, "pid": os.getpid()}), encoding="utf-8")
+        marks.append(mark)
+    try:
+        yield
+    finally:
+        for mark in marks:
+            mark.unlink(missing_ok=True)
+
+
+def run_in_progress(mem: Memory) -> str | None:
+    """The id of a live `memsync run` using this memory, if any (a dead run's mark is stale)."""
+    import json
+    import os
+
+    mark = mem.git.git_dir / RUN_MARKER
+    try:
+        data = json.loads(mark.read_text(encoding="utf-8"))
+        pid, run_id = int(data["pid"]), str(data["run_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return run_id

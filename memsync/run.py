@@ -28,7 +28,7 @@ from memsync.checkpoint import Checkpointer
 from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, MemsyncError, RemoteError, UsageError
 from memsync.exchange import sync, unpushed
 from memsync.git.merge import ConflictCopy
-from memsync.memory import Memory, open_memory
+from memsync.memory import Memory, open_memory, running
 from memsync.names import check_name, check_run_id, env_var_for, new_run_id
 from memsync.snapshot import Snapshot, describe, take
 
@@ -226,50 +226,52 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     for mem in memories:
         if mem.name in read_only:
             _set_writable(mem, False)
-    say(f"run {rid}: {len(memories)} memory(ies) ready; starting {shlex.join(command)}")
-    started = time.monotonic()
-    counter = {mem.name: 0 for mem in writable}
-    by_root = {str(mem.root.resolve()): mem for mem in writable}
+    with running(writable, rid):  # watch on the same directory leaves the run its files
+        say(f"run {rid}: {len(memories)} memory(ies) ready; starting {shlex.join(command)}")
+        started = time.monotonic()
+        counter = {mem.name: 0 for mem in writable}
+        by_root = {str(mem.root.resolve()): mem for mem in writable}
 
-    def checkpoint_action(monitor: ChangeMonitor) -> bool:
-        mem = by_root[str(monitor.root)]
-        counter[mem.name] += 1
-        who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
-                          (("Memsync-Command", shlex.join(command)), ("Memsync-Checkpoint", str(counter[mem.name]))))
-        with mem.locked():
-            snap = take(mem, who, settle=SETTLE, run_base=bases[mem.name])
-            if snap.commit is None:
-                counter[mem.name] -= 1
-            else:
-                outcomes[mem.name].checkpoints = counter[mem.name]
-                _report(snap, mem, say)
-                if not no_push:
-                    _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True)
-        return bool(snap.pending)
+        def checkpoint_action(monitor: ChangeMonitor) -> bool:
+            mem = by_root[str(monitor.root)]
+            counter[mem.name] += 1
+            who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
+                              (("Memsync-Command", shlex.join(command)),
+                               ("Memsync-Checkpoint", str(counter[mem.name]))))
+            with mem.locked():
+                snap = take(mem, who, settle=SETTLE, run_base=bases[mem.name])
+                if snap.commit is None:
+                    counter[mem.name] -= 1
+                else:
+                    outcomes[mem.name].checkpoints = counter[mem.name]
+                    _report(snap, mem, say)
+                    if not no_push:
+                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True)
+            return bool(snap.pending)
 
-    monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
-    checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(QUIET, checkpoint), max_interval=checkpoint,
-                                on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
-    watching = _Watching(monitors, say)
-    checkpointer.start()
-    try:
-        proc = subprocess.Popen(command, env=environment(rid, memories))
-    except OSError as exc:
+        monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
+        checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(QUIET, checkpoint), max_interval=checkpoint,
+                                    on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
+        watching = _Watching(monitors, say)
+        checkpointer.start()
+        try:
+            proc = subprocess.Popen(command, env=environment(rid, memories))
+        except OSError as exc:
+            checkpointer.stop()
+            watching.stop()
+            _restore(memories, read_only)
+            raise UsageError(f"cannot start {command[0]!r}: {exc.strerror}", "check the command and your PATH") from exc
+        with _Signals(proc) as signals:
+            code = _wait(proc)
         checkpointer.stop()
         watching.stop()
+        duration = time.monotonic() - started
+        if signals.received:
+            say("command stopped by signal; saving what it left")
+        report = RunReport(rid, command, code, duration, list(outcomes.values()))
         _restore(memories, read_only)
-        raise UsageError(f"cannot start {command[0]!r}: {exc.strerror}", "check the command and your PATH") from exc
-    with _Signals(proc) as signals:
-        code = _wait(proc)
-    checkpointer.stop()
-    watching.stop()
-    duration = time.monotonic() - started
-    if signals.received:
-        say("command stopped by signal; saving what it left")
-    report = RunReport(rid, command, code, duration, list(outcomes.values()))
-    _restore(memories, read_only)
-    _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say)
-    return report
+        _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say)
+        return report
 
 
 class _Watching:

@@ -28,7 +28,7 @@ from memsync.checkpoint import Checkpointer
 from memsync.errors import LockBusy, MemsyncError, PushRejected, RemoteError, UnsavedWork, UsageError
 from memsync.exchange import Exchange, sync, unpushed
 from memsync.git import transport
-from memsync.memory import Memory
+from memsync.memory import Memory, run_in_progress
 from memsync.snapshot import Snapshot, take
 
 DEFAULT_DEBOUNCE = 2.0
@@ -220,6 +220,10 @@ class Watcher:
         return next((h.oid for h in heads if h.ref == f"refs/heads/{self.mem.branch}"), None)
 
     def _snapshot(self) -> Snapshot:
+        run_id = run_in_progress(self.mem)
+        if run_id is not None:
+            raise LockBusy(f"run {run_id} is using this memory; its changes are committed by the run, "
+                           "watch resumes when it ends")
         snap = take(self.mem, COMMIT, settle=self.settle)
         _report_snapshot(snap, self.mem, lambda m: self._say(m, "warning"))
         if snap.commit is not None:
@@ -259,8 +263,8 @@ class Watcher:
     def _guarded(self, op: Callable[[], Snapshot | None]) -> Snapshot | None:
         try:
             return op()
-        except LockBusy:
-            self._fail("busy", _BUSY)
+        except LockBusy as exc:
+            self._fail("busy", exc.message if exc.message.startswith("run ") else _BUSY)
         except PushRejected as exc:
             self._fail("rejected", f"the hub refused the push: {exc.message}; versions stay local, "
                                    "retrying")

@@ -258,6 +258,9 @@ def test_run_and_watch_on_one_directory(memory: Path, tmp_path: Path) -> None:
     assert git("status", "--porcelain", cwd=memory) == ""
     actors = {c.split(" ", 1)[1] for c in commits(hub_path()) if " " in c}
     assert "run" in actors
+    added_by = git("log", "--diff-filter=A", "--format=%(trailers:key=Memsync-Actor,valueonly,separator=)",
+                   "memory/research", "--", "runs/r*.md", cwd=hub_path()).split()
+    assert added_by and set(added_by) == {"run"}, "watch left the run's files to the run"
 
 
 def test_once_commits_merges_pushes_and_exits(memory: Path, tmp_path: Path) -> None:
