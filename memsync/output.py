@@ -82,11 +82,12 @@ def transfer_progress() -> Iterator[ProgressFn | None]:
                   TimeElapsedColumn(), transient=True, console=Console(stderr=True)) as bar:
         tasks: dict[str, Any] = {}
 
-        def update(phase: str, done: int, total: int) -> None:
+        def update(phase: str, done: int, total: int, nbytes: int) -> None:
             if total <= 0:
                 return
+            label = f"{phase} objects, {human_size(nbytes)}"
             if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done, total=total)
+                tasks[phase] = bar.add_task(label, total=total)
+            bar.update(tasks[phase], completed=done, total=total, description=label)
 
         yield update

@@ -30,7 +30,7 @@ from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
 from memsync.hub import HubUrl, redact
 
-ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objects total, bytes)
 
 CONNECT_TIMEOUT_MS = int(os.environ.get("MEMSYNC_CONNECT_TIMEOUT", "10")) * 1000
 IO_TIMEOUT_MS = int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000
@@ -82,11 +82,11 @@ class Callbacks(pygit2.RemoteCallbacks):
 
     def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
         if self.progress is not None:
-            self.progress("receiving", stats.received_objects, stats.total_objects)
+            self.progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
 
     def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
         if self.progress is not None:
-            self.progress("sending", objects_pushed, total_objects)
+            self.progress("sending", objects_pushed, total_objects, bytes_pushed)
 
     def push_update_reference(self, refname: str, message: str | None) -> None:
         if message:
