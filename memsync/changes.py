@@ -115,11 +115,14 @@ class ChangeMonitor:
         with self.lock:
             return max(len(self.changed), 1) if self.dirty else 0
 
-    def mark_dirty(self) -> None:
+    def mark_dirty(self, touch: bool = True) -> None:
+        """Something still needs a snapshot; `touch=False` keeps the time of the last event (a
+        held-back file must not restart the quiet period)."""
         with self.lock:
             self.dirty = True
             self._unknown = True
-            self.last_event = time.monotonic()
+            if touch:
+                self.last_event = time.monotonic()
 
     def start(self) -> None:
         from watchdog import events as ev

@@ -232,14 +232,14 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         counter = {mem.name: 0 for mem in writable}
         by_root = {str(mem.root.resolve()): mem for mem in writable}
 
-        def checkpoint_action(monitor: ChangeMonitor) -> bool:
+        def checkpoint_action(monitor: ChangeMonitor, overdue: bool) -> bool:
             mem = by_root[str(monitor.root)]
             counter[mem.name] += 1
             who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
                               (("Memsync-Command", shlex.join(command)),
                                ("Memsync-Checkpoint", str(counter[mem.name]))))
             with mem.locked():
-                snap = take(mem, who, settle=SETTLE, run_base=bases[mem.name])
+                snap = take(mem, who, settle=0.0 if overdue else SETTLE, run_base=bases[mem.name])
                 if snap.commit is None:
                     counter[mem.name] -= 1
                 else:

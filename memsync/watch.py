@@ -146,11 +146,13 @@ class Watcher:
             if stop.wait(max(0.0, self._retry_at - time.monotonic())):
                 return False
 
-    def _on_settled(self, monitor: ChangeMonitor) -> bool:
-        """Checkpointer action: files changed and then stayed quiet for --debounce seconds."""
+    def _on_settled(self, monitor: ChangeMonitor, overdue: bool = False) -> bool:
+        """Checkpointer action: files changed and then stayed quiet for --debounce seconds (or
+        keep changing: `overdue` takes them as they are)."""
         if time.monotonic() < self._retry_at:
             return True  # still backing off: keep the changes pending
-        snap = self._guarded(lambda: self._commit(push=not self._offline))
+        settle = 0.0 if overdue else self.settle
+        snap = self._guarded(lambda: self._commit(push=not self._offline, settle=settle))
         return snap is None or bool(snap.pending)
 
     def _on_tick(self) -> None:
@@ -166,9 +168,9 @@ class Watcher:
         self._fail("failing", f"unexpected {type(exc).__name__}: {exc}")
 
     # -- operations (Checkpointer thread) ----------------------------------------------------------
-    def _commit(self, push: bool) -> Snapshot:
+    def _commit(self, push: bool, settle: float | None = None) -> Snapshot:
         with self._busy("committing"):
-            snap = self._snapshot()
+            snap = self._snapshot(settle)
             if push and (snap.commit is not None or self._ahead()):
                 result = self._exchange()
                 self._announce(snap, result)
@@ -219,12 +221,12 @@ class Watcher:
         heads = transport.list_heads(self.mem.git.repo, self.mem.hub)
         return next((h.oid for h in heads if h.ref == f"refs/heads/{self.mem.branch}"), None)
 
-    def _snapshot(self) -> Snapshot:
+    def _snapshot(self, settle: float | None = None) -> Snapshot:
         run_id = run_in_progress(self.mem)
         if run_id is not None:
             raise LockBusy(f"run {run_id} is using this memory; its changes are committed by the run, "
                            "watch resumes when it ends")
-        snap = take(self.mem, COMMIT, settle=self.settle)
+        snap = take(self.mem, COMMIT, settle=self.settle if settle is None else settle)
         _report_snapshot(snap, self.mem, lambda m: self._say(m, "warning"))
         if snap.commit is not None:
             self.monitor.forget_expected()

@@ -344,3 +344,26 @@ def test_second_ctrl_c_abandons_a_hanging_final_push(tmp_path: Path, hanging_ser
     assert proc.returncode == 8, err
     assert "interrupted: the final push was abandoned" in err
     assert "made-offline.md" in git("show", "--name-only", "HEAD", cwd=root)  # the commit stays local
+
+
+def test_steady_appends_still_checkpoint_every_interval(memory: Path) -> None:
+    """An agent appending to one file every second: a checkpoint lands at least every interval,
+    even though every checkpoint finds the file freshly written (it is retried once it settles)."""
+    script = ("import time\n"
+              "for i in range(60):\n"
+              "    with open('progress.md', 'a') as fh:\n"
+              "        fh.write(f'step {i} {time.time()}\\n')\n"
+              "    time.sleep(1.0)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--checkpoint", "2", "--",
+                             sys.executable, "-c", script], cwd=memory, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(10)
+    killed_at = time.time()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    written = [float(line.split()[2]) for line in (memory / "progress.md").read_text().splitlines()]
+    on_hub = hub_tree().get("progress.md", b"").decode().splitlines()
+    # interval 2 s + the settle retry + a push; keep slack for a loaded machine
+    due = [t for t in written if t < killed_at - 4.5]
+    assert len(due) >= 4
+    assert len(on_hub) >= len(due), (len(on_hub), len(due))
