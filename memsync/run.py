@@ -173,6 +173,26 @@ def _set_writable(mem: Memory, writable: bool) -> None:
             continue
 
 
+def shown_command(command: list[str]) -> str:
+    """The command as it may be shown and recorded (stderr, the Memsync-Command trailer): an
+    argument holding a likely secret (`--api-key sk-...`, a script with a token inside) or a URL
+    with a credential is redacted, because commit trailers are pushed and kept forever."""
+    from memsync import secrets as secretscan
+    from memsync.hub import redact
+
+    shown = []
+    for arg in command:
+        if secretscan.scan_bytes("<command>", arg.encode(errors="replace")):
+            shown.append("<redacted: possible secret>")
+        else:
+            shown.append(redact(arg) if "://" in arg else arg)
+    return shlex.join(shown)
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def environment(run_id: str, memories: list[Memory]) -> dict[str, str]:
     env = dict(os.environ)
     env["MEMSYNC_RUN_ID"] = run_id
@@ -227,7 +247,8 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         if mem.name in read_only:
             _set_writable(mem, False)
     with running(writable, rid):  # watch on the same directory leaves the run its files
-        say(f"run {rid}: {len(memories)} memory(ies) ready; starting {shlex.join(command)}")
+        shown = shown_command(command)
+        say(f"run {rid}: {_plural(len(memories), 'memory', 'memories')} ready; starting {shown}")
         started = time.monotonic()
         counter = {mem.name: 0 for mem in writable}
         by_root = {str(mem.root.resolve()): mem for mem in writable}
@@ -236,7 +257,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
             mem = by_root[str(monitor.root)]
             counter[mem.name] += 1
             who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
-                              (("Memsync-Command", shlex.join(command)),
+                              (("Memsync-Command", shown),
                                ("Memsync-Checkpoint", str(counter[mem.name]))))
             with mem.locked():
                 snap = take(mem, who, settle=0.0 if overdue else SETTLE, run_base=bases[mem.name])
@@ -339,7 +360,7 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
     abandoned = False
     for mem in writable:
         outcome = next(o for o in report.memories if o.name == mem.name)
-        extra: tuple[tuple[str, str], ...] = (("Memsync-Command", shlex.join(report.command)),
+        extra: tuple[tuple[str, str], ...] = (("Memsync-Command", shown_command(report.command)),
                                               ("Memsync-Exit-Code", str(report.exit_code)),
                                               ("Memsync-Duration", f"{report.duration:.1f}s"))
         if counter.get(mem.name):

@@ -367,3 +367,15 @@ def test_steady_appends_still_checkpoint_every_interval(memory: Path) -> None:
     due = [t for t in written if t < killed_at - 4.5]
     assert len(due) >= 4
     assert len(on_hub) >= len(due), (len(on_hub), len(due))
+
+
+def test_a_secret_in_the_command_is_never_recorded_or_printed(memory: Path) -> None:
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"  # well-formed, fake, built at run time
+    proc = memsync_cmd("run", "--run-id", "with-token", "--", "sh", "-c",
+                       f"echo 'token = {token}' > /dev/null; echo done > done.md", cwd=memory)
+    assert proc.returncode == 0, proc.stderr
+    assert token not in proc.stderr and token not in proc.stdout
+    assert "<redacted: possible secret>" in proc.stderr
+    history = git("log", "--format=%B", "memory/research", cwd=hub_path())
+    assert token not in history
+    assert "Memsync-Command: sh -c '<redacted: possible secret>'" in history
