@@ -58,15 +58,16 @@ def print_json(obj: Any, stream: TextIO | None = None) -> None:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    """Aligned columns, never truncated (scripts and logs read them), header in bold on a terminal."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
 
-    t = Table(box=None, pad_edge=False, header_style="bold")
-    for h in headers:
-        t.add_column(h, no_wrap=True)
+    def line(cells: list[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+
+    head = line(headers)
+    out(f"\033[1m{head}\033[0m" if sys.stdout.isatty() else head)
     for row in rows:
-        t.add_row(*row)
-    Console(soft_wrap=True).print(t)
+        out(line(row))
 
 
 @contextmanager
