@@ -25,9 +25,10 @@ from memsync import hub as hubmod
 from memsync.attribution import Attribution, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
-from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, MemsyncError, RemoteError, UsageError
+from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, MemsyncError, RepoError, UsageError
 from memsync.exchange import sync, unpushed
 from memsync.git.merge import ConflictCopy
+from memsync.git.repo import file_blob_id
 from memsync.memory import Memory, open_memory, running
 from memsync.names import check_name, check_run_id, env_var_for, new_run_id
 from memsync.snapshot import Snapshot, describe, take
@@ -145,8 +146,9 @@ def _pull(mem: Memory, read_only: bool) -> None:
 
     def resnap() -> None:
         if read_only:
-            raise RemoteError(f"read-only memory {mem.name!r} has local changes that block its update",
-                              f"discard them (`git -C {mem.root} checkout -- .`) and run again")
+            changed = ", ".join(c.path for c in mem.git.scan()[:5])
+            raise RepoError(f"read-only memory {mem.name!r} has local changes that block its update: {changed}",
+                            f"move them out of {mem.root} (a read-only memory is never committed), then run again")
         take(mem, who)
 
     with mem.locked():
@@ -243,6 +245,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
     bases = {mem.name: mem.git.head_oid() for mem in writable}
+    ro_before = {mem.name: _local_changes(mem) for mem in memories if mem.name in read_only}
     for mem in memories:
         if mem.name in read_only:
             _set_writable(mem, False)
@@ -291,7 +294,8 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
             say("command stopped by signal; saving what it left")
         report = RunReport(rid, command, code, duration, list(outcomes.values()))
         _restore(memories, read_only)
-        _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say)
+        _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say,
+                ro_before)
         return report
 
 
@@ -347,13 +351,21 @@ def _restore(memories: list[Memory], read_only: set[str]) -> None:
             _set_writable(mem, True)
 
 
+def _local_changes(mem: Memory) -> dict[str, str | None]:
+    """Uncommitted paths of a memory and their content ids (None: deleted)."""
+    with mem.locked():
+        return {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan()}
+
+
 def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], no_push: bool,
-            bases: dict[str, str | None], counter: dict[str, int], say: Say) -> None:
+            bases: dict[str, str | None], counter: dict[str, int], say: Say,
+            ro_before: dict[str, dict[str, str | None]]) -> None:
     rid = report.run_id
     for mem in read_only:
         outcome = next(o for o in report.memories if o.name == mem.name)
-        with mem.locked():
-            outcome.read_only_changes = [c.path for c in mem.git.scan()]
+        before = ro_before.get(mem.name, {})
+        after = _local_changes(mem)
+        outcome.read_only_changes = [p for p, blob in after.items() if p not in before or before[p] != blob]
         if outcome.read_only_changes:
             say(f"read-only memory {mem.name!r} was changed during the run (not saved, not pushed): "
                 + ", ".join(outcome.read_only_changes[:10]))

@@ -379,3 +379,25 @@ def test_a_secret_in_the_command_is_never_recorded_or_printed(memory: Path) -> N
     history = git("log", "--format=%B", "memory/research", cwd=hub_path())
     assert token not in history
     assert "Memsync-Command: sh -c '<redacted: possible secret>'" in history
+
+
+def test_read_only_changes_are_reported_once_and_block_only_when_they_conflict(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    assert memsync_cmd("init", "--name", "ref-mem", cwd=src).returncode == 0
+    write(src, "fact.md", "v1\n")
+    assert memsync_cmd("push", cwd=src).returncode == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    first = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "sh", "-c", "echo x > ref/new.md", cwd=work)
+    assert first.returncode == 0 and "was changed during the run" in first.stderr and "new.md" in first.stderr
+    second = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "true", cwd=work)
+    assert second.returncode == 0, second.stderr
+    assert "was changed during the run" not in second.stderr  # the leftover is not this run's doing
+    (work / "ref" / "fact.md").write_text("edited locally\n")
+    write(src, "fact.md", "v2\n")
+    assert memsync_cmd("push", cwd=src).returncode == 0
+    blocked = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "true", cwd=work)
+    assert blocked.returncode == 7, blocked.stderr
+    assert "has local changes that block its update: fact.md" in blocked.stderr and "hint: move them out" in blocked.stderr
+    assert (work / "ref" / "fact.md").read_text() == "edited locally\n"
