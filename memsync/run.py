@@ -188,7 +188,7 @@ def shown_command(command: list[str]) -> str:
             shown.append("<redacted: possible secret>")
         else:
             shown.append(redact(arg) if "://" in arg else arg)
-    return shlex.join(shown)
+    return shlex.join(shown).replace("\r", "\\r").replace("\n", "\\n")  # one line, always
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -202,6 +202,41 @@ def environment(run_id: str, memories: list[Memory]) -> dict[str, str]:
     for mem in memories:
         env[env_var_for(mem.name)] = str(mem.root)
     return env
+
+
+class _HeldWhileRunning:
+    """memsync's messages while the command runs are held and printed, whole, when it exits: the
+    command writes to the same stderr, and a line of ours must never land inside one of its."""
+
+    def __init__(self, say: Say) -> None:
+        self._say = say
+        self._held: list[str] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(message)
+                return
+        self._say(message)
+
+    def hold(self) -> None:
+        with self._lock:
+            self._held = []
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held or [], None
+        for message in held:
+            self._say(message)
+
+
+class CommandFailedToStart(MemsyncError):
+    """The command could not be started: 127 if it was not found, 126 otherwise (as a shell)."""
+
+    def __init__(self, program: str, exc: OSError) -> None:
+        super().__init__(f"cannot start {program!r}: {exc.strerror}", "check the command and your PATH")
+        self.exit_code = 127 if isinstance(exc, FileNotFoundError) else 126
 
 
 class _Signals:
@@ -273,22 +308,26 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
                         _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True)
             return bool(snap.pending)
 
+        say = held_say = _HeldWhileRunning(say)
         monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
         checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(QUIET, checkpoint), max_interval=checkpoint,
                                     on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
         watching = _Watching(monitors, say)
         checkpointer.start()
         try:
+            held_say.hold()
             proc = subprocess.Popen(command, env=environment(rid, memories))
         except OSError as exc:
             checkpointer.stop()
             watching.stop()
+            held_say.release()
             _restore(memories, read_only)
-            raise UsageError(f"cannot start {command[0]!r}: {exc.strerror}", "check the command and your PATH") from exc
+            raise CommandFailedToStart(command[0], exc) from exc
         with _Signals(proc) as signals:
             code = _wait(proc)
         checkpointer.stop()
         watching.stop()
+        held_say.release()
         duration = time.monotonic() - started
         if signals.received:
             say("command stopped by signal; saving what it left")

@@ -119,7 +119,7 @@ def test_missing_command_and_unknown_program(memory: Path) -> None:
     proc = memsync_cmd("run", cwd=memory)
     assert proc.returncode == 2 and "error: no command to run" in proc.stderr
     proc = memsync_cmd("run", "--", "no-such-program-xyz", cwd=memory)
-    assert proc.returncode == 2 and "cannot start 'no-such-program-xyz'" in proc.stderr
+    assert proc.returncode == 127 and "cannot start 'no-such-program-xyz'" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
@@ -399,5 +399,30 @@ def test_read_only_changes_are_reported_once_and_block_only_when_they_conflict(t
     assert memsync_cmd("push", cwd=src).returncode == 0
     blocked = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "true", cwd=work)
     assert blocked.returncode == 7, blocked.stderr
-    assert "has local changes that block its update: fact.md" in blocked.stderr and "hint: move them out" in blocked.stderr
+    assert "has local changes that block its update: fact.md" in blocked.stderr
+    assert "hint: move them out" in blocked.stderr
     assert (work / "ref" / "fact.md").read_text() == "edited locally\n"
+
+
+def test_memsync_lines_never_land_inside_the_command_output(tmp_path: Path) -> None:
+    """The hub disappears mid-run while the command writes stderr a character at a time: the
+    checkpoint's failure message waits until the command has exited."""
+    hub = tmp_path / "own-hub.git"
+    git("init", "-q", "--bare", str(hub), cwd=tmp_path)
+    root = tmp_path / "research"
+    root.mkdir()
+    assert memsync_cmd("init", "--remote", str(hub), cwd=root).returncode == 0
+    assert memsync_cmd("push", cwd=root).returncode == 0
+    script = ("import os, sys, time\n"
+              f"os.rename({str(hub)!r}, {str(hub) + '.gone'!r})\n"
+              "open('a.md', 'w').write('a')\n"
+              "for _ in range(30):\n"
+              "    for ch in 'CHARS-FROM-THE-COMMAND':\n"
+              "        sys.stderr.write(ch); sys.stderr.flush(); time.sleep(0.002)\n"
+              "    sys.stderr.write('\\n')\n")
+    env = dict(os.environ, MEMSYNC_QUIET="0.2", MEMSYNC_SETTLE="0.1")
+    proc = memsync_cmd("run", "--checkpoint", "0.5", "--", sys.executable, "-c", script, cwd=root, env=env)
+    assert proc.returncode == 8, proc.stderr
+    for line in proc.stderr.splitlines():
+        assert line == "CHARS-FROM-THE-COMMAND" or line.startswith(("memsync:", "error:", "hint:")), line
+    assert "checkpoint push failed" in proc.stderr
