@@ -1,3 +1,3 @@
-from memsync.cli import run_main
+from memsync.entry import main
 
-run_main()
+main()

@@ -7,6 +7,7 @@ monitor falls back to polling and says so.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -15,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from memsync.git.repo import IgnoreRules, file_blob_id
+
+# watchdog reports its own hiccups (an observer stopping) through logging; with no handler they
+# would reach stderr unprefixed, between the command's lines
+logging.getLogger("watchdog").addHandler(logging.NullHandler())
 
 _SKIP_DIRS = (".git", ".vm0")
 EXPECT_FOR = 10.0  # seconds memsync's own writes (a checkout) are recognised as such

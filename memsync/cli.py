@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
 
 from memsync import __version__
-from memsync.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, MemsyncError
+from memsync.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, MemsyncError
 from memsync.output import err, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -123,11 +125,46 @@ def _lean_coercion() -> None:
 _lean_coercion()
 
 
+def _app_for(words: list[str]) -> typer.Typer:
+    """The app with only the command being run: typer inspects the signature of every command it
+    builds (~12 ms for all of them, on every invocation). Anything else (no command, an option
+    first, an unknown name) gets the whole app, so help and "no such command" stay the same."""
+    if not words or words[0].startswith("-"):
+        return app
+    from typer.main import get_command_name
+
+    for info in app.registered_commands:
+        name = info.name or (get_command_name(info.callback.__name__) if info.callback else None)
+        if name == words[0]:
+            import copy
+
+            slim = copy.copy(app)
+            slim.registered_commands = [info]
+            return slim
+    return app
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C as a memsync error rather than KeyboardInterrupt: pygit2's callbacks pass an
+    Exception through libgit2 (aborting the transfer), but a KeyboardInterrupt raised inside one
+    is swallowed by cffi and the interrupt is lost."""
+    raise Interrupted("interrupted")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: typer's own usage errors also become one `error:` line and exit code 2."""
+    words = sys.argv[1:] if argv is None else argv
+    if not words:  # bare `memsync`: the help, on stdout, as success
+        words = argv = ["--help"]
+    previous = signal.signal(signal.SIGINT, _interrupt) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
-        code = app(args=argv, prog_name="memsync", standalone_mode=False)
-    except typer.Exit as exc:
+        chosen = _app_for(words)
+        code = chosen(args=argv, prog_name="memsync", standalone_mode=False)
+    except typer.Exit as exc:  # handle_errors has already said why
+        return exc.exit_code
+    except MemsyncError as exc:  # raised outside a command body (Ctrl-C while parsing)
+        err(f"error: {exc.message}")
         return exc.exit_code
     except typer.Abort:
         err("error: aborted")
@@ -146,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         err(f"error: unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         err("hint: this is a bug; rerun with MEMSYNC_DEBUG=1 for a traceback and report it")
         return EXIT_FAILURE
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return code if isinstance(code, int) else 0
 
 

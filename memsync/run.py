@@ -25,7 +25,7 @@ from memsync import hub as hubmod
 from memsync.attribution import Attribution, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
-from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, MemsyncError, RepoError, UsageError
+from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
 from memsync.exchange import sync, unpushed
 from memsync.git.merge import ConflictCopy
 from memsync.git.repo import file_blob_id
@@ -379,7 +379,7 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
         try:
             code = proc.wait()
             break
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted):
             continue
     return 128 - code if code < 0 else code
 
@@ -433,7 +433,7 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
                 _interruptible(lambda mem=mem, who=who, outcome=outcome:  # type: ignore[misc]
                                _deliver(mem, who, outcome, say, quiet_failure=False))
                 outcome.version = mem.git.head_oid()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted):
             abandoned = True
             outcome.error = "interrupted: the final push was abandoned"
             outcome.unpushed = [outcome.version[:8]] if outcome.version else []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -104,7 +105,13 @@ def test_adopting_an_existing_git_repository(tmp_path: Path, cli) -> None:
     write(root, "old.md", "old\n")
     git("add", "-A", cwd=root)
     git("-c", "user.name=x", "-c", "user.email=x@y", "commit", "-qm", "old history", cwd=root)
-    assert cli("init", cwd=root).code == 0
+    git("remote", "add", "origin", "https://example.org/acme/project.git", cwd=root)
+    r = cli("init", cwd=root)
+    assert r.code == 0, r.err
+    assert "adopted the history of branch 'main' as 'memory/old-notes'" in r.out
+    assert "kept this repository's own remote 'origin'" in r.out
+    assert git("remote", "get-url", "origin", cwd=root).strip() == "https://example.org/acme/project.git"
+    assert git("rev-parse", "main", cwd=root) == git("rev-parse", "HEAD", cwd=root)
     assert cli("push", cwd=root).code == 0
     assert hub_tree("memory/old-notes")["old.md"] == b"old\n"
     assert "old history" in git("log", "--format=%s", "memory/old-notes", cwd=hub_path())
@@ -218,3 +225,20 @@ def test_installed_entry_point(tmp_path: Path) -> None:
     for command in ("init", "push", "pull", "clone", "status", "list", "run", "log", "diff", "restore",
                     "revert", "watch", "contract"):
         assert f"  {command} " in helped.stdout or f"  {command}\n" in helped.stdout, command
+
+
+def test_ctrl_c_during_a_transfer_is_one_line_and_exit_130(tmp_path: Path, hanging_server) -> None:  # type: ignore[no-untyped-def]
+    """A Ctrl-C inside libgit2's network call: raised in a pygit2 callback, a KeyboardInterrupt
+    would be swallowed by cffi (printing a traceback and carrying on); memsync's is not."""
+    url = hanging_server.url("hub.git", scheme="git")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "memsync"), "clone", "research", "--remote", url],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while hanging_server.accepted == 0:  # memsync is now inside the fetch
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert err == "error: interrupted\n"
+    assert not (tmp_path / "research").exists() and not list(tmp_path.glob(".memsync-clone-*"))
