@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memsync.errors import ConfigError
-from memsync.names import check_name, check_type
+from memsync.names import check_name, check_type, valid_branch
 
 CONFIG_DIR = ".vm0"
 CONFIG_FILE = "storage.yaml"
@@ -99,7 +99,8 @@ def load(root: Path) -> StorageConfig:
     path = config_path(root)
     data = _parse_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping with at least `name:`", "see .vm0-example/")
+        raise ConfigError(f"{path}: expected a mapping with at least `name:`",
+                          "write e.g. `name: research` (see the README, Configuration)")
     cfg = from_mapping(data, str(path))
     from memsync import notices
 
@@ -122,6 +123,9 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
     cfg = StorageConfig(name=name, type=kind, warnings=warnings)
     cfg.remote = _opt_str(data, "remote", where)
     cfg.branch = _opt_str(data, "branch", where)
+    if cfg.branch is not None and not valid_branch(cfg.branch):
+        raise ConfigError(f"{where}: `branch: {cfg.branch}` is not a valid git branch name",
+                          "use letters, digits, '-', '_', '.' and '/' (e.g. `branch: main`)")
     secrets = data.get("secrets", "warn")
     if secrets is False:
         secrets = "off"
@@ -137,7 +141,7 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
     try:
         parse_protect(protect)
     except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}", "see the `protect:` example in .vm0-example/") from exc
+        raise ConfigError(f"{where}: {exc}", "see the README, Configuration: protect") from exc
     cfg.protect = protect
     return cfg
 

@@ -65,10 +65,11 @@ class UsageError(MemsyncError):
 
 
 class InvalidName(UsageError):
-    def __init__(self, name: str, problem: str, suggestion: str | None) -> None:
-        hint = f"try --name {suggestion}" if suggestion else None
-        super().__init__(f"invalid memory name {name!r}: {problem}", hint)
+    def __init__(self, name: str, problem: str, suggestion: str | None,
+                 how: str = "a valid name would be {}") -> None:
+        super().__init__(f"invalid memory name {name!r}: {problem}", how.format(suggestion) if suggestion else None)
         self.name = name
+        self.problem = problem
         self.suggestion = suggestion
 
 

@@ -18,7 +18,10 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 def suggest_name(raw: str) -> str | None:
     """A valid name close to `raw`, or None when nothing sensible is left."""
-    slug = re.sub(r"[^a-z0-9]+", "-", raw.lower()).strip("-")[:64].strip("-")
+    import unicodedata
+
+    ascii_text = unicodedata.normalize("NFKD", raw).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")[:64].strip("-")
     if len(slug) < 3:
         slug = (slug + "-mem") if slug else ""
     return slug if slug and NAME_RE.match(slug) else None
@@ -41,6 +44,14 @@ def check_type(kind: str) -> str:
     if kind not in MEMORY_TYPES:
         raise UsageError(f"invalid type {kind!r}", f"use one of: {', '.join(MEMORY_TYPES)}")
     return kind
+
+
+_BAD_REF = re.compile(r"[\x00-\x20~^:?*\[\\\x7f]|\.\.|//|@\{|^/|/$|^\.|/\.|\.lock(/|$)|\.$|^@$")
+
+
+def valid_branch(branch: str) -> bool:
+    """git's rules for a branch name (check-ref-format), so storage.yaml `branch:` fails early."""
+    return bool(branch) and _BAD_REF.search(branch) is None and not branch.startswith("-")
 
 
 def branch_for(kind: str, name: str) -> str:

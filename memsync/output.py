@@ -59,10 +59,10 @@ def print_json(obj: Any, stream: TextIO | None = None) -> None:
 
 def table(headers: list[str], rows: list[list[str]]) -> None:
     """Aligned columns, never truncated (scripts and logs read them), header in bold on a terminal."""
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
 
     head = line(headers)
     out(f"\033[1m{head}\033[0m" if sys.stdout.isatty() else head)

@@ -269,8 +269,8 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
             say: Say = lambda _m: None) -> RunReport:
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
-    if checkpoint < 0:
-        raise UsageError("--checkpoint must be 0 (off) or a number of seconds", "e.g. --checkpoint 30")
+    if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
+        raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
     if remote:

@@ -15,7 +15,7 @@ from memsync import config as cfgmod
 from memsync import hub as hubmod
 from memsync.attribution import Attribution, operator
 from memsync.config import StorageConfig
-from memsync.errors import ConfigError, RemoteError, RepoError, UsageError
+from memsync.errors import ConfigError, InvalidName, RemoteError, RepoError, UsageError
 from memsync.exchange import Exchange, fetch, sync
 from memsync.git import transport
 from memsync.git.repo import GitRepo, WorkChange
@@ -53,6 +53,7 @@ class InitResult:
     type: str
     created: bool
     hub: str
+    notes: list[str] = field(default_factory=list)  # what init did to an existing git repository
 
 
 @dataclass
@@ -127,7 +128,11 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     hub = hubmod.parse(remote) if remote else None
     if created:
         chosen = root.name if name is None else name
-        cfg = StorageConfig(name=check_name(chosen), type=check_type(kind or "memory"),
+        try:
+            check_name(chosen)
+        except InvalidName as exc:
+            raise InvalidName(exc.name, exc.problem, exc.suggestion, how="try --name {}") from None
+        cfg = StorageConfig(name=chosen, type=check_type(kind or "memory"),
                             remote=hub.url if hub else None)
         _write_config(root, cfgmod.render(cfg))
     else:
@@ -145,11 +150,11 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
             cfg.remote = hub.url
     try:
         git = GitRepo.init(root, cfg.hub_branch)
-        git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
+        notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
     resolved = hubmod.resolve(None, cfg.remote)
-    return InitResult(root, cfg.name, cfg.type, created, resolved.display)
+    return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes)
 
 
 def _write_config(root: Path, text: str) -> None:

@@ -81,10 +81,10 @@ class WatchSummary:
 
 
 def check_timings(debounce: float, poll: float) -> None:
-    if debounce < 0:
-        raise UsageError("--debounce must be 0 or more seconds")
-    if poll < 0.2:
-        raise UsageError("--poll must be at least 0.2 seconds")
+    if not 0 <= debounce <= 86_400:  # also refuses nan
+        raise UsageError("--debounce must be 0 to 86400 seconds", "e.g. --debounce 2")
+    if not 0.2 <= poll <= 86_400:
+        raise UsageError("--poll must be 0.2 to 86400 seconds", "e.g. --poll 30")
 
 
 class Watcher:

@@ -242,3 +242,19 @@ def test_ctrl_c_during_a_transfer_is_one_line_and_exit_130(tmp_path: Path, hangi
     assert proc.returncode == 130, err
     assert err == "error: interrupted\n"
     assert not (tmp_path / "research").exists() and not list(tmp_path.glob(".memsync-clone-*"))
+
+
+def test_invalid_branch_in_storage_yaml(memory: Path, cli) -> None:
+    path = memory / ".vm0" / "storage.yaml"
+    path.write_text(path.read_text() + "branch: bad..branch\n")
+    assert_clean_error(cli("push", cwd=memory), 3, "`branch: bad..branch` is not a valid git branch name")
+
+
+@pytest.mark.parametrize("args", [["run", "--checkpoint", "nan", "--", "true"],
+                                  ["run", "--checkpoint", "-1", "--", "true"],
+                                  ["watch", "--once", "--poll", "inf"],
+                                  ["watch", "--once", "--debounce", "nan"]])
+def test_timings_must_be_finite(memory: Path, cli, args: list[str]) -> None:
+    r = cli(*args, cwd=memory)
+    assert r.code == 2, (r.out, r.err)
+    assert r.err.startswith("error: --") and "hint: e.g." in r.err

@@ -53,6 +53,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
         verb = "Initialized" if result.created else "Already a memory:"
         out(f"{verb} {result.type} {result.name!r} in {result.root}")
         out(f"Remote: {result.hub}")
+        for note in result.notes:
+            out(f"Note: {note}")
 
     @app.command()
     @guard

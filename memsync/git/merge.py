@@ -36,7 +36,7 @@ def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: 
     if repo.merge_base(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs)) is None:
         raise RepoError(
             "the local memory and the remote share no history",
-            "clone the remote memory into a new directory, or push this one under another --name",
+            "clone the remote memory into a new directory, or rename this one (`name:` in .vm0/storage.yaml)",
         )
     index = repo.merge_commits(ours, theirs)
     return keep_both(repo, index, their_tag, now)

@@ -19,6 +19,7 @@ import pygit2
 from pygit2.enums import DiffOption, FileMode, RepositoryState
 
 from memsync.errors import RepoError
+from memsync.hub import redact
 from memsync.names import operator_identity
 
 ChangeKind = Literal["added", "modified", "deleted"]
@@ -73,6 +74,7 @@ class GitRepo:
         self._stats_memo: dict[str, tuple[int, int]] = {}
         self.nested: list[str] = []  # directories with their own .git, seen by the last scan
         self._stats_versions: dict[str, tuple[int, int]] | None = None
+        self._index_dirty = False  # staged or unstaged since the last scan wrote the index
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -100,8 +102,11 @@ class GitRepo:
     def git_dir(self) -> Path:
         return Path(self.repo.path)
 
-    def ensure_layout(self, branch: str, remote_url: str | None) -> None:
-        """Exclude memsync's files, put HEAD on the memory branch, point `origin` at the hub."""
+    def ensure_layout(self, branch: str, remote_url: str | None) -> list[str]:
+        """Exclude memsync's files, put HEAD on the memory branch, point `origin` at the hub
+        (unless the repository already has an `origin` of its own: memsync never needs it).
+        Returns what was done to an existing repository that its owner should know."""
+        notes: list[str] = []
         exclude = self.git_dir / "info" / "exclude"
         current = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
         if _EXCLUDE_MARK not in current:
@@ -113,14 +118,24 @@ class GitRepo:
             self.repo.set_head(ref)
         elif self.repo.references.get("HEAD").target != ref:  # type: ignore[union-attr]
             if ref not in self.repo.references:
+                previous = self.repo.head.shorthand
                 self.repo.references.create(ref, self.repo.head.target)  # adopt existing history
+                notes.append(f"adopted the history of branch {previous!r} as {branch!r} (HEAD is now on "
+                             f"{branch!r}; {previous!r} is unchanged)")
             self.repo.set_head(ref)
         config = self.repo.config
         if remote_url:
-            config["remote.origin.url"] = remote_url
-            config["remote.origin.fetch"] = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
-            config[f"branch.{branch}.remote"] = "origin"
-            config[f"branch.{branch}.merge"] = ref
+            owned = _config_value(config, "remote.origin.url")
+            if owned is None or owned == remote_url or _config_value(config, "memsync.origin") == "managed":
+                config["remote.origin.url"] = remote_url
+                config["remote.origin.fetch"] = f"+refs/heads/{branch}:refs/remotes/origin/{branch}"
+                config[f"branch.{branch}.remote"] = "origin"
+                config[f"branch.{branch}.merge"] = ref
+                config["memsync.origin"] = "managed"
+            else:
+                notes.append(f"kept this repository's own remote 'origin' ({redact(owned)}); memsync syncs "
+                             "with its hub directly")
+        return notes
 
     def check_state(self, branch: str) -> None:
         state = self.repo.state()
@@ -169,9 +184,10 @@ class GitRepo:
         return pygit2.Oid(hex=oid) in self.repo
 
     # -- the scan ------------------------------------------------------------------------------
-    def scan(self) -> list[WorkChange]:
+    def scan(self, write_index: bool = True) -> list[WorkChange]:
         """Everything that differs from HEAD: one walk of the work tree, which also refreshes
-        the index's stat cache so the next scan does not re-hash copied files."""
+        the index's stat cache so the next scan does not re-hash copied files.
+        `write_index=False`: the caller commits next, and commit_index writes the index once."""
         index = self.repo.index
         index.read(force=False)
         flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
@@ -185,8 +201,11 @@ class GitRepo:
             candidates.update(entry.path for entry in index)
         for delta in index.diff_to_workdir(flags=flags).deltas:
             candidates.update((delta.old_file.path, delta.new_file.path))
-        with contextlib.suppress(pygit2.GitError):
-            index.write()  # keep the refreshed stat cache
+        self._index_dirty = True  # commit_index writes it (again, and reports a failure)
+        if write_index:
+            with contextlib.suppress(pygit2.GitError):
+                index.write()  # keep the refreshed stat cache
+                self._index_dirty = False
         # libgit2 reports a directory holding its own .git as one untracked "dir/" entry
         self.nested = sorted(p.rstrip("/") for p in candidates if p.endswith("/"))
         changes: list[WorkChange] = []
@@ -216,10 +235,14 @@ class GitRepo:
         return _in_tree(tree, path)
 
     # -- committing ----------------------------------------------------------------------------
-    def stage(self, path: str, data: bytes, mode: int) -> None:
+    def stage(self, path: str, data: bytes, mode: int, st: os.stat_result | None = None) -> None:
+        """Stage `data` at `path`. `st`: the file's stat when `data` was read (see
+        snapshot._settled), so the next scan trusts the entry instead of re-hashing the file."""
+        self._index_dirty = True
         try:
             oid = self.repo.create_blob(data)
-            self.repo.index.add(pygit2.IndexEntry(path, oid, FileMode(mode)))
+            entry = pygit2.IndexEntry(path, oid, FileMode(mode)) if st is None else _StatEntry(path, oid, mode, st)
+            self.repo.index.add(entry)
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed(f"cannot store {path}", exc) from exc
 
@@ -238,6 +261,7 @@ class GitRepo:
                          "nothing was committed and your files are untouched")
 
     def unstage(self, path: str) -> None:
+        self._index_dirty = True
         index = self.repo.index
         with contextlib.suppress(OSError, pygit2.GitError):
             index.remove(path)
@@ -253,9 +277,12 @@ class GitRepo:
             tree = index.write_tree()
             parent = self.head_oid()
             if parent is not None and not allow_empty and self.repo[parent].peel(pygit2.Commit).tree_id == tree:
-                index.write()
+                if self._index_dirty:  # else the scan just wrote it
+                    index.write()
+                    self._index_dirty = False
                 return None
             index.write()
+            self._index_dirty = False
             committer = self.operator_signature()
             signature = pygit2.Signature(*author) if author else committer
             parents = [pygit2.Oid(hex=parent)] if parent else []
@@ -395,6 +422,48 @@ def tree_stats(repo: pygit2.Repository, tree: pygit2.Tree,
             size += header(entry.id)[1]
     memo[key] = (files, size)
     return files, size
+
+
+class _StatEntry(pygit2.IndexEntry):
+    """An index entry with the file's stat data filled in as libgit2 itself records it
+    (git_index_entry__init_from_stat). pygit2's IndexEntry carries none, and an entry without
+    it is re-hashed by every scan until one refreshes it (8-12 s once after a 100,000-file
+    first push). Relies on pygit2 1.21's IndexEntry._to_c; any surprise there falls back to a
+    plain entry, which is only slower."""
+
+    def __init__(self, path: str, oid: pygit2.Oid, mode: int, st: os.stat_result) -> None:
+        super().__init__(path, oid, FileMode(mode))
+        self.st = st
+
+    def _to_c(self) -> tuple[object, object]:
+        centry, keep = super()._to_c()
+        try:
+            st, u32 = self.st, 0xFFFFFFFF
+            centry.ctime.seconds = _int32(st.st_ctime_ns // 1_000_000_000)
+            centry.ctime.nanoseconds = st.st_ctime_ns % 1_000_000_000
+            centry.mtime.seconds = _int32(st.st_mtime_ns // 1_000_000_000)
+            centry.mtime.nanoseconds = st.st_mtime_ns % 1_000_000_000
+            centry.dev = st.st_rdev & u32
+            centry.ino = st.st_ino & u32
+            centry.uid = st.st_uid & u32
+            centry.gid = st.st_gid & u32
+            centry.file_size = st.st_size & u32
+        except (AttributeError, TypeError, OverflowError):
+            return super()._to_c()
+        return centry, keep
+
+
+def _int32(value: int) -> int:
+    """C's (int32_t) cast, as libgit2 stores seconds."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _config_value(config: pygit2.Config, key: str) -> str | None:
+    try:
+        return str(config[key])
+    except KeyError:
+        return None
 
 
 def _in_tree(tree: pygit2.Tree, path: str) -> bool:

@@ -118,21 +118,23 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
         return NotFastForward(f"{doing} {where}: the remote moved on meanwhile")
     if "failed to resolve address" in lowered:
         return RemoteUnreachable(f"{doing} {where}: unknown host ({text})",
-                                 "check the host name in the URL and the network's DNS, or use --offline")
+                                 "check the host name in the URL and the network's DNS "
+                                 "(`memsync run --offline` works on the local copy)")
     if "timed out" in lowered:
         return RemoteUnreachable(f"{doing} {where}: the server did not answer in time ({text})",
                                  "check the server; MEMSYNC_CONNECT_TIMEOUT and MEMSYNC_IO_TIMEOUT (seconds) "
-                                 "set the limits; or use --offline")
+                                 "set the limits")
     if "connection refused" in lowered:
         return RemoteUnreachable(f"{doing} {where}: nothing is listening there ({text})",
-                                 "the server is down or the port is wrong; or use --offline")
+                                 "the server is down or the port is wrong "
+                                 "(`memsync run --offline` works on the local copy)")
     if ("not found" in lowered or "does not appear to be a git repository" in lowered
             or "could not find repository" in lowered or "failed to resolve path" in lowered
             or "not a git repository" in lowered or "repository not exported" in lowered):
         return RemoteUnreachable(f"{doing} {where}: no git repository there ({text})",
                                  "check the URL; create a bare repository with `git init --bare`")
     return RemoteUnreachable(f"{doing} {where}: {text}",
-                             "check the network and the URL, or use --offline to run on the local copy")
+                             "check the network and the URL (`memsync run --offline` works on the local copy)")
 
 
 def check_local(hub: HubUrl) -> None:
