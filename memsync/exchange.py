@@ -24,7 +24,7 @@ from memsync.memory import Memory
 from memsync.names import host_name
 
 MAX_ROUNDS = 20
-NETWORK_TRIES = 3
+NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
 
 
 @dataclass
