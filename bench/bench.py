@@ -625,7 +625,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_size(res, setup, rounds, clone_rounds, say)
             if size == max(sizes):
                 bytes_sent(res, setup, say)
-            shutil.rmtree(setup.root, ignore_errors=True)
+            if not args.keep:
+                shutil.rmtree(setup.root, ignore_errors=True)
     finally:
         for d in DAEMON:
             d.stop()

@@ -12,6 +12,7 @@ import stat
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsync import guard
@@ -49,6 +50,7 @@ class _Staged:
     data: bytes | None
     mode: int
     old: bytes | None
+    st: os.stat_result | None = None  # the file's stat for the index (see _settled)
 
 
 def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
@@ -62,7 +64,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     snap = Snapshot()
     staged: list[_Staged] = []
     now = time.time()
-    for change in mem.git.scan():
+    for change in mem.git.scan(write_index=False):  # commit_index writes the index once
         if only is not None and change.path not in only:
             continue
         item = _read(mem, change, now, settle, snap)
@@ -82,7 +84,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
             mem.git.unstage(item.change.path)
     for item in staged:
         if item.data is not None:
-            mem.git.stage(item.change.path, item.data, item.mode)
+            mem.git.stage(item.change.path, item.data, item.mode, item.st)
     trailers = who.trailers([f.trailer() for f in snap.flags])
     trailers += [("Memsync-Policy", f"{v.path}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
@@ -109,7 +111,8 @@ def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snap
         snap.pending.append(path)
         return None
     if stat.S_ISLNK(st.st_mode):
-        return _Staged(change, os.fsencode(os.readlink(full)), file_mode(st), old)
+        target = os.fsencode(os.readlink(full))
+        return _Staged(change, target, file_mode(st), old, _settled(st, _lstat(full)))
     if not stat.S_ISREG(st.st_mode):
         snap.skipped.append(Skipped(path, "not a regular file"))
         return None
@@ -120,10 +123,35 @@ def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snap
     try:
         with open(full, "rb") as fh:
             data = fh.read()
+            after = os.fstat(fh.fileno())
     except OSError as exc:
         snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
         return None
-    return _Staged(change, data, file_mode(st), old)
+    return _Staged(change, data, file_mode(st), old, _settled(st, after))
+
+
+# A file last changed this long ago gets a later timestamp from any further write, even on file
+# systems with 1-2 s timestamps, so its stat data can vouch for the bytes just read.
+_SETTLED_NS = 2_000_000_000
+
+
+def _settled(before: os.stat_result, after: os.stat_result | None) -> os.stat_result | None:
+    """`before` if it still describes the file after the read and the file is not fresh; else
+    None, and the next scan re-hashes the file rather than trust a stat a same-tick write
+    could leave unchanged (git's "racy clean" problem)."""
+    if after is None or (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) != (
+            after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns):
+        return None
+    if time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < _SETTLED_NS:
+        return None
+    return before
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except OSError:
+        return None
 
 
 def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:

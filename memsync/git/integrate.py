@@ -65,8 +65,13 @@ def _checkout(git: GitRepo, commit: str) -> None:
         raise RepoError(f"refused version {commit[:8]}: it holds a path outside the memory or inside "
                         f"its .git ({bad!r})",
                         "nothing was written; revert that version on the hub or ask its owner")
+    paths = None if old is None else _changed_paths(old, tree)
     try:
-        git.repo.checkout_tree(tree, strategy=CheckoutStrategy.SAFE)  # type: ignore[no-untyped-call]
+        if paths is None:
+            git.repo.checkout_tree(tree, strategy=CheckoutStrategy.SAFE)  # type: ignore[no-untyped-call]
+        elif paths:  # only what differs from HEAD: the cost follows the change, not the memory's size
+            git.repo.checkout_tree(tree, paths=paths,  # type: ignore[no-untyped-call]
+                                   strategy=CheckoutStrategy.SAFE | CheckoutStrategy.DISABLE_PATHSPEC_MATCH)
     except pygit2.GitError as exc:
         text = str(exc)
         if "conflict" in text.lower():
@@ -78,6 +83,16 @@ def _checkout(git: GitRepo, commit: str) -> None:
                             "nothing was written; revert that version on the hub or ask its owner") from exc
         raise RepoError(f"cannot update the work tree: {text}",
                         "check permissions and free space; nothing was lost") from exc
+
+
+def _changed_paths(old: pygit2.Tree, new: pygit2.Tree) -> list[str]:
+    """Every path a checkout from `old` to `new` writes or removes (both sides of each delta, so
+    a file replaced by a directory of that name is covered); a SAFE checkout of the whole tree
+    touches exactly these, and only reads the rest of the work tree to find that out."""
+    paths: set[str] = set()
+    for delta in old.diff_to_tree(new).deltas:
+        paths.update((delta.old_file.path, delta.new_file.path))
+    return sorted(paths)
 
 
 def _undo_partial_checkout(git: GitRepo) -> None:

@@ -1,0 +1,64 @@
+"""The index memsync leaves behind: stat data for settled files, and pulls that touch only what changed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memsync import snapshot
+from tests.conftest import git, hub_tree, write
+
+
+def _index_stat(root: Path, rel: str) -> tuple[str, str]:
+    """(mtime, size) as `git ls-files --debug` shows them for one entry."""
+    lines = git("ls-files", "--debug", rel, cwd=root).splitlines()
+    mtime = next(line.split(":", 1)[1].strip() for line in lines if line.strip().startswith("mtime:"))
+    size = next(line.split("size:", 1)[1].split()[0] for line in lines if "size:" in line)
+    return mtime, size
+
+
+def test_push_records_stat_data_of_settled_files_only(memory: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    old = write(memory, "notes/old.md", "settled long ago\n")
+    stamp = old.stat().st_mtime_ns
+    monkeypatch.setattr(snapshot, "_SETTLED_NS", 0)  # the file counts as settled at once
+    assert cli("push", cwd=memory).code == 0
+    mtime, size = _index_stat(memory, "notes/old.md")
+    assert mtime == f"{stamp // 10**9}:{stamp % 10**9}" and size == str(len("settled long ago\n"))
+    monkeypatch.setattr(snapshot, "_SETTLED_NS", 60 * 10**9)  # just written: not trusted yet
+    write(memory, "notes/fresh.md", "just written\n")
+    assert cli("push", cwd=memory).code == 0
+    assert _index_stat(memory, "notes/fresh.md") == ("0:0", "0")
+    # either way git and memsync agree the work tree is clean, and an edit is still seen
+    assert git("status", "--porcelain", cwd=memory) == ""
+    write(memory, "notes/old.md", "settled long ago\nand edited\n")
+    assert "notes/old.md" in cli("status", cwd=memory).out
+    assert cli("push", cwd=memory).code == 0
+    assert hub_tree()["notes/old.md"] == b"settled long ago\nand edited\n"
+
+
+def test_pull_updates_exactly_the_changed_paths(memory: Path, tmp_path: Path, cli) -> None:
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    write(other, "summary.md", "# Summary\n\nremote edit\n")
+    (other / "runs" / "first.md").unlink()  # its folder ends up empty
+    write(other, "deep/a/b/new*[1].md", "a name with pattern characters\n")
+    write(other, "plain.md", "will become a folder\n")
+    assert cli("push", cwd=other).code == 0
+    assert cli("pull", cwd=memory).code == 0
+    (other / "plain.md").unlink()
+    write(other, "plain.md/inside.md", "a file replaced by a folder\n")
+    os.chmod(write(other, "tool.sh", "#!/bin/sh\n"), 0o755)
+    assert cli("push", cwd=other).code == 0
+    write(memory, "local.md", "local, not yet pushed\n")  # pull commits it: a merge, not a fast-forward
+    r = cli("pull", cwd=memory)
+    assert r.code == 0, r.err
+    files = {str(p.relative_to(memory)) for p in memory.rglob("*") if p.is_file() and ".git" not in p.parts
+             and ".vm0" not in p.parts}
+    assert files == set(hub_tree()) | {"local.md"}
+    assert not (memory / "runs").exists()
+    assert (memory / "deep/a/b/new*[1].md").read_text() == "a name with pattern characters\n"
+    assert (memory / "plain.md/inside.md").read_text() == "a file replaced by a folder\n"
+    assert os.stat(memory / "tool.sh").st_mode & 0o111
+    assert git("status", "--porcelain", cwd=memory) == ""
