@@ -189,11 +189,4 @@ def main(argv: list[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
-def run_main() -> None:
-    if sys.argv[1:] == ["--version"]:  # fast path: no need to build the command tree
-        print(f"memsync {__version__}")
-        sys.exit(0)
-    sys.exit(main())
-
-
-__all__ = ["app", "handle_errors", "main", "run_main", "warn"]
+__all__ = ["app", "handle_errors", "main", "warn"]
