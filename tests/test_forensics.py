@@ -405,3 +405,9 @@ def test_revert_refuses_over_uncommitted_changes(memory: Path, cli) -> None:
 def test_commands_have_help(cli, command: str) -> None:
     r = cli(command, "--help")
     assert r.code == 0 and "Usage:" in r.out
+
+
+def test_log_count_must_be_positive(memory: Path, cli) -> None:
+    r = cli("log", "-n", "0", cwd=memory)
+    assert r.code == 2 and r.err.startswith("error: -n must be 1 or more")
+    assert len(cli("log", "-n", "1", cwd=memory).out.splitlines()) == 1

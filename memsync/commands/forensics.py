@@ -37,6 +37,10 @@ def register(app: typer.Typer, guard: Guard) -> None:
 
         from memsync import forensics
 
+        if limit is not None and limit < 1:
+            from memsync.errors import UsageError
+
+            raise UsageError(f"-n must be 1 or more, not {limit}", "e.g. -n 10")
         result = forensics.log(Path.cwd(), path, run_id=run, flagged=flagged, limit=limit)
         if json:
             print_json(result)
