@@ -237,6 +237,6 @@ def _report_snapshot(snap: Any) -> None:
 
 def _report_push(result: Any) -> None:
     if result.merged:
-        err(f"merged {result.merged} newer remote version(s) before pushing")
+        err(f"merged {result.merged} newer remote version{'' if result.merged == 1 else 's'} before pushing")
     if result.pushed:
         err("pushed")

@@ -63,13 +63,18 @@ def _summarise(report: Any, no_push: bool) -> None:
             state = "committed locally (--no-push)"
         else:
             state = "pushed"
-        head = m.version if m.final_commit or m.merged else None
+        head = m.version if m.final_commit or m.merged or m.checkpoints else None
         version = f" {head[:8]}" if head else ""
-        extra = f", {m.checkpoints} checkpoint(s)" if m.checkpoints else ""
-        merged = f", merged {m.merged} remote version(s)" if m.merged else ""
-        conflicts = f", {len(m.conflicts)} conflict copy(ies) kept" if m.conflicts else ""
+        extra = f", {_n(m.checkpoints, 'checkpoint', 'checkpoints')}" if m.checkpoints else ""
+        merged = f", merged {_n(m.merged, 'remote version', 'remote versions')}" if m.merged else ""
+        conflicts = f", {_n(len(m.conflicts), 'conflict copy', 'conflict copies')} kept" if m.conflicts else ""
         err(f"memsync: {m.name}{version}: {state}{extra}{merged}{conflicts}")
         if m.unpushed:
             err(f"memsync: {m.name}: unpushed versions kept locally: {', '.join(m.unpushed)}; "
                 f"`memsync push` in {m.root} delivers them")
-    err(f"memsync: run {report.run_id} finished: exit {report.exit_code} after {report.duration:.1f}s")
+    own = f"; memsync exits {report.status}" if report.status != report.exit_code else ""
+    err(f"memsync: run {report.run_id} finished: exit {report.exit_code} after {report.duration:.1f}s{own}")
+
+
+def _n(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"

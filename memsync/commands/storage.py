@@ -176,7 +176,8 @@ def _print_status(r: Any) -> None:
     else:
         out("Uncommitted: none")
     if r.conflicts:
-        out(f"Conflicts: {len(r.conflicts)} conflict copy(ies) to review")
+        copies = "conflict copy" if len(r.conflicts) == 1 else "conflict copies"
+        out(f"Conflicts: {len(r.conflicts)} {copies} to review")
         for path in r.conflicts:
             out(f"  {path}")
     else:
