@@ -17,6 +17,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
 
 from memsync.errors import RepoError, UsageError
 from memsync.git.merge import ConflictCopy, keep_both
+from memsync.git.repo import file_entry
 
 DeltaKind = Literal["added", "modified", "deleted"]
 REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
@@ -133,12 +134,8 @@ def touches(repo: pygit2.Repository, oid: str, path: str) -> bool:
 
 def blob_at(repo: pygit2.Repository, commit: str, path: str) -> tuple[bytes, int] | None:
     """(content, mode) of a file at a version, or None if it was not a file there."""
-    tree = repo[commit].peel(pygit2.Commit).tree
-    try:
-        entry = tree[path]
-    except KeyError:
-        return None
-    if entry.filemode in (FileMode.TREE, FileMode.COMMIT):
+    entry = file_entry(repo[commit].peel(pygit2.Commit).tree, path)
+    if entry is None:
         return None
     return repo[entry.id].peel(pygit2.Blob).data, int(entry.filemode)
 
@@ -263,13 +260,8 @@ def _size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
 
 
 def _entry_id(tree: pygit2.Tree, path: str) -> str | None:
-    try:
-        entry = tree[path]
-    except KeyError:
-        return None
-    if entry.filemode in (FileMode.TREE, FileMode.COMMIT):
-        return None
-    return f"{entry.id}:{int(entry.filemode)}"
+    entry = file_entry(tree, path)
+    return None if entry is None else f"{entry.id}:{int(entry.filemode)}"
 
 
 def _in_tree(tree: pygit2.Tree, path: str) -> bool:

@@ -466,11 +466,17 @@ def _config_value(config: pygit2.Config, key: str) -> str | None:
         return None
 
 
-def _in_tree(tree: pygit2.Tree, path: str) -> bool:
+def file_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
+    """The tree entry of the file (or symlink) at `path`; None if absent or not a file."""
     try:
-        return tree[path].filemode not in (FileMode.TREE, FileMode.COMMIT)
+        entry = tree[path]
     except KeyError:
-        return False
+        return None
+    return None if entry.filemode in (FileMode.TREE, FileMode.COMMIT) else entry
+
+
+def _in_tree(tree: pygit2.Tree, path: str) -> bool:
+    return file_entry(tree, path) is not None
 
 
 def _is_file_or_link(path: Path) -> bool:
