@@ -174,7 +174,7 @@ def _(c: Ctx) -> Result:
     return c.cli("push", "--bogus", cwd=c.mem)
 
 
-@case("flag: negative checkpoint", 2, "--checkpoint must be 0 (off) or a number of seconds")
+@case("flag: negative checkpoint", 2, "--checkpoint must be 0 (off) to 86400 seconds")
 def _(c: Ctx) -> Result:
     return c.cli("run", "--checkpoint", "-1", "--", "true", cwd=c.mem)
 
