@@ -7,6 +7,7 @@ to serialise concurrent ref updates: pushes take the hub's lock and re-check its
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Callable
@@ -21,7 +22,6 @@ from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
-from memsync.names import host_name
 
 MAX_ROUNDS = 20
 NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
@@ -126,14 +126,7 @@ def unpushed(mem: Memory) -> list[str]:
     if head is None:
         return []
     remote = mem.git.ref_oid(mem.tracking_ref)
-    found = []
-    for info in mem.git.walk(head):
-        if remote is not None and mem.git.is_ancestor(info.oid, remote):
-            break
-        found.append(info.short)
-        if len(found) >= 50:
-            break
-    return found
+    return [info.short for info in itertools.islice(mem.git.walk(head, hide=remote), 50)]
 
 
-__all__ = ["Exchange", "fetch", "host_name", "sync", "unpushed"]
+__all__ = ["Exchange", "fetch", "sync", "unpushed"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -35,9 +36,9 @@ class MemoryInfo:
     last_run: str | None
 
 
-def names_on(repo: pygit2.Repository, hub: HubUrl) -> list[str]:
-    return sorted({m.group(2) for h in transport.list_heads(repo, hub)
-                   if (m := _BRANCH_RE.match(h.ref))})
+def memory_names(refs: Iterable[str]) -> list[str]:
+    """The memory names among a hub's branch refs (`refs/heads/<type>/<name>`)."""
+    return sorted({m.group(2) for ref in refs if (m := _BRANCH_RE.match(ref))})
 
 
 def _cache_repo(hub: HubUrl) -> pygit2.Repository:

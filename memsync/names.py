@@ -54,11 +54,6 @@ def valid_branch(branch: str) -> bool:
     return bool(branch) and _BAD_REF.search(branch) is None and not branch.startswith("-")
 
 
-def branch_for(kind: str, name: str) -> str:
-    """The hub branch of a memory: one branch per memory, `memory/research`."""
-    return f"{kind}/{name}"
-
-
 def new_run_id(now: datetime | None = None) -> str:
     """Sortable (to the millisecond), unique across machines (48 random bits), safe as a file
     name: 20261122T101500123Z-3f9a1c0b7e2d."""

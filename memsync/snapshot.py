@@ -20,7 +20,9 @@ from memsync.attribution import Attribution
 from memsync.git.repo import WorkChange, file_mode
 from memsync.git.trailers import compose
 from memsync.memory import Memory
-from memsync.names import conflict_copy_name
+from memsync.names import conflict_copy_name, is_conflict_copy
+
+_LINK_MODE = 0o120000  # git's mode for a symlink: its target is not scanned for secrets
 
 if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
     from memsync import secrets as secretscan
@@ -162,7 +164,7 @@ def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
     from memsync import secrets as secretscan
 
     for item in staged:
-        if item.data is None or item.mode == file_mode_link():
+        if item.data is None or item.mode == _LINK_MODE:
             continue
         found = secretscan.scan_bytes(item.change.path, item.data)
         snap.secrets.extend(found)
@@ -173,9 +175,6 @@ def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
         staged[:] = [s for s in staged if s.change.path not in blocked]
 
 
-def file_mode_link() -> int:
-    return 0o120000
-
 
 def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: Snapshot) -> list[_Staged]:
     """A change that breaks a protect rule keeps the previous content at its path; the new
@@ -184,7 +183,7 @@ def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: 
     if not rules:
         return staged
     changes = [guard.FileChange(s.change.path, s.old, s.data) for s in staged
-               if not _is_copy(s.change.path)]
+               if not is_conflict_copy(s.change.path)]
     violations = guard.policy_violations(changes, rules)
     if not violations:
         return staged
@@ -212,11 +211,6 @@ def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: 
             full.unlink()
     return kept
 
-
-def _is_copy(path: str) -> bool:
-    from memsync.names import is_conflict_copy
-
-    return is_conflict_copy(path)
 
 
 def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:

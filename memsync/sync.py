@@ -209,16 +209,6 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
 
 
 # -- clone ----------------------------------------------------------------------------------------
-def find_branch(git_repo: object, hub: HubUrl, name: str) -> tuple[str, str] | None:
-    """(type, oid) of memory `name` on the hub, looking at memory/ then artifact/."""
-    heads = {h.ref: h.oid for h in transport.list_heads(git_repo, hub)}  # type: ignore[arg-type]
-    for kind in ("memory", "artifact"):
-        oid = heads.get(f"refs/heads/{kind}/{name}")
-        if oid:
-            return kind, oid
-    return None
-
-
 def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
           progress: ProgressFn | None = None) -> PullResult:
     """Create a working memory from the hub in `dest` (default ./NAME), atomically."""
@@ -238,18 +228,16 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
     except OSError as exc:
         raise RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
-        probe = GitRepo.init(staging, "memsync-probe")
-        found = find_branch(probe.repo, hub, name)
-        if found is None:
-            from memsync.listing import names_on
+        git = GitRepo.init(staging, f"memory/{name}")
+        heads = {h.ref for h in transport.list_heads(git.repo, hub)}
+        kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
+        if kind is None:
+            from memsync.listing import memory_names
 
-            raise _not_found(name, hub, names_on(probe.repo, hub))
-        kind = found[0]
+            raise _not_found(name, hub, memory_names(heads))
         cfg = StorageConfig(name=name, type=kind, remote=hub.url if remote else None)
-        shutil.rmtree(staging / ".git")
         _write_config(staging, cfgmod.render(cfg))
-        git = GitRepo.init(staging, cfg.hub_branch)
-        git.ensure_layout(cfg.hub_branch, hub.url)
+        git.ensure_layout(cfg.hub_branch, hub.url)  # HEAD is unborn: it moves to the memory's branch
         if hub.local_path is not None:
             _link_packs(hub.local_path, git.git_dir)
         mem = Memory(staging, cfg, git, hub)
@@ -320,21 +308,18 @@ def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:
 def pull_or_clone(name: str | None, path: Path, *, remote: str | None = None,
                   progress: ProgressFn | None = None) -> PullResult:
     """`memsync pull [NAME]`: inside a memory, pull; outside one with NAME, clone into ./NAME."""
-    if cfgmod.find_root(path) is not None:
-        mem_root = cfgmod.find_root(path)
-        assert mem_root is not None
-        if name is not None and cfgmod.load(mem_root).name != name:
-            raise UsageError(f"this directory is the memory {cfgmod.load(mem_root).name!r}, not {name!r}",
+    root = cfgmod.find_root(path)
+    if root is None and name is not None:
+        dest = path / name
+        if cfgmod.find_root(dest) == dest.resolve():
+            return pull(dest, remote=remote, progress=progress)
+        return clone(name, dest, remote=remote, progress=progress)
+    if root is not None and name is not None:
+        current = cfgmod.load(root).name
+        if current != name:
+            raise UsageError(f"this directory is the memory {current!r}, not {name!r}",
                              f"run it outside, or `memsync clone {name}`")
-        return pull(path, remote=remote, progress=progress)
-    if name is None:
-        from memsync.errors import NotAMemory
-
-        raise NotAMemory(str(path))
-    dest = path / name
-    if cfgmod.find_root(dest) is not None:
-        return pull(dest, remote=remote, progress=progress)
-    return clone(name, dest, remote=remote, progress=progress)
+    return pull(path, remote=remote, progress=progress)  # outside a memory without NAME: a clear error
 
 
 # -- status ---------------------------------------------------------------------------------------

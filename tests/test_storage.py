@@ -296,3 +296,15 @@ def test_operator_commits_carry_trailers(memory: Path) -> None:
         ["git", "interpret-trailers", "--parse"], input=body, capture_output=True, text=True, check=True
     ).stdout
     assert "Memsync-Actor: operator" in out and "Memsync-Host: " in out
+
+
+def test_clone_of_an_artifact_lands_on_its_branch(tmp_path: Path, cli) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    assert cli("init", "--name", "out-files", "--type", "artifact", cwd=src).code == 0
+    write(src, "a.txt", "x\n")
+    assert cli("push", cwd=src).code == 0
+    assert cli("clone", "out-files", str(tmp_path / "copy")).code == 0
+    assert git("symbolic-ref", "HEAD", cwd=tmp_path / "copy").strip() == "refs/heads/artifact/out-files"
+    assert git("branch", "--format=%(refname:short)", cwd=tmp_path / "copy").split() == ["artifact/out-files"]
+    assert "type: artifact" in (tmp_path / "copy" / ".vm0" / "storage.yaml").read_text()

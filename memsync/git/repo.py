@@ -180,9 +180,6 @@ class GitRepo:
             return None
         return str(self.repo.head.target)
 
-    def has_object(self, oid: str) -> bool:
-        return pygit2.Oid(hex=oid) in self.repo
-
     # -- the scan ------------------------------------------------------------------------------
     def scan(self, write_index: bool = True) -> list[WorkChange]:
         """Everything that differs from HEAD: one walk of the work tree, which also refreshes
@@ -298,8 +295,12 @@ class GitRepo:
         return CommitInfo(str(c.id), tuple(str(p) for p in c.parent_ids), c.message,
                           c.author.name, c.author.email, c.commit_time, c.commit_time_offset)
 
-    def walk(self, tip: str) -> Iterator[CommitInfo]:
-        for c in self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME):
+    def walk(self, tip: str, hide: str | None = None) -> Iterator[CommitInfo]:
+        """History from `tip`, newest first, without what `hide` can reach."""
+        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME)
+        if hide is not None:
+            walker.hide(pygit2.Oid(hex=hide))
+        for c in walker:
             yield CommitInfo(str(c.id), tuple(str(p) for p in c.parent_ids), c.message,
                              c.author.name, c.author.email, c.commit_time, c.commit_time_offset)
 

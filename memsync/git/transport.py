@@ -58,13 +58,11 @@ class Callbacks(pygit2.RemoteCallbacks):
         self.progress = progress
         self.rejected: dict[str, str] = {}
         self.server_lines: list[str] = []
-        self.attempts = 0
         self.keyring = Credentials(hub)
         if hub.local_path is None and not hub.url.startswith("git://"):  # no TLS on file:// and git://
             configure_tls()  # loading a CA bundle costs ~25 ms
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
-        self.attempts += 1
         return self.keyring.acquire(username_from_url, allowed_types)
 
     def server_identity(self, identity: ServerIdentity) -> None:
