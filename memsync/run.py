@@ -94,7 +94,8 @@ def parse_mount(spec: str, cwd: Path) -> Mount:
     try:
         check_name(name)
     except MemsyncError as exc:
-        raise UsageError(f"--memory {spec!r}: {exc.message}", "write NAME[:PATH][:ro]") from exc
+        raise UsageError(f"--memory {spec!r}: {exc.message}",
+                         f"{exc.hint}; write NAME[:PATH][:ro]" if exc.hint else "write NAME[:PATH][:ro]") from exc
     raw_path = ":".join(parts[1:])
     path = Path(raw_path).expanduser() if raw_path else Path(name)
     return Mount(name, (cwd / path).resolve() if not path.is_absolute() else path, read_only)
