@@ -85,14 +85,34 @@ def _parse_yaml(path: Path) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f":{mark.line + 1}" if mark is not None else ""
         problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(f"{path}{where}: {problem}", "fix the YAML syntax at that line") from exc
+        hint = "keep one of the two lines" if "given twice" in problem else "fix the YAML syntax at that line"
+        raise ConfigError(f"{path}{where}: {problem}", hint) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: invalid YAML", "fix the YAML syntax") from exc
+
+
+def _unique_key_loader() -> Any:
+    """yaml's SafeLoader, refusing a key given twice in one mapping. PyYAML keeps the last value
+    silently, so `secrets: block` followed further down by `secrets: off` would read as off."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {key!r} is given twice", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def load(root: Path) -> StorageConfig:

@@ -258,3 +258,14 @@ def test_timings_must_be_finite(memory: Path, cli, args: list[str]) -> None:
     r = cli(*args, cwd=memory)
     assert r.code == 2, (r.out, r.err)
     assert r.err.startswith("error: --") and "hint: e.g." in r.err
+
+
+@pytest.mark.parametrize("text, line", [
+    ("name: research\nsecrets: block\nsecrets: off\n", 3),      # a later line would silently win
+    ("name: research\nprotect:\n  - {path: a, mode: read-only, mode: append-only}\n", 3),
+])
+def test_storage_yaml_key_given_twice_is_refused(memory: Path, cli, text: str, line: int) -> None:
+    (memory / ".vm0" / "storage.yaml").write_text(text)
+    r = cli("status", cwd=memory)
+    assert_clean_error(r, 3, f"storage.yaml:{line}: the key")
+    assert "given twice" in r.err and "hint: keep one" in r.err
