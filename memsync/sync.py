@@ -54,6 +54,7 @@ class InitResult:
     created: bool
     hub: str
     notes: list[str] = field(default_factory=list)  # what init did to an existing git repository
+    adopted: bool = False  # an existing storage.yaml (e.g. vm0's) got its git repository now
 
 
 @dataclass
@@ -62,6 +63,7 @@ class PushResult:
     committed: bool
     snapshot: Snapshot
     exchange: Exchange
+    adopted: InitResult | None = None  # push in a directory that had only a (vm0) storage.yaml
 
 
 @dataclass
@@ -148,13 +150,14 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
                                  "edit `remote:` in storage.yaml to change it")
             _append_line(cfg_file, f"remote: {hub.url}")
             cfg.remote = hub.url
+    adopted = not created and not (root / ".git").exists()
     try:
         git = GitRepo.init(root, cfg.hub_branch)
         notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
     resolved = hubmod.resolve(None, cfg.remote)
-    return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes)
+    return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes, adopted)
 
 
 def _write_config(root: Path, text: str) -> None:
@@ -181,14 +184,25 @@ def _prepare(mem: Memory) -> None:
 
 def push(path: Path, *, force: bool = False, message: str | None = None, remote: str | None = None,
          progress: ProgressFn | None = None) -> PushResult:
-    """Commit local changes as the operator and deliver them to the hub (never forced)."""
+    """Commit local changes as the operator and deliver them to the hub (never forced).
+
+    A directory with a storage.yaml but no git repository (vm0 users type `push` first) is
+    adopted as `init` would adopt it."""
+    adopted = _adopt_config_only(path, remote)
     mem = open_memory(path, remote)
     who = operator(message or "Update memory from the operator")
     with mem.locked():
         _prepare(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
-        return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange)
+        return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange, adopted)
+
+
+def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
+    root = cfgmod.find_root(path)
+    if root is None or (root / ".git").exists():
+        return None
+    return init(root, remote=remote)
 
 
 def _resnap(mem: Memory, who: Attribution) -> None:

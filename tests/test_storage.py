@@ -39,8 +39,22 @@ def test_init_adopts_a_vm0_config(tmp_path: Path, cli) -> None:
     write(root, ".vm0/storage.yaml", "name: my-agent-memory\ntype: memory\n")
     r = cli("init", cwd=root)
     assert r.code == 0, r.err
-    assert "my-agent-memory" in r.out
+    assert "Adopted the existing storage.yaml: memory 'my-agent-memory'" in r.out
+    assert "Already a memory" not in r.out
     assert (root / ".vm0" / "storage.yaml").read_text() == "name: my-agent-memory\ntype: memory\n"
+
+
+def test_push_adopts_a_vm0_config_like_init(tmp_path: Path, cli) -> None:
+    root = tmp_path / "vm0-user"
+    write(root, ".vm0/storage.yaml", "name: vm0-notes\ntype: memory\n")
+    write(root, "notes.md", "first\n")
+    r = cli("push", cwd=root)
+    assert r.code == 0, r.err
+    assert "Adopted the existing storage.yaml: memory 'vm0-notes'" in r.out and "Version:" in r.out
+    assert "/.vm0/" in (root / ".git" / "info" / "exclude").read_text()
+    assert hub_tree("memory/vm0-notes") == {"notes.md": b"first\n"}
+    again = cli("push", cwd=root)
+    assert again.code == 0 and "Adopted" not in again.out
 
 
 def test_init_name_and_type_options(tmp_path: Path, cli) -> None:

@@ -269,3 +269,16 @@ def test_storage_yaml_key_given_twice_is_refused(memory: Path, cli, text: str, l
     r = cli("status", cwd=memory)
     assert_clean_error(r, 3, f"storage.yaml:{line}: the key")
     assert "given twice" in r.err and "hint: keep one" in r.err
+
+
+def test_renamed_memory_gets_a_hint_that_works(memory: Path, cli) -> None:
+    path = memory / ".vm0" / "storage.yaml"
+    path.write_text(path.read_text().replace("name: research", "name: research-two"))
+    r = cli("push", cwd=memory)
+    assert_clean_error(r, 7, "but this memory lives on memory/research-two")
+    assert "git switch" not in r.err  # the branch does not exist here: switching to it would fail
+    hint = r.err.split("hint: ", 1)[1]
+    command = hint.split("`")[1]
+    assert command == "git branch -m memory/research memory/research-two"
+    subprocess.run(command.split(), cwd=memory, check=True)
+    assert cli("push", cwd=memory).code == 0

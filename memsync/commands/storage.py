@@ -38,6 +38,18 @@ def _print_version(version: Any) -> None:
     out(f"Size: {human_size(version.size)}")
 
 
+def _report_init(result: Any) -> None:  # sync.InitResult (imported lazily)
+    if result.created:
+        out(f"Initialized {result.type} {result.name!r} in {result.root}")
+    elif result.adopted:
+        out(f"Adopted the existing storage.yaml: {result.type} {result.name!r} in {result.root}")
+    else:
+        out(f"Already a memory: {result.type} {result.name!r} in {result.root}")
+    out(f"Remote: {result.hub}")
+    for note in result.notes:
+        out(f"Note: {note}")
+
+
 def register(app: typer.Typer, guard: Guard) -> None:
     @app.command()
     @guard
@@ -50,11 +62,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         from memsync import sync
 
         result = sync.init(Path.cwd(), name, kind, remote)
-        verb = "Initialized" if result.created else "Already a memory:"
-        out(f"{verb} {result.type} {result.name!r} in {result.root}")
-        out(f"Remote: {result.hub}")
-        for note in result.notes:
-            out(f"Note: {note}")
+        _report_init(result)
 
     @app.command()
     @guard
@@ -70,6 +78,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
 
         with transfer_progress() as progress:
             result = sync.push(Path.cwd(), force=force, message=message, remote=remote, progress=progress)
+        if result.adopted is not None:
+            _report_init(result.adopted)
         _report_snapshot(result.snapshot)
         _report_merges(result.exchange)
         if not result.committed and not result.exchange.pushed:

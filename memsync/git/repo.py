@@ -147,10 +147,18 @@ class GitRepo:
         head = self.repo.references.get("HEAD")
         target = head.target if head is not None else None
         if target != f"refs/heads/{branch}":
-            raise RepoError(
-                f"HEAD is on {target!s}, but this memory lives on {branch}",
-                f"switch back with `git switch {branch}`",
-            )
+            raise RepoError(f"HEAD is on {target!s}, but this memory lives on {branch}",
+                            self._branch_hint(str(target), branch))
+
+    def _branch_hint(self, target: str, branch: str) -> str:
+        if self.repo.references.get(f"refs/heads/{branch}") is not None:
+            return f"switch back with `git switch {branch}`"
+        # No such branch here: storage.yaml was renamed (or `branch:` changed) after this clone.
+        current = target.removeprefix("refs/heads/")
+        if target.startswith("refs/heads/"):
+            return (f"storage.yaml now names {branch} but this repository holds {current}: put the old name back, "
+                    f"or rename the branch with `git branch -m {current} {branch}` (the hub keeps {current})")
+        return "check out the memory's branch again, or clone the memory anew with `memsync clone`"
 
     # -- identity -----------------------------------------------------------------------------
     def operator_signature(self) -> pygit2.Signature:
