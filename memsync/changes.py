@@ -7,23 +7,31 @@ monitor falls back to polling and says so.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memsync.git.repo import IgnoreRules, file_blob_id
 
-# watchdog reports its own hiccups (an observer stopping) through logging; with no handler they
-# would reach stderr unprefixed, between the command's lines
+# watchdog reports its own hiccups (an observer stopping) through logging, and a directory that
+# appears and vanishes during its recursive walk through a RuntimeWarning naming its internals;
+# neither may reach stderr, where it would land unprefixed between the command's lines.
 logging.getLogger("watchdog").addHandler(logging.NullHandler())
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog(\.|$)")
 
 _SKIP_DIRS = (".git", ".vm0")
 EXPECT_FOR = 10.0  # seconds memsync's own writes (a checkout) are recognised as such
 _MAX_PATHS = 10_000
+# Each top-level directory gets a recursive watch of its own, so that `.git/` (hundreds of object
+# directories, written on every commit) is never watched. Past this many top-level directories
+# one recursive watch of the root is cheaper than one watcher thread each.
+_MAX_TOP_WATCHES = 64
 
 
 class ChangeMonitor:
@@ -43,6 +51,10 @@ class ChangeMonitor:
         self._unknown = False
         self._expected: dict[str, str | None] = {}
         self._expected_until = 0.0
+        self._handler: Any = None
+        self._dir_watches: dict[str, Any] = {}  # top-level directory name -> its watch
+        self._per_dir = False  # False: one recursive watch of the root (too many top-level directories)
+        self._wanted: list[Any] = []
 
     # called from watchdog's thread
     def _on_event(self, event: Any) -> None:
@@ -144,24 +156,71 @@ class ChangeMonitor:
             def on_any_event(self, event: Any) -> None:
                 if getattr(event, "event_type", "") in ("opened", "closed_no_write"):
                     return
+                if getattr(event, "is_directory", False):
+                    monitor._follow_top_level(event)
                 monitor._on_event(event)
 
+        self._handler = Handler()
+        self._wanted = wanted
         try:
             from watchdog.observers import Observer
 
-            observer = Observer()
-            observer.schedule(Handler(), str(self.root), recursive=True, event_filter=wanted)
-            observer.start()
+            self._observer = Observer()
+            self._schedule_all()
+            self._observer.start()
         except OSError as exc:
             from watchdog.observers.polling import PollingObserver
 
             self.notice(f"file events unavailable ({exc.strerror or exc}); polling {self.root} instead "
                         "(raise fs.inotify.max_user_watches to avoid this)")
-            observer = PollingObserver(timeout=1.0)
-            observer.schedule(Handler(), str(self.root), recursive=True, event_filter=wanted)
-            observer.start()
+            self._observer = PollingObserver(timeout=1.0)
+            self._schedule_all()
+            self._observer.start()
             self.polling = True
-        self._observer = observer
+
+    # which directories are watched: the root itself, and each top-level directory but .git/.vm0
+    def _schedule_all(self) -> None:
+        top = [e.name for e in os.scandir(self.root)
+               if e.name not in _SKIP_DIRS and e.is_dir(follow_symlinks=False)]
+        if len(top) > _MAX_TOP_WATCHES:
+            self._observer.schedule(self._handler, str(self.root), recursive=True, event_filter=self._wanted)
+            self._per_dir = False
+            return
+        self._per_dir = True
+        self._observer.schedule(self._handler, str(self.root), recursive=False, event_filter=self._wanted)
+        self._dir_watches = {name: None for name in top}
+        for name in top:
+            self._watch_dir(name)
+
+    def _watch_dir(self, name: str) -> None:
+        try:
+            self._dir_watches[name] = self._observer.schedule(
+                self._handler, str(self.root / name), recursive=True, event_filter=self._wanted)
+        except OSError as exc:  # it vanished already, or the system ran out of watches
+            self._dir_watches.pop(name, None)
+            if (self.root / name).is_dir():
+                self.notice(f"cannot watch {name}/ ({exc.strerror or exc}); its changes are found by the next scan")
+                self.mark_dirty()
+
+    def _follow_top_level(self, event: Any) -> None:
+        """A top-level directory appeared or went: watch it, or drop its watch (watchdog thread)."""
+        if not self._per_dir:
+            return
+        kind = getattr(event, "event_type", "")
+        for raw, appeared in ((getattr(event, "src_path", ""), False), (getattr(event, "dest_path", ""), True)):
+            if not raw:
+                continue
+            path = Path(os.fsdecode(raw))
+            if path.parent != self.root or path.name in _SKIP_DIRS:
+                continue
+            came = appeared or kind == "created"
+            went = not appeared and kind in ("deleted", "moved")
+            if went and self._dir_watches.get(path.name) is not None:
+                watch = self._dir_watches.pop(path.name)
+                with contextlib.suppress(KeyError, OSError):
+                    self._observer.unschedule(watch)
+            elif came and path.name not in self._dir_watches and len(self._dir_watches) < _MAX_TOP_WATCHES:
+                self._watch_dir(path.name)
 
     def stop(self) -> None:
         if self._observer is not None:

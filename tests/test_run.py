@@ -267,7 +267,12 @@ def test_kill_minus_nine_keeps_checkpoints(memory: Path, tmp_path: Path) -> None
     proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--checkpoint", "1", "--",
                              sys.executable, "-c", script], cwd=memory, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(6)
+    # wait for the agent's 30th note (a loaded machine starts it late), then for the checkpoints
+    deadline = time.monotonic() + 60
+    while not (memory / "notes" / "n029.md").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(3.5)
     killed_at = time.time()
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
