@@ -85,7 +85,7 @@ def _parse_yaml(path: Path) -> Any:
     import yaml
 
     try:
-        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f":{mark.line + 1}" if mark is not None else ""
