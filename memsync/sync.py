@@ -154,10 +154,26 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     try:
         git = GitRepo.init(root, cfg.hub_branch)
         notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
+        if created and git.head_oid() is None:
+            _write_merge_rules(root)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
     resolved = hubmod.resolve(None, cfg.remote)
     return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes, adopted)
+
+
+MERGE_RULES = """\
+# Lines that several runs append at once merge line by line (see `memsync contract`).
+log.md merge=union
+"""
+
+
+def _write_merge_rules(root: Path) -> None:
+    """A new memory starts with the `.gitattributes` the contract promises; it is committed with
+    the first push like any file, and never rewritten: a memory that has one keeps its own."""
+    path = root / ".gitattributes"
+    if not path.exists() and not path.is_symlink():
+        cfgmod.atomic_write(path, MERGE_RULES)
 
 
 def _write_config(root: Path, text: str) -> None:

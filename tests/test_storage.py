@@ -23,6 +23,31 @@ def test_init_creates_a_memory(tmp_path: Path, cli) -> None:
     assert git("symbolic-ref", "HEAD", cwd=root).strip() == "refs/heads/memory/notes-dir"
 
 
+def test_init_sets_up_the_merge_rule_the_contract_promises(tmp_path: Path, cli) -> None:
+    """`memsync contract` says lines appended to log.md merge line by line: a new memory says so
+    in its .gitattributes, committed with the first push, so two writers keep both lines."""
+    root = tmp_path / "fresh"
+    root.mkdir()
+    assert cli("init", cwd=root).code == 0
+    assert "log.md merge=union" in (root / ".gitattributes").read_text()
+    write(root, "log.md", "start\n")
+    assert cli("push", cwd=root).code == 0
+    assert b"log.md merge=union" in hub_tree("memory/fresh")[".gitattributes"]
+    assert cli("clone", "fresh", str(tmp_path / "other"), cwd=tmp_path).code == 0
+    write(root, "log.md", "start\nfrom the first writer\n")
+    write(tmp_path / "other", "log.md", "start\nfrom the second writer\n")
+    assert cli("push", cwd=root).code == 0
+    r = cli("push", cwd=tmp_path / "other")
+    assert r.code == 0, r.err
+    merged = hub_tree("memory/fresh")
+    assert set(merged["log.md"].decode().splitlines()) == {"start", "from the first writer", "from the second writer"}
+    assert not [name for name in merged if ".conflict-" in name]
+    # created once: a memory that dropped or changed the rule keeps its choice
+    (root / ".gitattributes").write_text("*.md merge=union\n")
+    assert cli("init", cwd=root).code == 0
+    assert (root / ".gitattributes").read_text() == "*.md merge=union\n"
+
+
 def test_init_twice_is_harmless(tmp_path: Path, cli) -> None:
     root = tmp_path / "twice"
     root.mkdir()
@@ -246,6 +271,7 @@ def test_list_shows_every_memory(memory: Path, tmp_path: Path, cli) -> None:
     second = tmp_path / "second-mem"
     second.mkdir()
     assert cli("init", cwd=second).code == 0
+    (second / ".gitattributes").unlink()
     write(second, "a.txt", "12345")
     assert cli("push", cwd=second).code == 0
     r = cli("list", cwd=tmp_path)
