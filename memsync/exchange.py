@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memsync import maintenance
 from memsync.attribution import Attribution
 from memsync.errors import RemoteUnreachable, RepoError
 from memsync.git import transport
@@ -84,6 +85,7 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None) -
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")
         transport.push(mem.git.repo, mem.hub, mem.local_ref, f"refs/heads/{mem.branch}", progress)
+        maintenance.auto(local_path)  # every push adds a pack: keep the hub compact, still under its lock
 
 
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
+from memsync import maintenance
 from memsync.config import StorageConfig
 from memsync.errors import ConfigError, NotAMemory
 from memsync.git.repo import GitRepo
@@ -46,6 +47,7 @@ class Memory:
         with held(self.git.git_dir / "memsync.lock", f"memory {self.name!r}", timeout):
             clear_stale_git_locks(self.git.git_dir)
             yield
+            maintenance.auto(self.git.git_dir)
 
 
 def find(start: Path) -> Path:

@@ -127,6 +127,27 @@ def register(app: typer.Typer, guard: Guard) -> None:
 
     @app.command()
     @guard
+    def gc(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
+        """Repack the memory's repository (and its hub, if on this machine) into one pack each."""
+        from memsync.compact import gc as run_gc
+
+        result = run_gc(Path.cwd(), remote=remote)
+        done = [("memory " + repr(result.memory), result.local)]
+        if result.hub_result is not None:
+            done.append((f"hub {result.hub}", result.hub_result))
+        if json:
+            print_json({"memory": result.memory, "hub": result.hub, "repacked": [
+                {"what": what, "objects": r.objects, "packs_before": r.packs_before,
+                 "loose_before": r.loose_before, "seconds": round(r.seconds, 3)} for what, r in done]})
+            return
+        for what, r in done:
+            out(f"Repacked {what}: {r.objects} objects from {r.packs_before} pack(s) and {r.loose_before} "
+                f"loose object(s) into 1 pack in {r.seconds:.1f}s")
+        if result.hub_result is None:
+            out(f"The hub {result.hub} is not on this machine: its host keeps it compact")
+
+    @app.command()
+    @guard
     def status(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
         """The remote's version and last run; local ahead/behind, uncommitted changes, conflicts."""
         from memsync import sync

@@ -1,0 +1,114 @@
+"""Maintenance: repacking a memory and its hub loses nothing, survives a crash midway, runs by
+itself past a threshold, and never collides with a push into the hub."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from memsync.git import pack
+from tests.conftest import git, hub_path, memsync_cmd, write
+
+
+def _all_objects(git_dir: Path) -> set[str]:
+    out = git("cat-file", "--batch-all-objects", "--batch-check=%(objectname)", cwd=git_dir)
+    return set(out.split())
+
+
+def _fsck(git_dir: Path) -> None:
+    subprocess.run(["git", "fsck", "--strict", "--no-dangling"], cwd=git_dir, check=True, capture_output=True)
+
+
+def _push_versions(memory: Path, cli, n: int) -> None:  # type: ignore[no-untyped-def]
+    for i in range(n):
+        write(memory, f"notes/{i}.md", f"note {i}\n")
+        assert cli("push", cwd=memory).code == 0
+
+
+def test_gc_repacks_memory_and_hub_into_one_pack_each(memory: Path, cli) -> None:
+    _push_versions(memory, cli, 6)
+    hub = hub_path()
+    before_hub, before_mem = _all_objects(hub), _all_objects(memory / ".git")
+    assert pack.counts(hub).packs >= 6 and pack.counts(memory / ".git", exact=True).loose > 10
+    r = cli("gc", "--json", cwd=memory)
+    assert r.code == 0, r.err
+    report = json.loads(r.out)
+    assert [item["what"].split()[0] for item in report["repacked"]] == ["memory", "hub"]
+    assert pack.counts(hub) == pack.ObjectCounts(loose=0, packs=1)
+    assert pack.counts(memory / ".git", exact=True) == pack.ObjectCounts(loose=0, packs=1)
+    assert _all_objects(hub) == before_hub and _all_objects(memory / ".git") == before_mem
+    _fsck(hub)
+    _fsck(memory / ".git")
+    # and everything still works on the repacked repositories
+    write(memory, "after.md", "after gc\n")
+    assert cli("push", cwd=memory).code == 0
+    assert "Repacked memory 'research'" in cli("gc", cwd=memory).out
+
+
+def test_a_repack_killed_midway_is_tidied_by_the_next(memory: Path, cli) -> None:
+    """The state a kill -9 can leave: the new pack written, old packs and loose objects still
+    there. Every object is readable, and the next repack ends with one pack."""
+    _push_versions(memory, cli, 3)
+    hub = hub_path()
+    before, packs = _all_objects(hub), pack.counts(hub).packs
+    repo = pygit2.Repository(str(hub))
+    ids = list(repo.odb)
+    repo.pack(pack_delegate=lambda builder: [builder.add(oid) for oid in ids[: len(ids) // 2]])
+    assert pack.counts(hub).packs == packs + 1
+    _fsck(hub)
+    result = pack.repack(hub)
+    assert result.objects == len(before) and pack.counts(hub).packs == 1
+    assert _all_objects(hub) == before
+    _fsck(hub)
+
+
+def test_maintenance_runs_by_itself_past_the_thresholds(memory: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSYNC_GC_PACKS", "4")
+    monkeypatch.setenv("MEMSYNC_GC_LOOSE", "40")
+    _push_versions(memory, cli, 12)
+    assert pack.counts(hub_path()).packs <= 5  # repacked whenever it passed 4
+    assert pack.counts(memory / ".git", exact=True).loose <= 40
+    _fsck(hub_path())
+    _fsck(memory / ".git")
+
+
+def test_no_automatic_maintenance_when_turned_off(memory: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSYNC_GC_PACKS", "0")
+    monkeypatch.setenv("MEMSYNC_GC_LOOSE", "0")
+    _push_versions(memory, cli, 6)
+    assert pack.counts(hub_path()).packs >= 6
+
+
+def test_hub_maintenance_never_collides_with_pushes(memory: Path, tmp_path: Path, cli) -> None:
+    """Eight clones push at once while each push repacks the hub (threshold 1 pack): every
+    version arrives and both repositories stay sound."""
+    clones = []
+    for i in range(8):
+        dest = tmp_path / f"clone{i}"
+        assert cli("clone", "research", str(dest), cwd=tmp_path).code == 0
+        clones.append(dest)
+    env_extra = {"MEMSYNC_GC_PACKS": "1"}
+
+    def writer(dest: Path) -> int:
+        for j in range(3):
+            write(dest, f"runs/{dest.name}-{j}.md", f"{dest.name} {j}\n")
+            proc = memsync_cmd("push", cwd=dest, env=dict(os.environ, **env_extra))
+            if proc.returncode != 0:
+                sys.stderr.write(proc.stderr)
+                return proc.returncode
+        return 0
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(writer, clones))
+    assert codes == [0] * 8
+    names = set(git("ls-tree", "-r", "--name-only", "memory/research", cwd=hub_path()).split())
+    assert {f"runs/clone{i}-{j}.md" for i in range(8) for j in range(3)} <= names
+    _fsck(hub_path())
+    assert pack.counts(hub_path()).packs <= 2
