@@ -1,16 +1,19 @@
 """Fetch, integrate and push one memory until the hub holds our work (or we give up).
 
 The hub is only ever fast-forwarded. If it moved on since our fetch, we fetch, merge (keeping both
-sides of any conflict) and try again. On a file:// hub, libgit2's local transport is not trusted
-to serialise concurrent ref updates: pushes take the hub's lock and re-check its tip under it.
+sides of any conflict) and try again, folding the retry's merge into the refused one so history
+gets one merge per exchange. On a file:// hub, libgit2's local transport is not trusted to
+serialise concurrent ref updates: pushes take the hub's lock and re-check its tip under it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from memsync import maintenance
@@ -24,7 +27,9 @@ from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
 
-MAX_ROUNDS = 20
+MAX_ROUNDS = 20  # merges retried while files keep changing under them
+DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers
+BACKOFF_BASE, BACKOFF_CAP = 0.02, 2.0
 NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
 
 
@@ -74,13 +79,12 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
     raise RepoError("files kept changing during the merge", "retry when the writer is idle")
 
 
-def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None) -> None:
+def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, *, hub_locked: bool) -> None:
     local_path = mem.hub.local_path
     if local_path is None:
         transport.push(mem.git.repo, mem.hub, mem.local_ref, f"refs/heads/{mem.branch}", progress)
         return
-    with held(local_path / "memsync.lock", f"the hub {mem.hub.display}"):
-        clear_stale_git_locks(local_path)
+    with contextlib.nullcontext() if hub_locked else _hub_lock(mem):
         heads = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, mem.hub)}
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")
@@ -88,25 +92,79 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None) -
         maintenance.auto(local_path)  # every push adds a pack: keep the hub compact, still under its lock
 
 
+@contextlib.contextmanager
+def _hub_lock(mem: Memory) -> Iterator[None]:
+    local_path = mem.hub.local_path
+    assert local_path is not None
+    with held(local_path / "memsync.lock", f"the hub {mem.hub.display}", push_patience()):
+        clear_stale_git_locks(local_path)
+        yield
+
+
+def push_patience() -> float:
+    """How long a push keeps trying while other writers win the race (MEMSYNC_PUSH_PATIENCE)."""
+    try:
+        return max(float(os.environ.get("MEMSYNC_PUSH_PATIENCE", DEFAULT_PATIENCE)), 0.0)
+    except ValueError:
+        return DEFAULT_PATIENCE
+
+
+def _backoff(lost: int) -> float:
+    """Full jitter on a doubling ceiling (AWS's analysis of contended retries): writers that lost
+    together do not come back together."""
+    return random.uniform(0.0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(lost, 16)))
+
+
+def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integration:
+    """A merge on top of this exchange's previous merge, which the hub refused (another writer
+    won): make the new one a merge of our own work and the hub's tip, so a retry adds no merge
+    to history. The earlier merge never left this repository."""
+    if not earlier or merged.head is None:
+        return merged
+    previous = earlier[-1]
+    parents = mem.git.commit_info(merged.head).parents
+    if previous.head is None or len(parents) != 2 or parents[0] != previous.head:
+        return merged
+    ours = mem.git.commit_info(previous.head).parents[0]
+    folded = mem.git.reparent(merged.head, [ours, parents[1]])
+    mem.git.set_ref(mem.local_ref, folded, "memsync: merge")
+    earlier.pop()
+    return Integration("merged", folded, previous.conflicts + merged.conflicts,
+                       previous.kept_modified + merged.kept_modified)
+
+
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
          progress: ProgressFn | None = None) -> Exchange:
-    """Fetch + merge (+ push) with retries; caller holds the memory's lock."""
+    """Fetch + merge (+ push) until the hub holds our work; caller holds the memory's lock.
+
+    Losing the race to another writer is retried with jittered backoff until MEMSYNC_PUSH_PATIENCE
+    runs out, each retry folding its merge into the previous one. On a hub on this machine the
+    retry takes the hub's lock for the whole fetch-merge-push, so it cannot lose again."""
     result = Exchange()
     network_failures = 0
-    for round_no in range(MAX_ROUNDS):
+    lost = 0
+    deadline = time.monotonic() + push_patience()
+    while True:
+        serial = lost > 0 and mem.hub.local_path is not None
         try:
-            remote = fetch(mem, progress)
-            if remote is not None:
-                merged = merge_in(mem, remote, who, resnapshot)
-                if merged.outcome == "merged":
-                    result.merges.append(merged)
-            result.remote_head = remote
-            head = mem.git.head_oid()
-            if not push or head is None or head == remote:
-                return result
-            _push_once(mem, remote, progress)
+            with _hub_lock(mem) if serial else contextlib.nullcontext():
+                remote = fetch(mem, progress)
+                if remote is not None:
+                    merged = merge_in(mem, remote, who, resnapshot)
+                    if merged.outcome == "merged":
+                        result.merges.append(_fold(mem, merged, result.merges))
+                result.remote_head = remote
+                head = mem.git.head_oid()
+                if not push or head is None or head == remote:
+                    return result
+                _push_once(mem, remote, progress, hub_locked=serial)
         except NotFastForward:
-            time.sleep(random.uniform(0.01, 0.05) * (1 + round_no))
+            lost += 1
+            if time.monotonic() >= deadline:
+                raise RepoError(f"the hub kept moving: other writers won {lost} times in "
+                                f"{push_patience():.0f}s; the version is committed locally",
+                                "retry `memsync push` (set MEMSYNC_PUSH_PATIENCE to wait longer)") from None
+            time.sleep(_backoff(lost))
             continue
         except RemoteUnreachable:
             network_failures += 1
@@ -118,8 +176,6 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
         result.remote_head = head
         result.pushed = True
         return result
-    raise RepoError(f"the hub kept moving: gave up after {MAX_ROUNDS} rounds",
-                    "many writers at once; retry `memsync push`")
 
 
 def unpushed(mem: Memory) -> list[str]:

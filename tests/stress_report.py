@@ -23,7 +23,7 @@ STRESS = os.environ.get("MEMSYNC_STRESS") == "1"
 ROWS = (
     "runs attempted", "runs completed", "runs lost",
     "lines appended", "lines present",
-    "summary rewrites", "summary rewrites kept", "conflicts kept",
+    "summary rewrites", "summary rewrites kept", "conflicts kept", "merge commits on the hub",
     "pushes at once", "pushed commits on the hub",
     "crash trials", "crash trials killed mid-command", "crash trials recovered", "crash trials corrupted",
     "disk-full cases", "disk-full cases handled",

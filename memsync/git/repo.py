@@ -297,6 +297,17 @@ class GitRepo:
             raise self._write_failed("cannot write the commit", exc) from exc
         return str(oid)
 
+    def reparent(self, oid: str, parents: list[str]) -> str:
+        """The same commit (tree, author, committer, message) with other parents; refs untouched.
+        Used only for commits that never left this repository."""
+        c = self.repo[oid].peel(pygit2.Commit)
+        try:
+            new = self.repo.create_commit(None, c.author, c.committer, c.message, c.tree_id,
+                                          [pygit2.Oid(hex=p) for p in parents])
+        except (pygit2.GitError, OSError) as exc:
+            raise self._write_failed("cannot write the commit", exc) from exc
+        return str(new)
+
     # -- reading history -----------------------------------------------------------------------
     def commit_info(self, oid: str) -> CommitInfo:
         c = self.repo[oid].peel(pygit2.Commit)
