@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +143,8 @@ def test_destructive_overwrite_is_refused_then_made_flagged_on_purpose(memory: P
         command = {"command": "str_replace", "path": "/memories/crdts.md", "old_str": CRDTS[200:],
                    "new_str": "- CRDTs: see the paper\n"}
         text = refused(t, **command)
-        assert "looks destructive" in text and f"shrink from {len(CRDTS)} to 223 bytes" in text and "repeat exactly the same" in text
+        assert "looks destructive" in text and f"shrink from {len(CRDTS)} to 223 bytes" in text
+        assert "repeat exactly the same" in text
         assert (root / "crdts.md").read_text() == CRDTS and count(root) == before  # nothing written
         assert "The memory file has been edited" in call(t, **command)  # the same command again: deliberate
         assert (root / "crdts.md").stat().st_size < 1024
@@ -221,3 +224,12 @@ def test_async_twin_and_errors_without_open(tmp_path: Path, memory: Path) -> Non
     text = refused(t, command="view", path="/memories")
     assert text and "127.0.0.1" in text
     assert os.environ.get("MEMSYNC_RUN_ID") is None
+
+
+def test_demo_runs_without_network(tmp_path: Path) -> None:
+    demo = Path(__file__).resolve().parent.parent / "demo" / "claude_memory_tool.py"
+    proc = subprocess.run([sys.executable, str(demo)], cwd=tmp_path, env=dict(os.environ), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ERROR Refused: this str_replace looks destructive" in proc.stdout
+    assert "run run-2" in proc.stdout and "run run-1" in proc.stdout and "Traceback" not in proc.stderr

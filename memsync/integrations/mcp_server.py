@@ -74,6 +74,7 @@ def _target(f: MemoryFiles, path: str) -> Target:
 def build(memories: Memories) -> MCPServer:
     server = MCPServer(
         "memsync",
+        log_level="WARNING",  # a refused write is the model's business, not a server log line
         instructions="Git-backed memories. Every write is a version attributed to this run; `log`, `diff` "
         "and `restore` reach any past version; `search` greps the files and, with history=true, what past "
         "versions held. Paths are relative to the memory. Served memories:\n" + memories.describe(),
