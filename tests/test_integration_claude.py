@@ -6,6 +6,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -218,12 +219,39 @@ def test_async_twin_and_errors_without_open(tmp_path: Path, memory: Path) -> Non
                                                                     file_text="again"))
     anyio.run(main)
     assert hub_tree()["async.md"] == b"z\n"
-    # A remote that cannot be reached: the first command opens the memory and the model reads why.
-    t = MemsyncMemoryTool("research", tmp_path / "b" / "research", remote="git://127.0.0.1:9/hub.git",
+    # Never opened: the first command opens the memory, and the model reads why it could not.
+    t = MemsyncMemoryTool("no-such-memory", tmp_path / "b" / "no-such-memory", create=False,
                           checkpoint_seconds=0)
     text = refused(t, command="view", path="/memories")
-    assert text and "127.0.0.1" in text
-    assert os.environ.get("MEMSYNC_RUN_ID") is None
+    assert "no-such-memory" in text and "research" in text  # the names the hub does have
+
+
+def test_symlinked_file_cannot_leak_or_overwrite_outside(memory: Path, tmp_path: Path, figures: Figures) -> None:
+    figures.add("security attacks")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside the memory\n")
+    (memory / "peek.md").symlink_to(secret)
+    with tool(memory) as t:
+        for command in ({"command": "view", "path": "/memories/peek.md"},
+                        {"command": "str_replace", "path": "/memories/peek.md", "old_str": "outside", "new_str": "x"},
+                        {"command": "insert", "path": "/memories/peek.md", "insert_line": 0, "insert_text": "x"}):
+            text = refused(t, **command)
+            assert "escape /memories directory via symlink" in text and "outside the memory" not in text
+    assert secret.read_text() == "outside the memory\n"
+    figures.add("security attacks refused")
+
+
+def test_timer_checkpoint_pushes_an_idle_session(memory: Path, tmp_path: Path) -> None:
+    t = tool(tmp_path / "s" / "research", checkpoint_seconds=0.3).open()
+    try:
+        call(t, command="create", path="/memories/idle.md", file_text="written, then idle\n")
+        for _ in range(50):
+            if "idle.md" in hub_tree():
+                break
+            time.sleep(0.1)
+        assert hub_tree()["idle.md"] == b"written, then idle\n"  # before close: a kill -9 now loses nothing
+    finally:
+        t.close()
 
 
 def test_demo_runs_without_network(tmp_path: Path) -> None:
