@@ -178,13 +178,21 @@ class MemoryFiles:
             self._writable(t)
             before = self._bytes(t)
             content = _text(before, t)
+            if not old_str:
+                raise Refused("No replacement was performed: old_str is empty. Quote the exact text to replace, "
+                              "or use insert to add lines.")
             count = content.count(old_str)
             if count == 0:
                 raise Refused(f"No replacement was performed, old_str `{old_str}` did not appear verbatim "
                               f"in {t.shown}.")
             if count > 1:
-                starts = [i for i in range(len(content)) if content.startswith(old_str, i)]
-                lines = ", ".join(str(content[:i].count("\n") + 1) for i in starts)
+                starts: list[int] = []
+                at = content.find(old_str)
+                while at != -1 and len(starts) < 50:
+                    starts.append(at)
+                    at = content.find(old_str, at + 1)
+                lines = ", ".join(str(content.count("\n", 0, i) + 1) for i in starts)
+                lines += ", …" if count > len(starts) else ""
                 raise Refused(f"No replacement was performed. Multiple occurrences of old_str `{old_str}` in "
                               f"lines: {lines}. Please ensure it is unique")
             pos = content.find(old_str)

@@ -41,7 +41,18 @@ class Memories:
             f.session.open()
 
     def close(self) -> list[SessionReport]:
-        return [f.session.close() for f in self.files.values() if f.session.is_open]
+        """Close every open memory; one failing does not keep the others from being pushed."""
+        reports = []
+        for f in self.files.values():
+            if not f.session.is_open:
+                continue
+            try:
+                reports.append(f.session.close())
+            except MemsyncError as exc:
+                s = f.session
+                reports.append(SessionReport(s.name, s.run_id, None, s.writes, pushed=False, error=exc.message,
+                                             read_only=s.read_only))
+        return reports
 
     def get(self, name: str | None) -> MemoryFiles:
         if name is None or name == "":
