@@ -261,3 +261,24 @@ def test_demo_runs_without_network(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ERROR Refused: this str_replace looks destructive" in proc.stdout
     assert "run run-2" in proc.stdout and "run run-1" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_two_sandboxes_a_merged_change_refuses_the_stale_edit(memory: Path, tmp_path: Path) -> None:
+    a = tool(tmp_path / "a" / "research", run_id="run-a").open()
+    b = tool(tmp_path / "b" / "research", run_id="run-b").open()
+    try:
+        call(b, command="view", path="/memories/summary.md")  # b reads the summary
+        call(a, command="str_replace", path="/memories/summary.md", old_str="first line", new_str="line from a")
+        assert a.session.checkpoint() is None  # a's edit reaches the hub
+        call(b, command="create", path="/memories/b.md", file_text="b\n")
+        assert b.session.checkpoint() is None  # b pulls at its checkpoint: a's edit is merged in
+        assert "line from a" in (b.session.root / "summary.md").read_text()
+        text = refused(b, command="str_replace", path="/memories/summary.md", old_str="# Summary",
+                       new_str="# Summary (b)")
+        assert "changed since you read it" in text
+        call(b, command="view", path="/memories/summary.md")
+        call(b, command="str_replace", path="/memories/summary.md", old_str="# Summary", new_str="# Summary (b)")
+    finally:
+        a.close()
+        b.close()
+    assert hub_tree()["summary.md"] == b"# Summary (b)\n\nline from a\n"

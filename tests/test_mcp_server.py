@@ -97,7 +97,7 @@ def test_mcp_server_file_operations_history_and_search(memory: Path, tmp_path: P
     assert "notes/moved.md" not in hub_tree()
     # Every version the server wrote is the run's, the restore included (an agent is never the operator).
     actors = git("log", "--format=%(trailers:key=Memsync-Actor,valueonly)", f"{since}..HEAD", cwd=root).split()
-    assert actors and set(actors) == {"run"}
+    assert actors == ["run"] * 6  # str_replace, create, insert, rename, restore, delete: one version each
     restore_msg = git("log", "-1", "--format=%B", "--grep=^Restore", cwd=root)
     assert "Memsync-Run-Id: mcp-run-1" in restore_msg
     assert set(hub_tree("memory/ref-notes")) == {"reference.md"}

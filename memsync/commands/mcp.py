@@ -51,6 +51,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
                         checkpoint_seconds=checkpoint)
         failed = False
         for r in reports:
+            for notice in r.notices:
+                err(f"memsync: {r.name}: {notice}")
             if r.read_only:
                 state = "read-only"
             else:

@@ -36,6 +36,7 @@ class SessionReport:
     conflicts: list[str] = field(default_factory=list)
     error: str | None = None
     read_only: bool = False
+    notices: list[str] = field(default_factory=list)  # warnings met on the way (skipped files, conflicts)
 
 
 class MemorySession:
@@ -111,7 +112,7 @@ class MemorySession:
             self._timer.join(timeout=60)
         mem = self.memory
         report = SessionReport(self.name, self.run_id, mem.git.head_oid(), self.writes, pushed=False,
-                               read_only=self.read_only)
+                               read_only=self.read_only, notices=self.notices)
         if self.read_only:
             return report
         with self.locked():
