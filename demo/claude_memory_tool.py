@@ -2,15 +2,17 @@
 
     pip install "memsync[claude]"; python demo/claude_memory_tool.py
 
-Two sandboxes in turn: each opens the memory (pull), lets the "model" work through the memory
-tool, and closes it (push). The model's turns are the SDK's own `BetaToolUseBlock`s; each is run
-the way the SDK's tool runner runs it (`tool.call(input)`, a `ToolError` sent back as an error
-result). The second model tries the destructive overwrite of the incident, reads the refusal and
-appends instead. At the end: the memory's history, one version per write, attributed to each run.
+Two sandboxes in turn: each opens the memory (pull), runs the Anthropic SDK's own tool runner with
+the memory tool, and closes it (push). The "model" is a scripted Messages API behind the SDK's
+HTTP client (an in-process transport): each reply asks for the next memory command, and the tool
+results the runner sends back are printed. The second model tries the destructive overwrite of the
+incident, gets a tool error, views the file and appends instead. At the end: the memory's history,
+one version per write, attributed to each run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from anthropic.lib.tools import ToolError
-from anthropic.types.beta import BetaToolUseBlock
+import httpx2
+from anthropic import Anthropic
 
 from memsync.integrations.claude import MemsyncMemoryTool
 
@@ -27,19 +29,40 @@ NOTES = "".join(f"- fact {i}: state-based CRDTs merge by a join, op-based ones n
                 for i in range(60))
 
 
-def turn(n: int, **command: Any) -> BetaToolUseBlock:
-    return BetaToolUseBlock(id=f"toolu_{n:02d}", type="tool_use", name="memory", input=command)
+class ScriptedModel:
+    """Plays the Messages API: each reply is the next scripted memory command, then "done"."""
+
+    def __init__(self, commands: list[dict[str, Any]]) -> None:
+        self.commands = commands
+        self.turn = 0
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        for block in json.loads(request.content)["messages"][-1]["content"]:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                text = str(block["content"]).replace("\n", "\n      ")[:400]
+                print(f"    <- {'ERROR ' if block.get('is_error') else ''}{text}")
+        self.turn += 1
+        if self.turn <= len(self.commands):
+            command = self.commands[self.turn - 1]
+            print(f"  -> {command['command']} {command.get('path', command.get('old_path', ''))}")
+            content: list[dict[str, Any]] = [{"type": "tool_use", "id": f"toolu_{self.turn:02d}",
+                                              "name": "memory", "input": command}]
+            stop = "tool_use"
+        else:
+            content, stop = [{"type": "text", "text": "Done."}], "end_turn"
+        return httpx2.Response(200, json={
+            "id": f"msg_{self.turn:02d}", "type": "message", "role": "assistant", "model": "scripted",
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1}})
 
 
-def run_model(tool: MemsyncMemoryTool, script: list[BetaToolUseBlock]) -> None:
-    """The runner's part: call the tool for each tool_use block, answer with a tool_result."""
-    for block in script:
-        try:
-            result, is_error = tool.call(block.input), False
-        except ToolError as exc:
-            result, is_error = str(exc.content), True
-        shown = str(result).replace("\n", "\n      ")[:400]
-        print(f"  {block.input['command']:<11} -> {'ERROR ' if is_error else ''}{shown}")
+def session(tool: MemsyncMemoryTool, commands: list[dict[str, Any]]) -> None:
+    client = Anthropic(api_key="scripted", http_client=httpx2.Client(transport=httpx2.MockTransport(
+        ScriptedModel(commands))))
+    with tool:  # pull now, push at the end
+        runner = client.beta.messages.tool_runner(model="scripted", max_tokens=1024, tools=[tool],
+                                                  messages=[{"role": "user", "content": "Keep CRDT notes."}])
+        runner.until_done()
 
 
 def main() -> int:
@@ -49,24 +72,23 @@ def main() -> int:
         os.environ.setdefault("GIT_AUTHOR_EMAIL", "operator@example.com")
 
         print("sandbox 1: the model starts a notes file")
-        with MemsyncMemoryTool("research", Path(tmp) / "sandbox-1" / "research", run_id="run-1") as tool:
-            run_model(tool, [
-                turn(1, command="view", path="/memories"),
-                turn(2, command="create", path="/memories/crdts.md", file_text="# CRDTs\n" + NOTES),
-                turn(3, command="str_replace", path="/memories/crdts.md", old_str="# CRDTs", new_str="# CRDT notes"),
-            ])
+        session(MemsyncMemoryTool("research", Path(tmp) / "sandbox-1" / "research", run_id="run-1"), [
+            {"command": "view", "path": "/memories"},
+            {"command": "create", "path": "/memories/crdts.md", "file_text": "# CRDTs\n" + NOTES},
+            {"command": "str_replace", "path": "/memories/crdts.md", "old_str": "# CRDTs",
+             "new_str": "# CRDT notes"},
+        ])
 
         print("\nsandbox 2: a fresh machine; the model misreads a failed search and overwrites")
         root = Path(tmp) / "sandbox-2" / "research"
-        with MemsyncMemoryTool("research", root, run_id="run-2") as tool:
-            run_model(tool, [
-                turn(4, command="view", path="/memories"),
-                turn(5, command="str_replace", path="/memories/crdts.md", old_str=NOTES,
-                     new_str="- CRDTs: no notes yet, starting over\n"),
-                turn(6, command="view", path="/memories/crdts.md", view_range=[1, 3]),
-                turn(7, command="insert", path="/memories/crdts.md", insert_line=61,
-                     insert_text="- fact 60: delta-state CRDTs ship only the changes"),
-            ])
+        session(MemsyncMemoryTool("research", root, run_id="run-2"), [
+            {"command": "view", "path": "/memories"},
+            {"command": "str_replace", "path": "/memories/crdts.md", "old_str": NOTES,
+             "new_str": "- CRDTs: no notes yet, starting over\n"},
+            {"command": "view", "path": "/memories/crdts.md", "view_range": [1, 3]},
+            {"command": "insert", "path": "/memories/crdts.md", "insert_line": 61,
+             "insert_text": "- fact 60: delta-state CRDTs ship only the changes"},
+        ])
 
         print("\nthe memory's history (memsync log):")
         subprocess.run([sys.executable, "-m", "memsync", "log"], cwd=root, check=True)

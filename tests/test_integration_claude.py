@@ -282,3 +282,40 @@ def test_two_sandboxes_a_merged_change_refuses_the_stale_edit(memory: Path, tmp_
         a.close()
         b.close()
     assert hub_tree()["summary.md"] == b"# Summary (b)\n\nline from a\n"
+
+
+def test_the_sdk_tool_runner_drives_the_tool(memory: Path, tmp_path: Path) -> None:
+    """The SDK's own runner against a scripted Messages API (an in-process HTTP transport)."""
+    import json
+
+    import httpx2
+    from anthropic import Anthropic
+
+    commands = [{"command": "create", "path": "/memories/a.md", "file_text": "alpha\n"},
+                {"command": "create", "path": "/memories/a.md", "file_text": "again\n"},
+                {"command": "view", "path": "/memories/../../etc/passwd"}]
+    requests: list[dict[str, Any]] = []
+
+    def model(request: httpx2.Request) -> httpx2.Response:
+        requests.append(json.loads(request.content))
+        n = len(requests)
+        content: list[dict[str, Any]] = (
+            [{"type": "tool_use", "id": f"toolu_{n}", "name": "memory", "input": commands[n - 1]}]
+            if n <= len(commands) else [{"type": "text", "text": "done"}])
+        return httpx2.Response(200, json={"id": f"msg_{n}", "type": "message", "role": "assistant", "model": "m",
+                                          "content": content, "stop_reason": "tool_use" if n <= len(commands)
+                                          else "end_turn", "stop_sequence": None,
+                                          "usage": {"input_tokens": 1, "output_tokens": 1}})
+
+    client = Anthropic(api_key="k", http_client=httpx2.Client(transport=httpx2.MockTransport(model)))
+    with tool(tmp_path / "s" / "research") as t:
+        before = count(t.session.root)
+        client.beta.messages.tool_runner(model="m", max_tokens=64, tools=[t],
+                                         messages=[{"role": "user", "content": "hi"}]).until_done()
+        assert count(t.session.root) == before + 1
+    assert requests[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    results = [r["messages"][-1]["content"][0] for r in requests[1:]]
+    assert [r.get("is_error", False) for r in results] == [False, True, True]
+    assert results[1]["content"] == "File /memories/a.md already exists"
+    assert "would escape /memories directory" in results[2]["content"]
+    assert hub_tree()["a.md"] == b"alpha\n"
