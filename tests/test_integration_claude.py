@@ -178,6 +178,11 @@ def test_sha256_precondition_refuses_a_write_whose_base_changed(memory: Path) ->
         text = refused(t, command="str_replace", path="/memories/summary.md", old_str="first", new_str="1st",
                        expected_sha256="0" * 64)
         assert "Precondition failed" in text
+        stale = BetaMemoryTool20250818StrReplaceCommand(  # the extra field validates with the SDK's type
+            command="str_replace", path="/memories/summary.md", old_str="first", new_str="1st",
+            expected_sha256="f" * 64)
+        with pytest.raises(ToolError, match="Precondition failed"):
+            t.execute(stale)
         call(t, command="str_replace", path="/memories/summary.md", old_str="first", new_str="1st",
              expected_sha256=current)
         call(t, command="view", path="/memories/runs/first.md")

@@ -34,7 +34,7 @@ def serve(cwd: Path, args: list[str], body: Callable[[Call], Awaitable[None]]) -
                     return result.is_error, text
 
                 tools = {t.name for t in (await session.list_tools()).tools}
-                assert {"view", "create", "str_replace", "insert", "delete", "rename", "log", "diff", "restore",
+                assert {"view", "read", "create", "str_replace", "insert", "delete", "rename", "log", "diff", "restore",
                         "search"} <= tools
                 await body(call)
 
@@ -53,6 +53,8 @@ def test_mcp_server_file_operations_history_and_search(memory: Path, tmp_path: P
         err, text = await call("view", path="crdts.md")
         assert not err and text.startswith("sha256: ") and "state-based CRDTs" in text
         sha = text.split()[1]
+        err, text = await call("read", path="crdts.md")
+        assert not err and text == "state-based CRDTs need a join\n"
         err, text = await call("str_replace", path="crdts.md", old_str="need a join", new_str="merge by join",
                                expected_sha256=sha)
         assert not err and "has been edited" in text

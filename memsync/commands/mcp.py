@@ -27,7 +27,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
                                                        "writes; 0 = off.")] = 20,
         remote: Annotated[str | None, typer.Option("--remote", help="Hub URL for memories cloned here.")] = None,
     ) -> None:
-        """Serve memories over MCP on stdin/stdout: view, create, str_replace, insert, delete, rename,
+        """Serve memories over MCP on stdin/stdout: view, read, create, str_replace, insert, delete, rename,
         log, diff, restore, search. Each write is a version of the run; pushed at checkpoints and
         when the client disconnects. Needs `pip install "memsync[mcp]"`."""
         from memsync.errors import UsageError

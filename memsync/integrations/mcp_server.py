@@ -1,6 +1,6 @@
 """`memsync mcp`: memories served over MCP (stdio) with the official SDK: `pip install "memsync[mcp]"`.
 
-Tools: view, create, str_replace, insert, delete, rename (the Claude memory tool's operations, from
+Tools: view, read, create, str_replace, insert, delete, rename (the Claude memory tool's operations, from
 memsync.integrations.files), log, diff, restore and search. Every write is a version of the run
 (MEMSYNC_RUN_ID or a new id); read-only memories refuse writes; memories are pulled when the
 server starts and pushed at checkpoints and when the client disconnects.
@@ -100,6 +100,19 @@ def build(memories: Memories) -> MCPServer:
             t = _target(f, path)
             text = f.view(t, view_range)
             return f"sha256: {f.seen[t.rel]}\n{text}" if t.rel in f.seen and t.full.is_file() else text
+        return _call(op)
+
+    @server.tool()
+    def read(path: str, memory: str | None = None) -> str:
+        """A file's text exactly as stored (no line numbers); `view` shows its sha256."""
+        def op() -> str:
+            f = memories.get(memory)
+            t = _target(f, path)
+            data = f.read(t)
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise Refused(f"{path} is not UTF-8 text") from None
         return _call(op)
 
     @server.tool()
