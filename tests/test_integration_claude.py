@@ -324,3 +324,20 @@ def test_the_sdk_tool_runner_drives_the_tool(memory: Path, tmp_path: Path) -> No
     assert results[1]["content"] == "File /memories/a.md already exists"
     assert "would escape /memories directory" in results[2]["content"]
     assert hub_tree()["a.md"] == b"alpha\n"
+
+
+def test_versions_left_unpushed_by_a_killed_session_go_at_the_next_checkpoint(memory: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "s" / "research"
+    killed = tool(dest).open()
+    call(killed, command="create", path="/memories/orphan.md", file_text="written before the kill\n")
+    killed.session._stop.set()  # as if killed: never closed, never pushed
+    assert "orphan.md" not in hub_tree()
+    again = tool(dest, run_id="run-claude-2", checkpoint_seconds=0.2).open()
+    try:
+        for _ in range(50):
+            if "orphan.md" in hub_tree():
+                break
+            time.sleep(0.1)
+        assert hub_tree()["orphan.md"] == b"written before the kill\n"
+    finally:
+        again.close()

@@ -90,6 +90,12 @@ class MemorySession:
             mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append)
         self._mem = mems[0]
         self._base = self._mem.git.head_oid()
+        if not self.read_only:
+            from memsync.exchange import unpushed
+
+            if unpushed(self._mem):  # left by a session killed before its push: the next checkpoint sends it
+                self._unpushed_writes = 1
+                self._first_unpushed = time.monotonic()
         if not self.read_only and self.checkpoint_seconds > 0 and not self.offline:
             self._timer = threading.Thread(target=self._tick, name=f"memsync-checkpoint-{self.name}", daemon=True)
             self._timer.start()
