@@ -163,6 +163,10 @@ def test_protect_policy_and_secrets_answer_with_a_tool_error(memory: Path) -> No
         before = count(memory)
         text = refused(t, command="str_replace", path="/memories/runs/first.md", old_str="first", new_str="1st")
         assert "protect policy" in text and "append-only" in text
+        for _ in range(2):  # neither a repeat nor confirm overrides a policy
+            text = refused(t, command="delete", path="/memories/runs", confirm=True)
+            assert "protect policy" in text and "append-only: file deleted" in text
+        assert (memory / "runs" / "first.md").exists()
         token = "ghp_" + "a1B2c3D4e5" * 4
         text = refused(t, command="create", path="/memories/creds.md", file_text=f"token {token}\n")
         assert "looks like a secret" in text and token not in text

@@ -164,7 +164,7 @@ class MemoryFiles:
             self._check(t, None, data, confirm=confirm, op="create")
             t.full.parent.mkdir(parents=True, exist_ok=True)
             try:
-                fd = os.open(t.full, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(t.full, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644)
             except FileExistsError:
                 raise Refused(f"File {t.shown} already exists") from None
             with os.fdopen(fd, "wb") as fh:
@@ -243,8 +243,9 @@ class MemoryFiles:
             olds = {f: self._old(f) for f in files}
             if t.full.is_file() and not t.full.is_symlink():
                 self._precondition(t, olds[t.rel], expected_sha256)
-            self._guarded([guard.FileChange(f, olds[f], None, self.session.created_here(f)) for f in files],
-                          t, confirm, op="delete", key_extra="")
+            changes = [guard.FileChange(f, olds[f], None, self.session.created_here(f)) for f in files]
+            self._policies(changes, t)
+            self._guarded(changes, t, confirm, op="delete", key_extra="")
             if t.full.is_dir() and not t.full.is_symlink():
                 shutil.rmtree(t.full)
             else:
