@@ -17,6 +17,7 @@ default a file the model viewed must not have changed since. Errors reach the mo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +99,10 @@ class _Backend:
         return self._do(lambda: self.files.rename(self.target(c.old_path), self.target(c.new_path),
                                                   expected_sha256=_expected(c)))
 
-    def _do(self, op: Any) -> str:
+    def _do(self, op: Callable[[], str]) -> str:
         try:
             self.open()
-            result: str = op()
-            return result
+            return op()
         except MemsyncError as exc:
             raise ToolError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
         except OSError as exc:
