@@ -21,17 +21,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
-from anthropic.types.beta import (
-    BetaCacheControlEphemeralParam,
-    BetaMemoryTool20250818CreateCommand,
-    BetaMemoryTool20250818DeleteCommand,
-    BetaMemoryTool20250818InsertCommand,
-    BetaMemoryTool20250818RenameCommand,
-    BetaMemoryTool20250818StrReplaceCommand,
-    BetaMemoryTool20250818ViewCommand,
-)
-from anyio.to_thread import run_sync
+try:
+    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+    from anthropic.types.beta import (
+        BetaCacheControlEphemeralParam,
+        BetaMemoryTool20250818CreateCommand,
+        BetaMemoryTool20250818DeleteCommand,
+        BetaMemoryTool20250818InsertCommand,
+        BetaMemoryTool20250818RenameCommand,
+        BetaMemoryTool20250818StrReplaceCommand,
+        BetaMemoryTool20250818ViewCommand,
+    )
+    from anyio.to_thread import run_sync
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise ModuleNotFoundError(f'memsync.integrations.claude needs {exc.name}: pip install "memsync[claude]"',
+                              name=exc.name) from exc
 
 from memsync.errors import MemsyncError
 from memsync.integrations.files import MemoryFiles, Refused, Target
