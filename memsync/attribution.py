@@ -35,3 +35,8 @@ class Attribution:
 
 def operator(subject: str, *extra: tuple[str, str]) -> Attribution:
     return Attribution("operator", subject, None, tuple(extra))
+
+
+def acting(run_id: str | None, subject: str, *extra: tuple[str, str]) -> Attribution:
+    """The run `run_id` if given (an agent's tool call), else the operator."""
+    return Attribution("run", subject, run_id, tuple(extra)) if run_id else operator(subject, *extra)

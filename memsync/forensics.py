@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from memsync.attribution import Attribution, operator
+from memsync.attribution import Attribution, acting, operator
 from memsync.errors import RemoteError, RepoError, UnsavedWork, UsageError
 from memsync.exchange import Exchange, sync, unpushed
 from memsync.git import history
@@ -248,8 +248,9 @@ def _label(oid: str | None) -> str:
 
 # -- restore -------------------------------------------------------------------------------------
 def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
-            remote: str | None = None) -> Outcome:
-    """Put files back byte for byte as they were at `at`, as a new operator version, pushed."""
+            remote: str | None = None, run_id: str | None = None) -> Outcome:
+    """Put files back byte for byte as they were at `at`, as a new operator version, pushed.
+    `run_id`: an agent restores (the MCP server): the version is the run's, not the operator's."""
     if not paths:
         raise UsageError("nothing to restore", "name the files: memsync restore PATH... --at REV")
     mem = open_memory(start, remote)
@@ -272,7 +273,7 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
             raise DirtyPaths("restored", dirty, "save them first with `memsync push`, or pass --force "
                              "(your uncommitted version is then committed first, so it stays in history)")
         if dirty:
-            saved = take(mem, operator(f"Save uncommitted {_names(dirty)} before restoring"), only=set(dirty))
+            saved = take(mem, acting(run_id, f"Save uncommitted {_names(dirty)} before restoring"), only=set(dirty))
             result.saved_first = saved.commit
         changed = [p for p, (data, mode) in wanted.items() if history.blob_at(mem.git.repo, _head(mem), p)
                    != (data, mode)]
@@ -281,8 +282,8 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
         result.files = [FileState(p, "restored", len(d), hashlib.sha256(d).hexdigest())
                         for p, (d, _) in sorted(wanted.items())]
         if not changed:
-            return _deliver(mem, result, operator("Restore"), "restore") if result.saved_first else result
-        who = operator(f"Restore {_names(changed)} as at {rev[:8]}",
+            return _deliver(mem, result, acting(run_id, "Restore"), "restore") if result.saved_first else result
+        who = acting(run_id, f"Restore {_names(changed)} as at {rev[:8]}",
                        *[("Memsync-Restored-From", f"{rev} {p}") for p in sorted(changed)])
         result.snapshot = take(mem, who, only=set(changed), check_integrity=False)
         result.version = result.snapshot.commit

@@ -1,0 +1,233 @@
+"""A git-backed backend for Claude's memory tool (`memory_20250818`): `pip install "memsync[claude]"`.
+
+    from anthropic import Anthropic
+    from memsync.integrations.claude import MemsyncMemoryTool
+
+    with MemsyncMemoryTool("research") as memory:        # pulls the memory (clones ./research)
+        Anthropic().beta.messages.tool_runner(model=..., tools=[memory], messages=[...]).until_done()
+    # every write was a version of the run; the last ones are pushed on exit
+
+The tool's `/memories` directory is the memory's work tree. Each write (create, str_replace, insert,
+delete, rename) is one commit with `Memsync-Actor: run` and the run id (MEMSYNC_RUN_ID inside
+`memsync run`, else `run_id=`, else a new one). A write the integrity guard finds destructive is
+refused once with an explanation; repeating the same command makes it (flagged in history). A
+command may carry an extra `expected_sha256` (the file's hash it edits) and `confirm: true`; by
+default a file the model viewed must not have changed since. Errors reach the model as tool errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+try:
+    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+    from anthropic.types.beta import (
+        BetaCacheControlEphemeralParam,
+        BetaMemoryTool20250818CreateCommand,
+        BetaMemoryTool20250818DeleteCommand,
+        BetaMemoryTool20250818InsertCommand,
+        BetaMemoryTool20250818RenameCommand,
+        BetaMemoryTool20250818StrReplaceCommand,
+        BetaMemoryTool20250818ViewCommand,
+    )
+    from anyio.to_thread import run_sync
+except ModuleNotFoundError as exc:  # the extra is not installed
+    raise ModuleNotFoundError(f'memsync.integrations.claude needs {exc.name}: pip install "memsync[claude]"',
+                              name=exc.name) from exc
+
+from memsync.errors import MemsyncError
+from memsync.integrations.files import MemoryFiles, Refused, Target
+from memsync.integrations.session import (
+    DEFAULT_CHECKPOINT_SECONDS,
+    DEFAULT_CHECKPOINT_WRITES,
+    MemorySession,
+    SessionReport,
+)
+
+ROOT = "/memories"
+TOOL = "memory_20250818"
+
+
+class _Backend:
+    """The memory behind both tool classes; every public method returns the model's text or
+    raises ToolError."""
+
+    def __init__(self, memory: str, path: Path | str | None, *, remote: str | None, run_id: str | None,
+                 read_only: bool, offline: bool, create: bool, checkpoint_writes: int,
+                 checkpoint_seconds: float, check_seen: bool, confirm_destructive: bool) -> None:
+        self.session = MemorySession(memory, path, remote=remote, run_id=run_id, read_only=read_only,
+                                     offline=offline, create=create, checkpoint_writes=checkpoint_writes,
+                                     checkpoint_seconds=checkpoint_seconds, tool=TOOL)
+        self.files = MemoryFiles(self.session, tool=TOOL, root_name=ROOT, check_seen=check_seen,
+                                 confirm_destructive=confirm_destructive)
+        self._opened = False
+
+    def open(self) -> None:
+        if not self._opened:
+            self.session.open()
+            self._opened = True
+
+    def close(self) -> SessionReport | None:
+        if not self._opened:
+            return None
+        self._opened = False
+        return self.session.close()
+
+    def target(self, path: str) -> Target:
+        rest = path[len(ROOT):] if path.startswith(ROOT) else None
+        if rest is None or (rest and not rest.startswith("/")):
+            raise Refused(f"Path must start with {ROOT}, got: {path}")
+        return self.files.target(rest.lstrip("/"), path)
+
+    def view(self, c: BetaMemoryTool20250818ViewCommand) -> str:
+        return self._do(lambda: self.files.view(self.target(c.path), c.view_range))
+
+    def create(self, c: BetaMemoryTool20250818CreateCommand) -> str:
+        return self._do(lambda: self.files.create(self.target(c.path), c.file_text, confirm=_confirm(c)))
+
+    def str_replace(self, c: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return self._do(lambda: self.files.str_replace(self.target(c.path), c.old_str, c.new_str,
+                                                       expected_sha256=_expected(c), confirm=_confirm(c)))
+
+    def insert(self, c: BetaMemoryTool20250818InsertCommand) -> str:
+        return self._do(lambda: self.files.insert(self.target(c.path), c.insert_line, c.insert_text,
+                                                  expected_sha256=_expected(c), confirm=_confirm(c)))
+
+    def delete(self, c: BetaMemoryTool20250818DeleteCommand) -> str:
+        return self._do(lambda: self.files.delete(self.target(c.path), expected_sha256=_expected(c),
+                                                  confirm=_confirm(c)))
+
+    def rename(self, c: BetaMemoryTool20250818RenameCommand) -> str:
+        return self._do(lambda: self.files.rename(self.target(c.old_path), self.target(c.new_path),
+                                                  expected_sha256=_expected(c)))
+
+    def _do(self, op: Callable[[], str]) -> str:
+        try:
+            self.open()
+            return op()
+        except MemsyncError as exc:
+            raise ToolError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
+        except OSError as exc:
+            raise ToolError(f"The memory could not do that: {exc.strerror or exc}") from None
+
+
+def _extra(command: Any, key: str) -> Any:
+    extra = getattr(command, "model_extra", None) or {}
+    return extra.get(key)
+
+
+def _expected(command: Any) -> str | None:
+    value = _extra(command, "expected_sha256")
+    return value if isinstance(value, str) and value else None
+
+
+def _confirm(command: Any) -> bool:
+    return _extra(command, "confirm") is True
+
+
+class MemsyncMemoryTool(BetaAbstractMemoryTool):
+    """Claude's memory tool on a memsync memory. `open()` (or `with`) pulls it, `close()` pushes.
+    Without `open()` the first command opens it (and an error doing so reaches the model)."""
+
+    def __init__(self, memory: str, path: Path | str | None = None, *, remote: str | None = None,
+                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = True,
+                 checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
+                 checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
+                 confirm_destructive: bool = True,
+                 cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
+        super().__init__(cache_control=cache_control)
+        self._backend = _Backend(memory, path, remote=remote, run_id=run_id, read_only=read_only,
+                                 offline=offline, create=create, checkpoint_writes=checkpoint_writes,
+                                 checkpoint_seconds=checkpoint_seconds, check_seen=check_seen,
+                                 confirm_destructive=confirm_destructive)
+
+    @property
+    def session(self) -> MemorySession:
+        return self._backend.session
+
+    def open(self) -> MemsyncMemoryTool:
+        self._backend.open()
+        return self
+
+    def close(self) -> SessionReport | None:
+        return self._backend.close()
+
+    def __enter__(self) -> MemsyncMemoryTool:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return self._backend.view(command)
+
+    def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return self._backend.create(command)
+
+    def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return self._backend.str_replace(command)
+
+    def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return self._backend.insert(command)
+
+    def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return self._backend.delete(command)
+
+    def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return self._backend.rename(command)
+
+
+class AsyncMemsyncMemoryTool(BetaAsyncAbstractMemoryTool):
+    """The async twin of MemsyncMemoryTool (git work runs on a worker thread)."""
+
+    def __init__(self, memory: str, path: Path | str | None = None, *, remote: str | None = None,
+                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = True,
+                 checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
+                 checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
+                 confirm_destructive: bool = True,
+                 cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
+        super().__init__(cache_control=cache_control)
+        self._backend = _Backend(memory, path, remote=remote, run_id=run_id, read_only=read_only,
+                                 offline=offline, create=create, checkpoint_writes=checkpoint_writes,
+                                 checkpoint_seconds=checkpoint_seconds, check_seen=check_seen,
+                                 confirm_destructive=confirm_destructive)
+
+    @property
+    def session(self) -> MemorySession:
+        return self._backend.session
+
+    async def open(self) -> AsyncMemsyncMemoryTool:
+        await run_sync(self._backend.open)
+        return self
+
+    async def close(self) -> SessionReport | None:
+        return await run_sync(self._backend.close)
+
+    async def __aenter__(self) -> AsyncMemsyncMemoryTool:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await run_sync(self._backend.view, command)
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await run_sync(self._backend.create, command)
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await run_sync(self._backend.str_replace, command)
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await run_sync(self._backend.insert, command)
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await run_sync(self._backend.delete, command)
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await run_sync(self._backend.rename, command)
+
+
+__all__ = ["AsyncMemsyncMemoryTool", "MemsyncMemoryTool", "SessionReport"]
