@@ -140,6 +140,15 @@ def _app_for(words: list[str]) -> typer.Typer:
 
             slim = copy.copy(app)
             slim.registered_commands = [info]
+            slim.registered_groups = []
+            return slim
+    for group in app.registered_groups:
+        if group.name == words[0]:
+            import copy
+
+            slim = copy.copy(app)
+            slim.registered_commands = []
+            slim.registered_groups = [group]
             return slim
     return app
 

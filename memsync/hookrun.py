@@ -1,0 +1,165 @@
+"""What a coding agent's hooks run: pull its memory at session start, commit and push it when a
+turn or the session ends, with the session as the run.
+
+A hook must never block or break the agent: the CLI turns every failure into one line on stderr
+and exit 0, and network waits are short (the agent cancels a hook after its timeout anyway; a
+cancelled hook leaves a state the next one recovers from, as any killed memsync does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memsync import config as cfgmod
+from memsync.agents import Agent
+from memsync.attribution import Attribution, operator
+from memsync.errors import UsageError
+from memsync.memory import Memory, open_memory
+from memsync.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
+
+HOOK_VERBS = ("session-start", "stop", "session-end")
+EXCLUDE_MARK = "# memsync hooks: in the agent's home only its memory files are synced"
+
+
+def short_network() -> None:
+    """Hooks wait seconds, not minutes, for a hub (set before the transport is imported)."""
+    os.environ.setdefault("MEMSYNC_CONNECT_TIMEOUT", "5")
+    os.environ.setdefault("MEMSYNC_IO_TIMEOUT", "15")
+    os.environ.setdefault("MEMSYNC_LOCK_TIMEOUT", "5")
+
+
+@dataclass
+class HookResult:
+    event: str
+    memory: str
+    run_id: str | None = None
+    version: str | None = None
+    committed: bool = False
+    pushed: bool = False
+    adopted: str | None = None  # "initialized" | "cloned" | "adopted"
+    conflicts: int = 0
+
+
+def run_id_for(a: Agent, payload: dict[str, Any]) -> str:
+    """The session as the run: `claude-code-<session id>` (any unsafe character becomes `-`)."""
+    session = re.sub(r"[^A-Za-z0-9._-]+", "-", str(payload.get("session_id") or "")).strip("-.")
+    if not session:
+        return new_run_id()
+    return check_run_id(f"{a.key}-{session}"[:128].replace("..", "-"))
+
+
+def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
+           payload: dict[str, Any]) -> HookResult:
+    if verb not in HOOK_VERBS:
+        raise UsageError(f"unknown hook {verb!r}", f"use one of: {', '.join(HOOK_VERBS)}")
+    check_name(name)
+    short_network()
+    from memsync import exchange
+    from memsync.snapshot import take
+    from memsync.sync import ensure_hub
+
+    exchange.NETWORK_TRIES = 2  # one retry: the agent is waiting
+    result = HookResult(verb, name)
+    mem, result.adopted = ensure_memory(a, name, directory.expanduser(), remote)
+    if verb == "session-start":
+        who = operator("Save local changes before the session")  # a previous session's last edits
+    else:
+        result.run_id = run_id_for(a, payload)
+        event = str(payload.get("hook_event_name") or verb)
+        session = str(payload.get("session_id") or result.run_id)
+        who = Attribution("run", f"{a.label} session {session} ({event})", result.run_id,
+                          (("Memsync-Command", a.key), ("Memsync-Hook", event)))
+    with mem.locked():
+        mem.git.check_state(mem.branch)
+        mem.git.ensure_layout(mem.branch, None)
+        ensure_hub(mem.hub)
+        snap = take(mem, who)
+        result.committed = snap.commit is not None
+        merge_as = operator("Merge the remote memory") if verb == "session-start" else who
+        def resnap() -> None:
+            take(mem, who)
+
+        done = exchange.sync(mem, merge_as, resnap)
+        result.pushed = done.pushed
+        result.conflicts = len(done.conflicts)
+        result.version = mem.git.head_oid()
+    return result
+
+
+# -- the memory directory -------------------------------------------------------------------------
+def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> tuple[Memory, str | None]:
+    """The memory at `directory`, made one if needed: cloned when the hub has it, adopted in place
+    when the directory already holds files (the hub's versions of files that differ are kept
+    beside them as conflict copies), else initialised."""
+    from memsync import sync
+
+    done = None
+    if cfgmod.find_root(directory) != directory.resolve():
+        directory.mkdir(parents=True, exist_ok=True)
+        whole_home = directory.resolve() == a.home.resolve()
+        if not _on_hub(name, remote):
+            sync.init(directory, name, None, remote)
+            done = "initialized"
+        elif any(directory.iterdir()):
+            _adopt(name, directory, remote)
+            done = "adopted"
+        else:
+            directory.rmdir()
+            sync.clone(name, directory, remote=remote)
+            done = "cloned"
+        if whole_home:
+            _exclude_all_but_memory(directory, a)
+    mem = open_memory(directory, remote)
+    if mem.name != name:
+        raise UsageError(f"{directory} holds the memory {mem.name!r}, not {name!r}",
+                         "reinstall the hooks with the right --memory or --dir")
+    return mem, done
+
+
+def _on_hub(name: str, remote: str | None) -> bool:
+    from memsync import hub as hubmod
+    from memsync.git import transport
+    from memsync.listing import _cache_repo
+    from memsync.sync import ensure_hub
+
+    hub = hubmod.resolve(remote, None)
+    ensure_hub(hub)
+    heads = {h.ref for h in transport.list_heads(_cache_repo(hub), hub)}
+    return any(f"refs/heads/{k}/{name}" in heads for k in ("memory", "artifact"))
+
+
+def _adopt(name: str, directory: Path, remote: str | None) -> None:
+    """Clone beside the directory, then move the clone's files in where none exists, its .git and
+    .vm0 last. A file present in both with other bytes stays; the hub's version goes beside it."""
+    from memsync import sync
+
+    staging = directory.parent / f".memsync-adopt-{name}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        sync.clone(name, staging, remote=remote)
+        git_files = open_memory(staging).git.tracked_paths()
+        for rel in git_files:
+            src, dst = staging / rel, directory / rel
+            if not os.path.lexists(dst):
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dst)
+            elif not dst.is_file() or dst.read_bytes() != src.read_bytes():
+                os.replace(src, dst.parent / Path(conflict_copy_name(rel, host_name())).name)
+        os.replace(staging / cfgmod.CONFIG_DIR, directory / cfgmod.CONFIG_DIR)
+        os.replace(staging / ".git", directory / ".git")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _exclude_all_but_memory(directory: Path, a: Agent) -> None:
+    exclude = directory / ".git" / "info" / "exclude"
+    current = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+    if EXCLUDE_MARK in current:
+        return
+    sep = "" if not current or current.endswith("\n") else "\n"
+    exclude.write_text(current + sep + EXCLUDE_MARK + "\n" + "\n".join(a.exclude) + "\n", encoding="utf-8")
