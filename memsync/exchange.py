@@ -22,6 +22,7 @@ from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
+from memsync.redaction import Recovery, recover
 
 MAX_ROUNDS = 20
 NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
@@ -32,6 +33,7 @@ class Exchange:
     remote_head: str | None = None
     pushed: bool = False
     merges: list[Integration] = field(default_factory=list)
+    redaction: Recovery | None = None  # the hub's history was redacted: ours was rewritten to match
 
     @property
     def conflicts(self) -> list[ConflictCopy]:
@@ -95,6 +97,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
         try:
             remote = fetch(mem, progress)
             if remote is not None:
+                result.redaction = recover(mem, remote) or result.redaction
                 merged = merge_in(mem, remote, who, resnapshot)
                 if merged.outcome == "merged":
                     result.merges.append(merged)

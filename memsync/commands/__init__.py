@@ -15,7 +15,7 @@ Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def register(app: typer.Typer, guard: Guard) -> None:
-    from memsync.commands import forensics, hooks, run, storage, watch
+    from memsync.commands import forensics, hooks, redact, run, storage, watch
 
-    for module in (storage, run, forensics, watch, hooks):
+    for module in (storage, run, forensics, redact, watch, hooks):
         module.register(app, guard)
