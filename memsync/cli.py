@@ -163,6 +163,10 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: typer's own usage errors also become one `error:` line and exit code 2."""
     words = sys.argv[1:] if argv is None else argv
+    if os.environ.get("_MEMSYNC_COMPLETE"):  # a shell asking for completions (`memsync completion`)
+        from typer._completion_classes import completion_init
+
+        completion_init()
     if not words:  # bare `memsync`: the help, on stdout, as success
         words = argv = ["--help"]
     previous = signal.signal(signal.SIGINT, _interrupt) if threading.current_thread() is threading.main_thread() \

@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memsync.attribution import Attribution
 from memsync.errors import RemoteUnreachable, RepoError
@@ -22,7 +23,9 @@ from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
-from memsync.redaction import Recovery, recover
+
+if TYPE_CHECKING:  # imported only when a fetch finds diverged histories
+    from memsync.redaction import Recovery
 
 MAX_ROUNDS = 20
 NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
@@ -75,6 +78,16 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
     raise RepoError("files kept changing during the merge", "retry when the writer is idle")
 
 
+def _follow_redaction(mem: Memory, theirs: str) -> Recovery | None:
+    """Histories that diverged may mean the hub's was redacted (see redaction.py)."""
+    ours = mem.git.head_oid()
+    if ours is None or mem.git.is_ancestor(ours, theirs) or mem.git.is_ancestor(theirs, ours):
+        return None
+    from memsync.redaction import recover
+
+    return recover(mem, theirs)
+
+
 def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None) -> None:
     local_path = mem.hub.local_path
     if local_path is None:
@@ -97,7 +110,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
         try:
             remote = fetch(mem, progress)
             if remote is not None:
-                result.redaction = recover(mem, remote) or result.redaction
+                result.redaction = _follow_redaction(mem, remote) or result.redaction
                 merged = merge_in(mem, remote, who, resnapshot)
                 if merged.outcome == "merged":
                     result.merges.append(merged)

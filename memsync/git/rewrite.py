@@ -9,8 +9,6 @@ same new ids. Also here: a compare-and-swap of a local hub's branch, and purging
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +139,9 @@ def delete_ref(git_dir: Path, ref: str) -> None:
 def purge(git_dir: Path) -> bool:
     """Drop reflogs and unreachable objects now (`git reflog expire` + `git gc --prune=now`), so a
     redacted blob is gone from this repository. Needs the git command; False without it."""
+    import shutil
+    import subprocess
+
     exe = shutil.which("git")
     if exe is None:
         return False
