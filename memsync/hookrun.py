@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ class HookResult:
     pushed: bool = False
     adopted: str | None = None  # "initialized" | "cloned" | "adopted"
     conflicts: int = 0
+    warnings: list[str] = field(default_factory=list)  # what the snapshot found (secrets, size...)
 
 
 def run_id_for(a: Agent, payload: dict[str, Any]) -> str:
@@ -80,6 +81,9 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         ensure_hub(mem.hub)
         snap = take(mem, who)
         result.committed = snap.commit is not None
+        from memsync.snapshot import describe
+
+        result.warnings = describe(snap)
         merge_as = operator("Merge the remote memory") if verb == "session-start" else who
         def resnap() -> None:
             take(mem, who)

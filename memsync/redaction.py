@@ -6,12 +6,17 @@ whose history the hub no longer contains, and which the record covers, applies t
 to its own history: the versions the hub had are mapped to their rewritten ids, its unpushed
 versions are replayed on top of them (nothing lost), and files still holding a redacted blob are
 replaced in the work tree. The usual merge with the hub follows.
+
+The record is the hub's word, and the hub is untrusted: a blob mapping is used only if the new
+content is the old one with parts replaced by memsync's placeholder, and the rewrite is recomputed
+here (it is deterministic) and must give exactly the versions the record names.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsync.errors import RepoError
 from memsync.git import rewrite
 from memsync.git.trailers import every, first, parse
 from memsync.memory import Memory
@@ -55,16 +60,24 @@ def recover(mem: Memory, theirs: str) -> Recovery | None:
         blobs.update(_pairs(every(trailers, BLOB)))
     if not commits or not any(rewrite.reaches(git.repo, ours, old) for old in commits):
         return None
+    trusted = {old: new for old, new in blobs.items() if rewrite.is_redaction_of(git.repo, old, new)}
 
     def replace(blob: str) -> str | None:
         new = blob
         for _ in range(100):  # a blob redacted twice: follow the chain
-            if new not in blobs:
+            if new not in trusted:
                 break
-            new = blobs[new]
+            new = trusted[new]
         return new if new != blob else None
 
-    done = rewrite.rewrite(git.repo, ours, replace, known=commits)
+    done = rewrite.rewrite(git.repo, ours, replace)
+    mismatched = [old for old, new in done.commits.items() if old in commits and commits[old] != new]
+    unmapped = [old for old in commits if old not in done.commits and rewrite.reaches(git.repo, ours, old)]
+    if mismatched or unmapped:
+        raise RepoError(
+            f"the hub's history was rewritten, but its redaction record does not match this memory's "
+            f"history (version {(mismatched or unmapped)[0][:8]}); nothing was changed here",
+            "ask the hub's owner, or `memsync clone` the memory afresh and copy your files over")
     rewrite.move_to(git, mem.branch, done.tip)
     replayed = sum(1 for old in done.commits if old not in commits)
     return Recovery(ours, done.tip, replayed, rewrite.purge(git.git_dir))

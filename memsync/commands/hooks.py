@@ -190,4 +190,6 @@ def _hook(verb: str, opts: dict[str, str], payload: dict[str, Any]) -> None:
     what.append("pushed" if result.pushed else "up to date")
     if result.conflicts:
         what.append(f"{result.conflicts} conflict copies kept")
+    for line in result.warnings:
+        err(f"memsync: warning: {line}")
     err(f"memsync: {verb}: {', '.join(what)}; version {(result.version or 'none')[:8]}")

@@ -9,6 +9,7 @@ same new ids. Also here: a compare-and-swap of a local hub's branch, and purging
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,19 +31,13 @@ class Rewritten:
     blobs: dict[str, str] = field(default_factory=dict)  # old -> new, those actually replaced
 
 
-def rewrite(repo: pygit2.Repository, tip: str, blob_fn: BlobFn,
-            known: dict[str, str] | None = None) -> Rewritten:
-    """Rewrite the history reachable from `tip`. `known`: commits already rewritten elsewhere
-    (a redaction record's list), taken as they are instead of recomputed."""
-    known = known or {}
+def rewrite(repo: pygit2.Repository, tip: str, blob_fn: BlobFn) -> Rewritten:
+    """Rewrite the history reachable from `tip`."""
     result = Rewritten(tip)
     trees: dict[str, str] = {}
     walker = repo.walk(pygit2.Oid(hex=tip), SortMode.TOPOLOGICAL | SortMode.REVERSE)
     for c in walker:
         old = str(c.id)
-        if old in known:
-            result.commits[old] = _follow(known, old)
-            continue
         parents = [pygit2.Oid(hex=result.commits.get(str(p), str(p))) for p in c.parent_ids]
         tree = _tree(repo, str(c.tree_id), blob_fn, trees, result.blobs)
         if tree == str(c.tree_id) and [str(p) for p in parents] == [str(p) for p in c.parent_ids]:
@@ -52,13 +47,6 @@ def rewrite(repo: pygit2.Repository, tip: str, blob_fn: BlobFn,
         result.commits[old] = str(new)
     result.tip = result.commits.get(tip, tip)
     return result
-
-
-def _follow(known: dict[str, str], oid: str) -> str:
-    seen = 0
-    while oid in known and seen < 1000:  # redacted twice: follow the chain
-        oid, seen = known[oid], seen + 1
-    return oid
 
 
 def _tree(repo: pygit2.Repository, oid: str, blob_fn: BlobFn, memo: dict[str, str],
@@ -96,6 +84,26 @@ def blob_replacer(repo: pygit2.Repository, rule: Callable[[bytes], bytes | None]
         return memo[oid]
 
     return fn
+
+
+PLACEHOLDER = re.compile(rb"\[REDACTED by memsync \d{4}-\d{2}-\d{2}\]")
+
+
+def is_redaction_of(repo: pygit2.Repository, old: str, new: str) -> bool:
+    """Whether blob `new` is blob `old` with parts (or all of it) replaced by memsync's
+    placeholder, and nothing else: what a redaction record may claim, and all it may claim."""
+    try:
+        before = repo[old].peel(pygit2.Blob).data
+        after = repo[new].peel(pygit2.Blob).data
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+    pieces = PLACEHOLDER.split(after)
+    if len(pieces) == 1:
+        return False
+    if pieces == [b"", b"\n"]:
+        return True  # PATH mode: the whole content
+    shape = b".+?".join(re.escape(p) for p in pieces)
+    return re.fullmatch(shape, before, re.DOTALL) is not None
 
 
 def create_blob(repo: pygit2.Repository, data: bytes) -> str:
