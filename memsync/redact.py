@@ -157,8 +157,9 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
         _check_tip(mem, ref, expected)  # the window: from here to the server's update, see README
         try:
             transport.push(mem.git.repo, hub, temp, ref, force=True)
-        except PushRejected as exc:
-            raise PushRejected(f"{exc.message}",
+        except (PushRejected, transport.NotFastForward) as exc:
+            _check_tip(mem, ref, expected)  # refused because someone pushed: say that instead
+            raise PushRejected(f"{hub.display} refused the rewritten history ({exc.message})",
                                "the server refuses history rewrites on this branch (a protected branch, or "
                                "receive.denyNonFastForwards): allow a force push to "
                                f"{mem.branch} once, run `memsync redact` again, then protect it again") from exc

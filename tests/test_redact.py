@@ -169,3 +169,29 @@ def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: 
     assert (other / "summary.md").read_text() == "# Summary\n\nfirst line\n"
     assert (other / "mine.md").read_text() == "unpushed work\n"
     figures.add("security attacks refused")
+
+
+@pytest.mark.server
+def test_redact_over_git_daemon_and_a_server_that_refuses_rewrites(cli, tmp_path: Path, git_daemon) -> None:  # type: ignore[no-untyped-def]
+    from tests.servers import make_bare_hub
+
+    bare = make_bare_hub(git_daemon.base_path / "hub.git")
+    root = tmp_path / "research"
+    root.mkdir()
+    assert cli("init", "--remote", git_daemon.url("hub.git"), cwd=root).code == 0
+    write(root, "keys.md", f"{SECRET}\n")
+    assert cli("push", cwd=root).code == 0
+    r = cli("redact", "keys.md", "--at", "HEAD", "--yes", cwd=root)
+    assert r.code == 0, r.err
+    assert git("show", "memory/research:keys.md", cwd=bare).startswith("[REDACTED by memsync ")
+    assert SECRET.encode() not in all_objects(root / ".git")
+
+    git("config", "receive.denyNonFastForwards", "true", cwd=bare)
+    write(root, "more.md", f"again {SECRET}\n")
+    assert cli("push", cwd=root).code == 0
+    tip = git("rev-parse", "memory/research", cwd=bare)
+    r = cli("redact", "--secret", "ghp_[A-Za-z0-9]{36}", "--yes", cwd=root)
+    assert r.code == 5, r.err
+    assert "allow a force push" in r.err
+    assert git("rev-parse", "memory/research", cwd=bare) == tip
+    assert (root / "more.md").read_text() == f"again {SECRET}\n"  # nothing changed locally either
