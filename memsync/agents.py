@@ -129,13 +129,25 @@ def load(path: Path) -> dict[str, Any]:
     return data
 
 
+def _indent(path: Path) -> int:
+    """The file's own indentation (its first indented line), so a rewrite changes only our lines."""
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+            stripped = line.lstrip(" ")
+            if stripped and len(stripped) < len(line):
+                return min(len(line) - len(stripped), 8)
+    except OSError:
+        pass
+    return 2
+
+
 def save(path: Path, data: dict[str, Any]) -> None:
-    """Atomically, keeping the file's permissions."""
+    """Atomically, keeping the file's permissions and indentation."""
     from memsync.config import atomic_write
 
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
     try:
-        atomic_write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        atomic_write(path, json.dumps(data, indent=_indent(path), ensure_ascii=False) + "\n")
         if mode is not None:
             path.chmod(mode)
     except OSError as exc:

@@ -42,6 +42,7 @@ def test_install_keeps_other_settings_is_idempotent_and_uninstalls_cleanly(cli, 
     assert "Installed Claude Code hooks" in r.out
     first = settings.read_text()
     data = json.loads(first)
+    assert first.startswith('{\n    "model": "opus",\n    "permissions": {')  # order and indentation kept
     assert data["model"] == "opus" and data["permissions"] == {"allow": ["Bash(ls)"]}
     assert data["hooks"]["Stop"][0] == {"hooks": [{"type": "command", "command": "notify-send done"}]}
     assert data["hooks"]["SessionStart"][0]["matcher"] == "startup|resume"
@@ -97,7 +98,10 @@ def test_session_is_pulled_committed_as_its_run_and_pushed(cli, tmp_path: Path) 
                                    "cwd": "/src/app", "transcript_path": str(home / "projects/x.jsonl")})
     assert start.returncode == 0 and start.stdout == "", start.stderr  # stdout would become the agent's context
     write(home, "projects/-src-app/memory/MEMORY.md", "- the app uses sqlite\n- migrations in db/\n")
-    stop = hook("stop", {"session_id": sid, "hook_event_name": "Stop", "cwd": "/src/app"})
+    # exactly as Claude Code runs it: the settings' command string through a shell, JSON on stdin
+    stop = subprocess.run(command, shell=True, input=json.dumps({"session_id": sid, "hook_event_name": "Stop",
+                                                                 "cwd": "/src/app"}),
+                          capture_output=True, text=True, timeout=60)
     assert stop.returncode == 0 and "pushed" in stop.stderr, stop.stderr
 
     tree = hub_tree("memory/claude-code")
