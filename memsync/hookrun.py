@@ -105,9 +105,9 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
     done = None
     if cfgmod.find_root(directory) != directory.resolve():
         directory.mkdir(parents=True, exist_ok=True)
-        whole_home = directory.resolve() == a.home.resolve()
-        if not _on_hub(name, remote):
-            sync.init(directory, name, None, remote)
+        _remove_dead_stagings(directory.parent, name)
+        if (directory / ".git").exists() or not _on_hub(name, remote):
+            sync.init(directory, name, None, remote)  # a repository already there is adopted as it is
             done = "initialized"
         elif any(directory.iterdir()):
             _adopt(name, directory, remote)
@@ -116,8 +116,8 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
             directory.rmdir()
             sync.clone(name, directory, remote=remote)
             done = "cloned"
-        if whole_home:
-            _exclude_all_but_memory(directory, a)
+    if directory.resolve() == a.home.resolve():  # every time: a kill may have come before it
+        _exclude_all_but_memory(directory, a)
     mem = open_memory(directory, remote)
     if mem.name != name:
         raise UsageError(f"{directory} holds the memory {mem.name!r}, not {name!r}",
@@ -154,10 +154,19 @@ def _adopt(name: str, directory: Path, remote: str | None) -> None:
                 os.replace(src, dst)
             elif not dst.is_file() or dst.read_bytes() != src.read_bytes():
                 os.replace(src, dst.parent / Path(conflict_copy_name(rel, host_name())).name)
-        os.replace(staging / cfgmod.CONFIG_DIR, directory / cfgmod.CONFIG_DIR)
-        os.replace(staging / ".git", directory / ".git")
+        os.replace(staging / ".git", directory / ".git")  # killed after this: the next hook adopts it
+        os.replace(staging / cfgmod.CONFIG_DIR, directory / cfgmod.CONFIG_DIR)  # the marker, last
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_dead_stagings(parent: Path, name: str) -> None:
+    from memsync.sync import _alive
+
+    for stale in parent.glob(f".memsync-adopt-{name}-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _exclude_all_but_memory(directory: Path, a: Agent) -> None:

@@ -164,3 +164,16 @@ def test_codex_hooks_json(cli) -> None:
     assert "trusted" in r.out
     exclude = (Path(os.environ["HOME"]) / ".codex" / ".git" / "info" / "exclude").read_text()
     assert "!/AGENTS*.md" in exclude
+
+
+def test_the_agents_home_never_syncs_more_than_its_memory_files(cli) -> None:
+    """A hook killed after the memory was made but before its exclusions were written: the next
+    hook writes them before it commits, so settings and credentials never reach the hub."""
+    home = claude_home()
+    write(home, "CLAUDE.md", "# notes\n")
+    write(home, ".credentials.json", '{"token": "abc"}\n')
+    write(home, "settings.json", "{}\n")
+    assert cli("init", "--name", "claude-code", cwd=home).code == 0  # the state such a kill leaves
+    r = hook("stop", {"session_id": "s1", "hook_event_name": "Stop"})
+    assert r.returncode == 0, r.stderr
+    assert set(hub_tree("memory/claude-code")) == {"CLAUDE.md"}
