@@ -41,6 +41,7 @@ class Agent:
     project_settings: str
     events: tuple[HookEvent, ...]
     exclude: tuple[str, ...]  # .git/info/exclude lines when the memory is the agent's whole home
+    allowed: tuple[str, ...]  # and the only paths a version from the hub may hold then
 
     @property
     def home(self) -> Path:
@@ -55,12 +56,14 @@ CLAUDE_CODE = Agent(
      # Stop has already pushed each turn, so this one only catches the last edits.
      HookEvent("SessionEnd", "session-end", None, 15)),
     ("/*", "!/CLAUDE*.md", "!/rules/", "!/projects/", "/projects/*/*", "!/projects/*/memory/"),
+    ("CLAUDE*.md", "rules/**", "projects/*/memory/**"),
 )
 CODEX = Agent(
     "codex", "Codex CLI", "CODEX_HOME", ".codex", "hooks.json", ".codex/hooks.json",
     (HookEvent("SessionStart", "session-start", "startup|resume", 30),
      HookEvent("Stop", "stop", None, 30)),  # Codex has no session-end event
     ("/*", "!/AGENTS*.md", "!/memories/"),
+    ("AGENTS*.md", "memories/**"),
 )
 AGENTS = {a.key: a for a in (CLAUDE_CODE, CODEX)}
 
@@ -70,6 +73,21 @@ def agent(key: str) -> Agent:
         return AGENTS[key]
     except KeyError:
         raise UsageError(f"unknown agent {key!r}", f"use one of: {', '.join(AGENTS)}") from None
+
+
+def allowed_path(a: Agent, path: str) -> bool:
+    """Whether `path` is one of the agent's memory files (`**` at the end: anything below)."""
+    from fnmatch import fnmatchcase
+
+    parts = path.split("/")
+    for pattern in a.allowed:
+        want = pattern.split("/")
+        if want[-1] == "**":
+            if len(parts) > len(want) - 1 and all(map(fnmatchcase, parts, want[:-1])):
+                return True
+        elif len(parts) == len(want) and all(map(fnmatchcase, parts, want)):
+            return True
+    return False
 
 
 def project_slug(project: Path) -> str:

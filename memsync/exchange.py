@@ -102,14 +102,17 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None) -
 
 
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
-         progress: ProgressFn | None = None) -> Exchange:
-    """Fetch + merge (+ push) with retries; caller holds the memory's lock."""
+         progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None) -> Exchange:
+    """Fetch + merge (+ push) with retries; caller holds the memory's lock. `accept` may refuse
+    (raise) a fetched version before anything of it reaches the work tree."""
     result = Exchange()
     network_failures = 0
     for round_no in range(MAX_ROUNDS):
         try:
             remote = fetch(mem, progress)
             if remote is not None:
+                if accept is not None:
+                    accept(remote)
                 result.redaction = _follow_redaction(mem, remote) or result.redaction
                 merged = merge_in(mem, remote, who, resnapshot)
                 if merged.outcome == "merged":

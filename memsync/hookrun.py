@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memsync import agents
 from memsync import config as cfgmod
 from memsync.agents import Agent
 from memsync.attribution import Attribution, operator
@@ -88,11 +90,27 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         def resnap() -> None:
             take(mem, who)
 
-        done = exchange.sync(mem, merge_as, resnap)
+        whole_home = directory.expanduser().resolve() == a.home.resolve()
+        done = exchange.sync(mem, merge_as, resnap, accept=_only_memory_files(mem, a) if whole_home else None)
         result.pushed = done.pushed
         result.conflicts = len(done.conflicts)
         result.version = mem.git.head_oid()
     return result
+
+
+def _only_memory_files(mem: Memory, a: Agent) -> Callable[[str], None]:
+    """In the agent's home a version from the hub may hold its memory files and nothing else: a
+    settings.json from the hub would be the agent's configuration (its hooks run commands)."""
+    from memsync.errors import RepoError
+
+    def check(theirs: str) -> None:
+        changed = mem.git.tree_changes(mem.git.head_oid(), theirs)
+        bad = sorted(p for p, blob in changed.items() if blob is not None and not agents.allowed_path(a, p))
+        if bad:
+            raise RepoError(f"refused version {theirs[:8]} of {mem.name!r}: it holds {bad[0]!r}, which is not "
+                            f"one of {a.label}'s memory files", "nothing was written; remove it on the hub")
+
+    return check
 
 
 # -- the memory directory -------------------------------------------------------------------------
@@ -103,20 +121,21 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
     from memsync import sync
 
     done = None
+    whole_home = directory.resolve() == a.home.resolve()
     if cfgmod.find_root(directory) != directory.resolve():
         directory.mkdir(parents=True, exist_ok=True)
         _remove_dead_stagings(directory.parent, name)
         if (directory / ".git").exists() or not _on_hub(name, remote):
             sync.init(directory, name, None, remote)  # a repository already there is adopted as it is
             done = "initialized"
-        elif any(directory.iterdir()):
-            _adopt(name, directory, remote)
+        elif any(directory.iterdir()) or whole_home:
+            _adopt(name, directory, remote, a if whole_home else None)
             done = "adopted"
         else:
             directory.rmdir()
             sync.clone(name, directory, remote=remote)
             done = "cloned"
-    if directory.resolve() == a.home.resolve():  # every time: a kill may have come before it
+    if whole_home:  # every time: a kill may have come before it
         _exclude_all_but_memory(directory, a)
     mem = open_memory(directory, remote)
     if mem.name != name:
@@ -137,16 +156,23 @@ def _on_hub(name: str, remote: str | None) -> bool:
     return any(f"refs/heads/{k}/{name}" in heads for k in ("memory", "artifact"))
 
 
-def _adopt(name: str, directory: Path, remote: str | None) -> None:
+def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None) -> None:
     """Clone beside the directory, then move the clone's files in where none exists, its .git and
-    .vm0 last. A file present in both with other bytes stays; the hub's version goes beside it."""
+    .vm0 last. A file present in both with other bytes stays; the hub's version goes beside it.
+    `home_of`: the directory is that agent's home, where only its memory files may arrive."""
     from memsync import sync
+    from memsync.errors import RepoError
 
     staging = directory.parent / f".memsync-adopt-{name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
         sync.clone(name, staging, remote=remote)
         git_files = open_memory(staging).git.tracked_paths()
+        bad = [p for p in git_files if home_of is not None and not agents.allowed_path(home_of, p)]
+        if bad:
+            raise RepoError(f"refused the memory {name!r} from the hub: it holds {bad[0]!r}, which is not one "
+                            f"of {home_of.label if home_of else ''}'s memory files",
+                            f"nothing was written to {directory}; remove it on the hub")
         for rel in git_files:
             src, dst = staging / rel, directory / rel
             if not os.path.lexists(dst):
