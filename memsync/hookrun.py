@@ -105,10 +105,12 @@ def _only_memory_files(mem: Memory, a: Agent) -> Callable[[str], None]:
 
     def check(theirs: str) -> None:
         changed = mem.git.tree_changes(mem.git.head_oid(), theirs)
-        bad = sorted(p for p, blob in changed.items() if blob is not None and not agents.allowed_path(a, p))
+        bad = sorted(p for p, blob in changed.items() if blob is not None
+                     and (not agents.allowed_path(a, p) or mem.git.is_link(theirs, p)))
         if bad:
             raise RepoError(f"refused version {theirs[:8]} of {mem.name!r}: it holds {bad[0]!r}, which is not "
-                            f"one of {a.label}'s memory files", "nothing was written; remove it on the hub")
+                            f"one of {a.label}'s memory files (or is a symbolic link)",
+                            "nothing was written; remove it on the hub")
 
     return check
 
@@ -167,11 +169,14 @@ def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None
     shutil.rmtree(staging, ignore_errors=True)
     try:
         sync.clone(name, staging, remote=remote)
-        git_files = open_memory(staging).git.tracked_paths()
-        bad = [p for p in git_files if home_of is not None and not agents.allowed_path(home_of, p)]
+        clone = open_memory(staging).git
+        git_files = clone.tracked_paths()
+        tip = clone.head_oid()
+        bad = [p for p in git_files if home_of is not None and
+               (not agents.allowed_path(home_of, p) or (tip is not None and clone.is_link(tip, p)))]
         if bad:
             raise RepoError(f"refused the memory {name!r} from the hub: it holds {bad[0]!r}, which is not one "
-                            f"of {home_of.label if home_of else ''}'s memory files",
+                            f"of {home_of.label if home_of else ''}'s memory files (or is a symbolic link)",
                             f"nothing was written to {directory}; remove it on the hub")
         for rel in git_files:
             src, dst = staging / rel, directory / rel
