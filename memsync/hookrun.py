@@ -42,6 +42,7 @@ class HookResult:
     run_id: str | None = None
     version: str | None = None
     committed: bool = False
+    pulled: bool = False  # the hub's newer versions were merged in
     pushed: bool = False
     adopted: str | None = None  # "initialized" | "cloned" | "adopted"
     conflicts: int = 0
@@ -82,6 +83,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         mem.git.ensure_layout(mem.branch, None)
         ensure_hub(mem.hub)
         snap = take(mem, who)
+        mine = mem.git.head_oid()
         result.committed = snap.commit is not None
         from memsync.snapshot import describe
 
@@ -93,6 +95,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         whole_home = directory.expanduser().resolve() == a.home.resolve()
         done = exchange.sync(mem, merge_as, resnap, accept=_only_memory_files(mem, a) if whole_home else None)
         result.pushed = done.pushed
+        result.pulled = mem.git.head_oid() != mine  # pushing never moves the local head
         result.conflicts = len(done.conflicts)
         result.version = mem.git.head_oid()
     return result

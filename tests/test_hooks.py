@@ -102,6 +102,7 @@ def test_session_is_pulled_committed_as_its_run_and_pushed(cli, tmp_path: Path) 
     start = hook("session-start", {"session_id": sid, "hook_event_name": "SessionStart", "source": "startup",
                                    "cwd": "/src/app", "transcript_path": str(home / "projects/x.jsonl")})
     assert start.returncode == 0 and start.stdout == "", start.stderr  # stdout would become the agent's context
+    assert "committed, pushed" in start.stderr  # what was there before the session
     write(home, "projects/-src-app/memory/MEMORY.md", "- the app uses sqlite\n- migrations in db/\n")
     # exactly as Claude Code runs it: the settings' command string through a shell, JSON on stdin
     stop = subprocess.run(command, shell=True, input=json.dumps({"session_id": sid, "hook_event_name": "Stop",
@@ -123,7 +124,7 @@ def test_session_is_pulled_committed_as_its_run_and_pushed(cli, tmp_path: Path) 
     env = {**os.environ, "HOME": str(other)}
     r = hook("session-start", {"session_id": "s2", "hook_event_name": "SessionStart"},
              directory=other / ".claude", env=env)
-    assert r.returncode == 0 and "adopted" in r.stderr, r.stderr
+    assert r.returncode == 0 and "adopted" in r.stderr and "pulled" not in r.stderr, r.stderr
     assert (other / ".claude/projects/-src-app/memory/MEMORY.md").read_text().endswith("migrations in db/\n")
     assert (other / ".claude/CLAUDE.md").read_text() == "# Prefer small commits\n"
     copies = list((other / ".claude").glob("CLAUDE.conflict-*.md"))

@@ -187,7 +187,12 @@ def _hook(verb: str, opts: dict[str, str], payload: dict[str, Any]) -> None:
         what.append(result.adopted)
     if result.committed:
         what.append("committed")
-    what.append("pushed" if result.pushed else "up to date")
+    if result.pulled:
+        what.append("pulled")
+    if result.pushed:
+        what.append("pushed")
+    if not (result.pulled or result.pushed or result.committed):
+        what.append("up to date")
     if result.conflicts:
         what.append(f"{result.conflicts} conflict copies kept")
     for line in result.warnings:
