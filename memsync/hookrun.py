@@ -64,7 +64,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
     check_name(name)
     short_network()
     from memsync import exchange
-    from memsync.snapshot import take
+    from memsync.snapshot import describe, take
     from memsync.sync import ensure_hub
 
     exchange.NETWORK_TRIES = 2  # one retry: the agent is waiting
@@ -85,14 +85,13 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         snap = take(mem, who)
         mine = mem.git.head_oid()
         result.committed = snap.commit is not None
-        from memsync.snapshot import describe
-
         result.warnings = describe(snap)
-        merge_as = operator("Merge the remote memory") if verb == "session-start" else who
+
         def resnap() -> None:
             take(mem, who)
 
-        whole_home = directory.expanduser().resolve() == a.home.resolve()
+        merge_as = operator("Merge the remote memory") if verb == "session-start" else who
+        whole_home = mem.root.resolve() == a.home.resolve()
         done = exchange.sync(mem, merge_as, resnap, accept=_only_memory_files(mem, a) if whole_home else None)
         result.pushed = done.pushed
         result.pulled = mem.git.head_oid() != mine  # pushing never moves the local head
