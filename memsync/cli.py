@@ -140,6 +140,15 @@ def _app_for(words: list[str]) -> typer.Typer:
 
             slim = copy.copy(app)
             slim.registered_commands = [info]
+            slim.registered_groups = []
+            return slim
+    for group in app.registered_groups:
+        if group.name == words[0]:
+            import copy
+
+            slim = copy.copy(app)
+            slim.registered_commands = []
+            slim.registered_groups = [group]
             return slim
     return app
 
@@ -154,6 +163,10 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: typer's own usage errors also become one `error:` line and exit code 2."""
     words = sys.argv[1:] if argv is None else argv
+    if os.environ.get("_MEMSYNC_COMPLETE"):  # a shell asking for completions (`memsync completion`)
+        from typer._completion_classes import completion_init
+
+        completion_init()
     if not words:  # bare `memsync`: the help, on stdout, as success
         words = argv = ["--help"]
     previous = signal.signal(signal.SIGINT, _interrupt) if threading.current_thread() is threading.main_thread() \

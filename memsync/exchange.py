@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memsync import maintenance
 from memsync.attribution import Attribution
@@ -27,6 +28,9 @@ from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
 
+if TYPE_CHECKING:  # imported only when a fetch finds diverged histories
+    from memsync.redaction import Recovery
+
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
 DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers
 BACKOFF_BASE, BACKOFF_CAP = 0.02, 2.0
@@ -38,6 +42,7 @@ class Exchange:
     remote_head: str | None = None
     pushed: bool = False
     merges: list[Integration] = field(default_factory=list)
+    redaction: Recovery | None = None  # the hub's history was redacted: ours was rewritten to match
 
     @property
     def conflicts(self) -> list[ConflictCopy]:
@@ -77,6 +82,16 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
             continue
         return result
     raise RepoError("files kept changing during the merge", "retry when the writer is idle")
+
+
+def _follow_redaction(mem: Memory, theirs: str) -> Recovery | None:
+    """Histories that diverged may mean the hub's was redacted (see redaction.py)."""
+    ours = mem.git.head_oid()
+    if ours is None or mem.git.is_ancestor(ours, theirs) or mem.git.is_ancestor(theirs, ours):
+        return None
+    from memsync.redaction import recover
+
+    return recover(mem, theirs)
 
 
 def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, *, hub_locked: bool) -> None:
@@ -134,8 +149,9 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
 
 
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
-         progress: ProgressFn | None = None) -> Exchange:
+         progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None) -> Exchange:
     """Fetch + merge (+ push) until the hub holds our work; caller holds the memory's lock.
+    `accept` may refuse (raise) a fetched version before anything of it reaches the work tree.
 
     Losing the race to another writer is retried with jittered backoff until MEMSYNC_PUSH_PATIENCE
     runs out, each retry folding its merge into the previous one. On a hub on this machine the
@@ -150,6 +166,9 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
             with _hub_lock(mem) if serial else contextlib.nullcontext():
                 remote = fetch(mem, progress)
                 if remote is not None:
+                    if accept is not None:
+                        accept(remote)
+                    result.redaction = _follow_redaction(mem, remote) or result.redaction
                     merged = merge_in(mem, remote, who, resnapshot)
                     if merged.outcome == "merged":
                         result.merges.append(_fold(mem, merged, result.merges))

@@ -15,7 +15,7 @@ Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 def register(app: typer.Typer, guard: Guard) -> None:
-    from memsync.commands import forensics, mcp, run, storage, watch
+    from memsync.commands import forensics, hooks, mcp, redact, run, storage, watch
 
-    for module in (storage, run, forensics, watch, mcp):
+    for module in (storage, run, forensics, redact, watch, hooks, mcp):
         module.register(app, guard)

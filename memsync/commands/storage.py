@@ -23,6 +23,11 @@ def _report_snapshot(snap: Any) -> None:
 
 
 def _report_merges(exchange: Any) -> None:
+    if exchange.redaction is not None:
+        r = exchange.redaction
+        replayed = f"; replayed {r.replayed} local version(s) on it" if r.replayed else ""
+        warn(f"the hub's history was redacted: followed it ({r.old_head[:8]} is now {r.new_head[:8]}{replayed})"
+             + ("" if r.purged else "; install git to purge the old objects (`git gc --prune=now`)"))
     for merge in exchange.merges:
         err(f"merged remote version {merge.head[:8]}" if merge.head else "merged")
     for c in exchange.conflicts:

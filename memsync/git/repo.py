@@ -235,6 +235,10 @@ class GitRepo:
             return None
         return obj.data if isinstance(obj, pygit2.Blob) else None
 
+    def is_link(self, commit_oid: str, path: str) -> bool:
+        entry = file_entry(self.repo[commit_oid].peel(pygit2.Commit).tree, path)
+        return entry is not None and entry.filemode == FileMode.LINK
+
     def path_in(self, commit_oid: str, path: str) -> bool:
         tree = self.repo[commit_oid].peel(pygit2.Commit).tree
         return _in_tree(tree, path)

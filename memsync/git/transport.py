@@ -169,12 +169,13 @@ def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
 
 
 def push(repo: pygit2.Repository, hub: HubUrl, local_ref: str, remote_ref: str,
-         progress: ProgressFn | None = None) -> None:
-    """Non-forced push of one ref; raises NotFastForward, PushRejected or RemoteError."""
+         progress: ProgressFn | None = None, *, force: bool = False) -> None:
+    """Push of one ref, never forced except by `memsync redact` (which checks the hub's tip
+    first); raises NotFastForward, PushRejected or RemoteError."""
     check_local(hub)
     cb = Callbacks(hub, progress)
     try:
-        _anonymous(repo, hub).push([f"{local_ref}:{remote_ref}"], callbacks=cb)
+        _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
     except (pygit2.GitError, OSError, ValueError) as exc:
         raise translate(exc, hub, "cannot push to") from exc
     if cb.rejected:
