@@ -121,7 +121,9 @@ def _version(git: GitRepo, oid: str | None) -> Version | None:
 
 # -- init ----------------------------------------------------------------------------------------
 def init(path: Path, name: str | None = None, kind: str | None = None,
-         remote: str | None = None) -> InitResult:
+         remote: str | None = None, merge_rules: bool = True) -> InitResult:
+    """Make `path` a memory. `merge_rules=False` leaves out the `.gitattributes` for the contract's
+    log.md (a coding agent's own home holds only that agent's files)."""
     root = path.resolve()
     cfg_file = cfgmod.config_path(root)
     if cfg_file.is_dir():
@@ -154,7 +156,7 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     try:
         git = GitRepo.init(root, cfg.hub_branch)
         notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
-        if created and git.head_oid() is None:
+        if merge_rules and created and git.head_oid() is None:
             _write_merge_rules(root)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
