@@ -305,30 +305,31 @@ def _alive(pid: int) -> bool:
 
 
 def _link_packs(hub: Path, git_dir: Path) -> None:
-    """Clone from a hub on this machine as `git clone /path` does: hard-link its pack files (they
-    are never modified, only replaced), so the fetch that follows finds the objects present
+    """Clone from a hub on this machine as `git clone /path` does: hard-link its object files
+    (they are never modified, only replaced), so the fetch that follows finds the objects present
     instead of re-packing the whole memory (libgit2's local transport recomputes every delta:
-    ~40 s at 100,000 files). Best effort: on another file system, or if a pack vanishes
-    meanwhile (a gc), the fetch simply transfers what is missing."""
-    source = hub / "objects" / "pack"
-    target = git_dir / "objects" / "pack"
+    ~40 s at 100,000 files). All or nothing: the fetch trusts that a commit it finds here comes
+    with its whole history, so a partial copy (a hub object written loose, as `git push` leaves
+    small pushes, or a pack that a repack removed meanwhile) would leave holes. On any failure
+    every link is undone and the fetch transfers everything."""
+    source, target = hub / "objects", git_dir / "objects"
+    linked: list[Path] = []
     try:
-        packs = sorted(source.glob("pack-*.pack"))
-        target.mkdir(parents=True, exist_ok=True)
+        # loose objects first, packs after: a repack meanwhile writes its pack before it removes
+        # loose objects, so whatever vanished under us is in a pack listed below
+        for fan in sorted(source.glob("[0-9a-f][0-9a-f]")):
+            (target / fan.name).mkdir(exist_ok=True)
+            for src in fan.iterdir():
+                os.link(src, target / fan.name / src.name)
+                linked.append(target / fan.name / src.name)
+        (target / "pack").mkdir(exist_ok=True)
+        for pack in sorted((source / "pack").glob("pack-*.pack")):
+            for src in (pack, pack.with_suffix(".idx")):  # the .idx last: a pack is visible once both exist
+                os.link(src, target / "pack" / src.name)
+                linked.append(target / "pack" / src.name)
     except OSError:
-        return
-    for pack in packs:
-        index = pack.with_suffix(".idx")
-        linked: list[Path] = []
-        try:
-            for src in (pack, index):  # the .idx last: a pack is only visible once both exist
-                os.link(src, target / src.name)
-                linked.append(target / src.name)
-        except OSError:
-            for path in linked:
-                path.unlink(missing_ok=True)
-            if linked == [] and pack == packs[0]:
-                return  # links are refused here (another file system): fetch everything
+        for path in reversed(linked):
+            path.unlink(missing_ok=True)
 
 
 def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:

@@ -348,3 +348,24 @@ def test_clone_of_an_artifact_lands_on_its_branch(tmp_path: Path, cli) -> None:
     assert git("symbolic-ref", "HEAD", cwd=tmp_path / "copy").strip() == "refs/heads/artifact/out-files"
     assert git("branch", "--format=%(refname:short)", cwd=tmp_path / "copy").split() == ["artifact/out-files"]
     assert "type: artifact" in (tmp_path / "copy" / ".vm0" / "storage.yaml").read_text()
+
+
+def test_clone_from_a_local_hub_with_loose_and_packed_objects(tmp_path: Path, cli) -> None:
+    """`git push` leaves small pushes loose in a bare hub; memsync's pushes add packs. A clone
+    that linked the packs but not the loose objects had the tip without its history."""
+    assert cli("list").code == 0  # creates the embedded hub
+    seed = tmp_path / "seed"
+    git("init", "-q", "-b", "memory/mixed", str(seed), cwd=tmp_path)
+    write(seed, "first.md", "from plain git\n")
+    git("add", "-A", cwd=seed)
+    git("-c", "user.name=a", "-c", "user.email=a@example.org", "commit", "-qm", "seed", cwd=seed)
+    git("push", "-q", str(hub_path()), "memory/mixed", cwd=seed)
+    assert list((hub_path() / "objects").glob("[0-9a-f][0-9a-f]/*")), "the seed is stored loose"
+    assert cli("clone", "mixed", str(tmp_path / "one"), cwd=tmp_path).code == 0
+    write(tmp_path / "one", "second.md", "from memsync\n")
+    assert cli("push", cwd=tmp_path / "one").code == 0
+    r = cli("clone", "mixed", str(tmp_path / "two"), cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert (tmp_path / "two" / "first.md").read_text() == "from plain git\n"
+    assert (tmp_path / "two" / "second.md").read_text() == "from memsync\n"
+    subprocess.run(["git", "fsck", "--strict"], cwd=tmp_path / "two", check=True, capture_output=True)
