@@ -778,7 +778,13 @@ def _assignments(text: str, out: list[_Candidate]) -> None:
 # --------------------------------------------------------------------------
 # Base64-wrapped secrets: a Kubernetes Secret's `data:`, a basic-auth header.
 
-_B64_RUN_RE = re.compile(r"[A-Za-z0-9+/_\-]{24,}={0,2}")
+_MIN_B64_RUN = 24
+# Runs are found on a mask of the text (base64 characters as "a", the rest as " ") with str.find,
+# about four times faster than a regex over the text itself.
+_B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
+_B64_MASK = str.maketrans({**{chr(i): " " for i in range(128)}, **dict.fromkeys(_B64_ALPHABET, "a")})
+_B64_RUN_NEEDLE = "a" * _MIN_B64_RUN
+_MASK_RUN_RE = re.compile(r"a+")
 _MAX_B64_RUN = 64 * 1024  # of a longer run (an embedded image) only the start is decoded
 _URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t\r\n"
@@ -788,31 +794,48 @@ _USER_PASS_RE = re.compile(r"([^:\s]{0,256}):(\S{1,256})")
 def _base64_wrapped(text: str, out: list[_Candidate]) -> None:
     """Decode each base64 run of 24+ characters once; if it decodes to printable text, scan that
     text with every other rule.  Cost: at most one decode of the text and one more scan of
-    three quarters of it."""
-    for m in _B64_RUN_RE.finditer(text):
-        run = m.group()
-        std, url = "+" in run or "/" in run, "-" in run or "_" in run
-        if std and url:
-            continue  # two alphabets: a path or an identifier, not one base64 value
-        raw = run[:_MAX_B64_RUN].rstrip("=").encode("ascii")
-        if url:
-            raw = raw.translate(_URLSAFE_TO_STD)
-        raw = raw[: len(raw) - 1] if len(raw) % 4 == 1 else raw
-        try:
-            decoded = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4))
-        except binascii.Error:
+    three quarters of it.  Runs without an upper-case letter (hex digests, identifiers, words)
+    are skipped unread: base64 of text holding a token always has one (each 4-character group
+    starts with an upper-case letter unless the group's first byte is "h" or above)."""
+    mask = text.translate(_B64_MASK)
+    start = mask.find(_B64_RUN_NEEDLE)
+    while start >= 0:
+        match = _MASK_RUN_RE.match(mask, start)
+        assert match is not None
+        end = match.end()
+        if text.startswith("=", end):
+            end += 2 if text.startswith("=", end + 1) else 1
+        run = text[start:end]
+        run_start, start = start, mask.find(_B64_RUN_NEEDLE, end)
+        if run.islower():
             continue
-        if len(decoded.translate(None, _PRINTABLE)) * 50 > len(decoded):
-            continue  # binary (an image, a key's DER body) or not base64 at all
-        inner = decoded.decode("ascii", errors="replace")
-        found = _candidates(inner, nested=False)
-        if found:
-            rule = min(found, key=lambda c: c[2])[3]
-            out.append((m.start(), m.end(), _PRIO_BASE64, "base64-secret", f"base64 of {rule}…({len(run)} chars)"))
-        elif text[max(0, m.start() - 8) : m.start()].lower().rstrip(" \t").endswith("basic"):
-            pair = _USER_PASS_RE.fullmatch(inner)
-            if pair and _password_ok(pair.group(2), pair.group(1)):
-                out.append((m.start(), m.end(), _PRIO_URL, "basic-auth", f"Basic …({len(run)} chars)"))
+        _decode_run(text, run_start, run, out)
+
+
+def _decode_run(text: str, start: int, run: str, out: list[_Candidate]) -> None:
+    std, url = "+" in run or "/" in run, "-" in run or "_" in run
+    if std and url:
+        return  # two alphabets: a path or an identifier, not one base64 value
+    raw = run[:_MAX_B64_RUN].rstrip("=").encode("ascii")
+    if url:
+        raw = raw.translate(_URLSAFE_TO_STD)
+    raw = raw[: len(raw) - 1] if len(raw) % 4 == 1 else raw
+    try:
+        decoded = binascii.a2b_base64(raw + b"=" * (-len(raw) % 4))
+    except binascii.Error:
+        return
+    if len(decoded.translate(None, _PRINTABLE)) * 50 > len(decoded):
+        return  # binary (an image, a key's DER body) or not base64 at all
+    inner = decoded.decode("ascii", errors="replace")
+    found = _candidates(inner, nested=False)
+    end = start + len(run)
+    if found:
+        rule = min(found, key=lambda c: c[2])[3]
+        out.append((start, end, _PRIO_BASE64, "base64-secret", f"base64 of {rule}…({len(run)} chars)"))
+    elif text[max(0, start - 8) : start].lower().rstrip(" \t").endswith("basic"):
+        pair = _USER_PASS_RE.fullmatch(inner)
+        if pair and _password_ok(pair.group(2), pair.group(1)):
+            out.append((start, end, _PRIO_URL, "basic-auth", f"Basic …({len(run)} chars)"))
 
 
 def _password_ok(pw: str, user: str) -> bool:
