@@ -936,7 +936,7 @@ def _encoding(head: bytes) -> tuple[str, int]:
 def _scan(path: str, size: int, read: Callable[[int, int], bytes]) -> list[Finding]:
     codec, bom = _encoding(read(0, _SNIFF_BYTES))
     findings: list[Finding] = []
-    lines_before = 0  # newlines before own_start
+    lines_before = byte_lines_before = 0  # newlines before own_start, decoded / as bytes
     own_start = bom
     while True:
         own_end = min(size, own_start + CHUNK_BYTES)
@@ -947,9 +947,15 @@ def _scan(path: str, size: int, read: Callable[[int, int], bytes]) -> list[Findi
                               block[b:].decode(codec, "replace"))
         first_line = 1 + lines_before - before.count("\n")
         findings += _findings(path, before + own + after, (len(before), len(before) + len(own)), first_line)
-        if codec == "utf-8" and b"\x00" in block:
-            findings += _utf16_runs(path, block, (a, b), first_line)
+        byte_first_line = 1 + byte_lines_before - block.count(b"\n", 0, a)
+        if codec != "utf-8":  # ASCII in a file that only looked like UTF-16/32 at its start
+            raw = block.decode("utf-8", "replace")
+            own_chars = (len(block[:a].decode("utf-8", "replace")), len(block[:b].decode("utf-8", "replace")))
+            findings += _findings(path, raw, own_chars, byte_first_line)
+        elif b"\x00" in block:
+            findings += _utf16_runs(path, block, (a, b), byte_first_line)
         lines_before += own.count("\n")
+        byte_lines_before += block.count(b"\n", a, b)
         if own_end >= size:
             return findings
         own_start = own_end

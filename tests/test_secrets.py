@@ -711,3 +711,8 @@ def test_the_projects_own_text_is_not_flagged() -> None:
              Path(__file__), root / "tests" / "test_secrets_policy.py"]
     flagged = [f for p in paths for f in scan_bytes(str(p.relative_to(root)), p.read_bytes())]
     assert flagged == []
+
+
+def test_ascii_after_a_utf16_looking_start_is_still_found() -> None:
+    data = "UTF-16 header text, long enough to decide".encode("utf-16-le") + f"\ntoken={_ghp}\n".encode()
+    assert [f.rule for f in scan_bytes("mixed.bin", data)] == ["github-token"]
