@@ -225,7 +225,7 @@ def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
 
 def describe(snap: Snapshot) -> list[str]:
     """What a snapshot has to tell its user, one line each (callers add `warning:` and context)."""
-    lines = [f"not committed: {item.path} ({item.reason})" for item in snap.skipped]
+    lines = [f"not committed: {_shown(item.path)} ({item.reason})" for item in snap.skipped]
     for finding in snap.secrets:
         verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
         where = f"the file name {finding.path}" if finding.line == 0 else f"{finding.path}:{finding.line}"
@@ -233,3 +233,10 @@ def describe(snap: Snapshot) -> list[str]:
     lines += [f"integrity flag: {flag.trailer()}" for flag in snap.flags]
     lines += [f"policy: {v.path}: {v.reason}; the new version was kept beside it" for v in snap.violations]
     return lines
+
+
+def _shown(path: str) -> str:
+    """A path as it may be printed: a token used as a file name is redacted."""
+    from memsync.secrets import redact
+
+    return redact(path)

@@ -212,3 +212,14 @@ def test_the_recorded_command_never_holds_the_credential(memory: Path, args: lis
     assert "Memsync-Command:" in history and "import os, pathlib" in history  # recorded, readable
     assert secret not in history and secret not in proc.stdout + proc.stderr
     figures.add("security attacks refused")
+
+
+def test_a_too_big_file_named_with_a_token_is_reported_redacted(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    set_policy(memory, "block")
+    cfg = memory / ".vm0" / "storage.yaml"
+    cfg.write_text(cfg.read_text() + "max_file_size: 1KiB\n")
+    write(memory, f"{TOKEN}.bin", b"x" * 4096)
+    r = cli("push", cwd=memory)
+    assert "not committed: <redacted>.bin" in r.err, r.err
+    assert TOKEN not in r.out + r.err
+    assert f"{TOKEN}.bin" not in hub_tree()
