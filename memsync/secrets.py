@@ -731,9 +731,8 @@ _AWS_SECRET_VALUE_RE = re.compile(r"[A-Za-z0-9/+]{40}")
 
 
 def _assignments(text: str, out: list[_Candidate]) -> None:
-    low = text.lower()
-    if len(low) != len(text):  # a few non-ASCII characters change length
-        low = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+    # U+0130 is the one character whose lower case is two characters long; positions must match.
+    low = text.replace("\u0130", "I").lower()
     seen: set[int] = set()
     for kw_re, tail_re, min_len in _KEYWORD_RES:
         for kw in kw_re.finditer(low):
@@ -782,9 +781,9 @@ _MIN_B64_RUN = 24
 # Runs are found on a mask of the text (base64 characters as "a", the rest as " ") with str.find,
 # about four times faster than a regex over the text itself.
 _B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
-_B64_MASK = str.maketrans({**{chr(i): " " for i in range(128)}, **dict.fromkeys(_B64_ALPHABET, "a")})
-_B64_RUN_NEEDLE = "a" * _MIN_B64_RUN
-_MASK_RUN_RE = re.compile(r"a+")
+_B64_MASK = bytes(ord("a") if chr(i) in _B64_ALPHABET else ord(" ") for i in range(256))
+_B64_RUN_NEEDLE = b"a" * _MIN_B64_RUN
+_MASK_RUN_RE = re.compile(rb"a+")
 _MAX_B64_RUN = 64 * 1024  # of a longer run (an embedded image) only the start is decoded
 _URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t\r\n"
@@ -797,7 +796,7 @@ def _base64_wrapped(text: str, out: list[_Candidate]) -> None:
     three quarters of it.  Runs without an upper-case letter (hex digests, identifiers, words)
     are skipped unread: base64 of text holding a token always has one (each 4-character group
     starts with an upper-case letter unless the group's first byte is "h" or above)."""
-    mask = text.translate(_B64_MASK)
+    mask = text.encode("ascii", "replace").translate(_B64_MASK)  # one byte per character
     start = mask.find(_B64_RUN_NEEDLE)
     while start >= 0:
         match = _MASK_RUN_RE.match(mask, start)
@@ -899,7 +898,10 @@ CHUNK_BYTES = 1024 * 1024
 _LOOKAHEAD = 32 * 1024  # a secret starting in a chunk is seen whole if it is shorter than this
 _CONTEXT = 1024  # bytes before a chunk: look-behinds, key names, the line's pragma
 _SNIFF_BYTES = 4096
-_UTF16_RUN_RE = re.compile(rb"(?:[\x20-\x7e]\x00){16,}")  # UTF-16LE text inside binary data
+# UTF-16LE text inside binary data: printable ASCII bytes ("a" in the mask) each followed by NUL ("z").
+_UTF16_MASK = bytes(ord("a") if 0x20 <= i <= 0x7E else ord("z") if i == 0 else ord(" ") for i in range(256))
+_UTF16_NEEDLE = b"az" * 16
+_UTF16_RUN_RE = re.compile(rb"(?:az)+")
 
 
 def _encoding(head: bytes) -> tuple[str, int]:
@@ -965,13 +967,19 @@ def _utf16_runs(path: str, block: bytes, own: tuple[int, int], first_line: int) 
     """UTF-16LE strings inside binary data (Windows files, databases), as ``strings -el``."""
     found: list[Finding] = []
     counted_to, line = 0, first_line
-    for m in _UTF16_RUN_RE.finditer(block):
-        if not own[0] <= m.start() < own[1]:
+    mask = block.translate(_UTF16_MASK)
+    start = mask.find(_UTF16_NEEDLE, own[0])
+    while 0 <= start < own[1]:
+        match = _UTF16_RUN_RE.match(mask, start)
+        assert match is not None
+        if mask.endswith(b"az", 0, start):  # the run began before this chunk: the last one had it
+            start = mask.find(_UTF16_NEEDLE, match.end())
             continue
-        line += block.count(b"\n", counted_to, m.start())
-        counted_to = m.start()
-        run = m.group().decode("utf-16-le")
+        line += block.count(b"\n", counted_to, start)
+        counted_to = start
+        run = block[start : match.end()].decode("utf-16-le")
         found += _findings(path, run, (0, len(run)), line)
+        start = mask.find(_UTF16_NEEDLE, match.end())
     return found
 
 

@@ -41,7 +41,7 @@ class Snapshot:
     flags: list[guard.Flag] = field(default_factory=list)
     violations: list[guard.Violation] = field(default_factory=list)
     secrets: list[secretscan.Finding] = field(default_factory=list)
-    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`
+    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`; printable (redacted)
 
 
 @dataclass

@@ -716,3 +716,17 @@ def test_the_projects_own_text_is_not_flagged() -> None:
 def test_ascii_after_a_utf16_looking_start_is_still_found() -> None:
     data = "UTF-16 header text, long enough to decide".encode("utf-16-le") + f"\ntoken={_ghp}\n".encode()
     assert [f.rule for f in scan_bytes("mixed.bin", data)] == ["github-token"]
+
+
+def test_utf16_strings_in_binary_across_a_chunk_boundary_are_found_once() -> None:
+    head = bytes(range(1, 256)).replace(b"\n", b"") * (CHUNK_BYTES // 254 + 1)
+    for shift in (-40, -41, -12, -4, 0, 1):
+        start = CHUNK_BYTES + shift
+        data = head[:start] + f"token={_ghs}".encode("utf-16-le") + b"\x00\x01" * 64
+        assert [f.rule for f in scan_bytes("app.db", data)] == ["github-token"], shift
+
+
+def test_random_binary_data_scans_quickly() -> None:
+    data = random.Random(3).randbytes(2 * CHUNK_BYTES)
+    assert scan_bytes("photo.jpg", data) == []
+    assert _timed(data) < 5  # typically ~0.2 s; loose for loaded CI machines
