@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -177,19 +176,11 @@ def _set_writable(mem: Memory, writable: bool) -> None:
 
 
 def shown_command(command: list[str]) -> str:
-    """The command as it may be shown and recorded (stderr, the Memsync-Command trailer): an
-    argument holding a likely secret (`--api-key sk-...`, a script with a token inside) or a URL
-    with a credential is redacted, because commit trailers are pushed and kept forever."""
-    from memsync import secrets as secretscan
-    from memsync.hub import redact
+    """The command as it may be shown and recorded (stderr, the Memsync-Command trailer): likely
+    credentials are redacted (memsync.cmdline), because commit trailers are pushed and kept forever."""
+    from memsync.cmdline import shown_command as redacted
 
-    shown = []
-    for arg in command:
-        if secretscan.scan_bytes("<command>", arg.encode(errors="replace")):
-            shown.append("<redacted: possible secret>")
-        else:
-            shown.append(redact(arg) if "://" in arg else arg)
-    return shlex.join(shown).replace("\r", "\\r").replace("\n", "\\n")  # one line, always
+    return redacted(command)
 
 
 def _plural(n: int, one: str, many: str) -> str:

@@ -22,8 +22,6 @@ from memsync.git.trailers import compose
 from memsync.memory import Memory
 from memsync.names import conflict_copy_name, is_conflict_copy
 
-_LINK_MODE = 0o120000  # git's mode for a symlink: its target is not scanned for secrets
-
 if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
     from memsync import secrets as secretscan
 
@@ -43,7 +41,7 @@ class Snapshot:
     flags: list[guard.Flag] = field(default_factory=list)
     violations: list[guard.Violation] = field(default_factory=list)
     secrets: list[secretscan.Finding] = field(default_factory=list)
-    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`
+    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`; printable (redacted)
 
 
 @dataclass
@@ -157,23 +155,29 @@ def _lstat(path: Path) -> os.stat_result | None:
 
 
 def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
+    """Everything a commit would hold is scanned: the path itself, the content at any size and
+    encoding (chunked, UTF-16/32, binary) and a symlink's target. A path holding a secret is
+    shown redacted in every finding and in `snap.blocked`."""
     if mem.config.secrets == "off":
         return
     if not staged:
         return
     from memsync import secrets as secretscan
 
+    blocked: set[str] = set()
     for item in staged:
-        if item.data is None or item.mode == _LINK_MODE:
+        if item.data is None:
             continue
-        found = secretscan.scan_bytes(item.change.path, item.data)
+        path = item.change.path
+        found = secretscan.scan_path(path)
+        shown = found[0].path if found else path
+        found += secretscan.scan_bytes(shown, item.data)  # a symlink's data is its target
         snap.secrets.extend(found)
         if found and mem.config.secrets == "block":
-            snap.blocked.append(item.change.path)
-    if snap.blocked:
-        blocked = set(snap.blocked)
+            snap.blocked.append(shown)
+            blocked.add(path)
+    if blocked:
         staged[:] = [s for s in staged if s.change.path not in blocked]
-
 
 
 def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: Snapshot) -> list[_Staged]:
@@ -221,10 +225,18 @@ def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
 
 def describe(snap: Snapshot) -> list[str]:
     """What a snapshot has to tell its user, one line each (callers add `warning:` and context)."""
-    lines = [f"not committed: {item.path} ({item.reason})" for item in snap.skipped]
+    lines = [f"not committed: {_shown(item.path)} ({item.reason})" for item in snap.skipped]
     for finding in snap.secrets:
         verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
-        lines.append(f"possible secret ({finding.rule}) in {finding.path}:{finding.line}, {verb}: {finding.preview}")
+        where = f"the file name {finding.path}" if finding.line == 0 else f"{finding.path}:{finding.line}"
+        lines.append(f"possible secret ({finding.rule}) in {where}, {verb}: {finding.preview}")
     lines += [f"integrity flag: {flag.trailer()}" for flag in snap.flags]
     lines += [f"policy: {v.path}: {v.reason}; the new version was kept beside it" for v in snap.violations]
     return lines
+
+
+def _shown(path: str) -> str:
+    """A path as it may be printed: a token used as a file name is redacted."""
+    from memsync.secrets import redact
+
+    return redact(path)

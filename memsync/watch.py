@@ -78,6 +78,7 @@ class WatchSummary:
     conflicts: int
     unpushed: list[str] = field(default_factory=list)
     abandoned: bool = False
+    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block` (shown paths)
 
 
 def check_timings(debounce: float, poll: float) -> None:
@@ -339,10 +340,12 @@ def once(mem: Memory, report: Report) -> WatchSummary:
     with mem.locked():
         _prepare(mem)
         commits = 0
+        blocked: list[str] = []
         for round_no in range(ONCE_SETTLE_ROUNDS + 1):  # files written a moment ago get a chance
             snap = take(mem, COMMIT, settle=SETTLE)
             _report_snapshot(snap, mem, lambda m: report(WatchEvent(status, m, "warning")))
             commits += snap.commit is not None
+            blocked += [path for path in snap.blocked if path not in blocked]
             if not snap.pending or round_no == ONCE_SETTLE_ROUNDS:
                 break
             time.sleep(SETTLE)
@@ -360,7 +363,7 @@ def once(mem: Memory, report: Report) -> WatchSummary:
     for c in result.conflicts:
         report(WatchEvent(status, f"conflict in {c.path}: both versions kept, the other as {c.copy}",
                           "warning"))
-    return WatchSummary(head, commits, len(result.merges), len(result.conflicts))
+    return WatchSummary(head, commits, len(result.merges), len(result.conflicts), blocked=blocked)
 
 
 def _resnap(mem: Memory) -> None:

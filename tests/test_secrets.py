@@ -9,13 +9,17 @@ would flag.
 from __future__ import annotations
 
 import ast
+import base64
 import random
 import time
 from pathlib import Path
 
 import pytest
 
-from memsync.secrets import MAX_SCAN_BYTES, PRAGMA, RULE_IDS, Finding, scan_bytes
+from memsync.secrets import CHUNK_BYTES, PRAGMA, RULE_IDS, Finding, redact, scan_bytes, scan_file, scan_path
+from tests.stress_report import Figures, figures
+
+__all__ = ["figures"]
 
 _UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
@@ -104,6 +108,19 @@ _gen_dash = rnd(28)
 _gen_typed = rnd(32)
 _gen_md = rnd(24)
 _gen_b64url = rnd(20) + "-" + rnd(12) + "_" + rnd(9)
+_UD = _UPPER + _DIGITS
+_xapp = "xa" + "pp-1-A" + rnd(10, _UD) + "-" + rnd(13, _DIGITS) + "-" + rnd(64, _HEX)
+_webhook = "https://hooks.slack.com/services/" + "T" + rnd(8, _UD) + "/B" + rnd(10, _UD) + "/" + rnd(24)
+_sendgrid = "S" + "G." + rnd(22, _ALNUM + "-_") + "." + rnd(43, _ALNUM + "-_")
+_azure_key = rnd(86, _B64) + "=="
+_gocspx = "GOC" + "SPX-" + rnd(28)
+_dop = "do" + "p_v1_" + rnd(64, _HEX)
+_basic_pw = rnd(18)
+_basic = base64.b64encode(f"deploy:{_basic_pw}".encode()).decode()
+_k8s_b64 = base64.b64encode(_ghs.encode()).decode()
+_short_pw = "Tr0ub" + "4dor&3x"
+_pypi = "pypi-" + "AgEIcHlwaS5vcmc" + rnd(120, _ALNUM + "-_")
+_shopify = "shp" + "at_" + rnd(32, _HEX)
 
 POSITIVE: list[tuple[str, str, str, str, int]] = [
     # (id, rule, text, secret, line)
@@ -164,6 +181,24 @@ POSITIVE: list[tuple[str, str, str, str, int]] = [
     ("generic-annotated", "high-entropy-assignment", f'ACCESS_TOKEN: str = "{_gen_typed}"\n', _gen_typed, 1),
     ("generic-markdown", "high-entropy-assignment", f"**Password**: {_gen_md}\n", _gen_md, 1),
     ("generic-passwd-go", "high-entropy-assignment", f"passwd := `{_gen_b64url}`\n", _gen_b64url, 1),
+    ("slack-app", "slack-token", f"SLACK_APP_TOKEN={_xapp}\n", _xapp, 1),
+    ("slack-webhook", "slack-webhook", f"post alerts to {_webhook}\n", _webhook[33:], 1),
+    ("sendgrid", "sendgrid-api-key", f"mail via {_sendgrid}\n", _sendgrid, 1),
+    (
+        "azure-connection-string",
+        "azure-storage-key",
+        f"DefaultEndpointsProtocol=https;AccountName=notes;AccountKey={_azure_key};EndpointSuffix=core.windows.net\n",
+        _azure_key,
+        1,
+    ),
+    ("google-oauth", "google-oauth-secret", f'"client_secret": "{_gocspx}"\n', _gocspx, 1),
+    ("digitalocean", "digitalocean-token", f"doctl auth init -t {_dop}\n", _dop, 1),
+    ("basic-auth", "basic-auth", f"Authorization: Basic {_basic}\n", _basic, 1),
+    ("base64-k8s", "base64-secret", f"kind: Secret\ndata:\n  token: {_k8s_b64}\n", _k8s_b64, 3),
+    ("pypi", "pypi-token", f"TWINE_PASSWORD={_pypi}\n", _pypi, 1),
+    ("shopify", "shopify-token", f"shopify: {_shopify}\n", _shopify, 1),
+    ("password-short", "high-entropy-assignment", f"password = {_short_pw}\n", _short_pw, 1),
+    ("password-prose", "high-entropy-assignment", f"the db password is {_short_pw} for now\n", _short_pw, 1),
 ]
 
 _POSITIVE_PARAMS = [
@@ -309,9 +344,9 @@ def test_pragma_on_private_key_header() -> None:
     assert scan(text) == []
 
 
-def test_binary_data_is_skipped() -> None:
+def test_binary_data_is_scanned_as_bytes() -> None:
     data = b"\x89PNG\r\n\x1a\n\x00\x00" + f"token={_ghp}".encode()
-    assert scan_bytes("img.png", data) == []
+    assert [(f.rule, f.line) for f in scan_bytes("img.png", data)] == [("github-token", 3)]
 
 
 def test_nul_after_sniff_window_is_scanned() -> None:
@@ -319,13 +354,11 @@ def test_nul_after_sniff_window_is_scanned() -> None:
     assert [f.line for f in scan_bytes("log.txt", data)] == [2]
 
 
-def test_large_files_are_skipped() -> None:
+def test_files_of_any_size_are_scanned_in_chunks() -> None:
     secret_line = f"token={_ghp}\n".encode()
-    at_limit = secret_line + b"a" * (MAX_SCAN_BYTES - len(secret_line))
-    assert len(at_limit) == MAX_SCAN_BYTES
-    assert len(scan_bytes("big.md", at_limit)) == 1
-    assert scan_bytes("big.md", at_limit + b"a") == []
-    assert MAX_SCAN_BYTES == 5 * 1024 * 1024
+    filler = b"a" * 79 + b"\n"
+    data = filler * (6 * CHUNK_BYTES // 80) + secret_line  # 6 MiB: above the old 5 MiB limit
+    assert [(f.rule, f.line) for f in scan_bytes("big.md", data)] == [("github-token", 6 * CHUNK_BYTES // 80 + 1)]
 
 
 def test_invalid_utf8_is_replaced() -> None:
@@ -456,25 +489,246 @@ def _timed(data: bytes) -> float:
     return time.perf_counter() - start
 
 
-def test_module_imports_only_re_math_dataclasses() -> None:
+def test_module_imports_only_small_standard_modules() -> None:
+    import memsync.secret_rules as rules
     import memsync.secrets as mod
 
-    assert mod.__file__ is not None
-    tree = ast.parse(Path(mod.__file__).read_text(encoding="utf-8"))
     imported: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.module is not None
-            imported.add(node.module)
-    assert imported <= {"re", "math", "dataclasses"}
+    for module in (mod, rules):
+        assert module.__file__ is not None
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                assert node.module is not None
+                imported.add(node.module)
+    assert imported <= {"re", "math", "dataclasses", "binascii", "typing", "collections.abc", "memsync.secret_rules"}
 
 
 def test_sources_are_clean() -> None:
     """Neither this test file nor the scanner itself contains a flaggable literal."""
+    import memsync.secret_rules as rules
     import memsync.secrets as mod
 
-    assert mod.__file__ is not None
-    for path in (Path(__file__), Path(mod.__file__)):
+    assert mod.__file__ is not None and rules.__file__ is not None
+    for path in (Path(__file__), Path(mod.__file__), Path(rules.__file__)):
         assert scan_bytes(str(path), path.read_bytes()) == []
+
+
+# --------------------------------------------------------------------------
+# Encodings, chunks, paths, redaction.
+
+_ENCODINGS = ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be", "utf-8-sig"]
+
+
+@pytest.mark.parametrize("encoding", _ENCODINGS)
+def test_utf16_and_utf32_text_is_decoded(encoding: str) -> None:
+    text = f"# Notes\n\nünïcödé ✓ line\ntoken: {_gho}\n"
+    assert [(f.rule, f.line) for f in scan_bytes("notes.md", text.encode(encoding))] == [("github-token", 4)]
+
+
+def test_utf16_inside_binary_data_is_found() -> None:
+    data = bytes(range(256)) * 4 + b"\n" + f"key={_ghs}".encode("utf-16-le") + b"\x00\x07" * 32
+    assert [(f.rule, f.line) for f in scan_bytes("app.db", data)] == [("github-token", 6)]  # 4 "\n" in range()
+
+
+@pytest.mark.parametrize("offset", [-60, -30, -1, 0, 1, 30, CHUNK_BYTES - 100])
+def test_a_token_across_a_chunk_boundary_is_found_once(offset: int) -> None:
+    line = f"token: {_gho}\n".encode()
+    start = CHUNK_BYTES + offset
+    filler = b"." * 99 + b"\n"
+    head = (filler * (start // 100 + 1))[:start]
+    data = head + line + b"after\n" * 100
+    findings = scan_bytes("big.md", data)
+    assert [(f.rule, f.line) for f in findings] == [("github-token", head.count(b"\n") + 1)]
+
+
+def test_many_chunks_every_token_once_with_its_line() -> None:
+    lines = [f"line {i} " + "lorem ipsum " * 5 for i in range(60_000)]  # about 4 MiB
+    planted = {7: _ghp, 20_000: _gho, 40_001: _glpat, 59_999: _npm}
+    for i, token in planted.items():
+        lines[i] = f"token {token}"
+    findings = scan_bytes("big.md", "\n".join(lines).encode())
+    assert [f.line for f in findings] == [i + 1 for i in planted]
+
+
+def test_scan_file_reads_a_chunk_at_a_time(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = tmp_path / "big.log"
+    block = ("lorem ipsum dolor sit amet 0123456789 " * 26 + "\n").encode()
+    with path.open("wb") as fh:
+        for _ in range(16 * 1024 * 1024 // len(block)):
+            fh.write(block)
+        fh.write(f"token {_ghp}\n".encode())
+    tracemalloc.start()
+    with path.open("rb") as fh:
+        findings = scan_file("big.log", fh)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert [f.rule for f in findings] == ["github-token"]
+    assert peak < 8 * CHUNK_BYTES  # a 16 MiB file, a few chunks of memory at most
+
+
+def test_a_token_in_a_path_is_found_and_redacted() -> None:
+    (finding,) = scan_path(f"notes/{_ghp}/todo.md")
+    assert (finding.path, finding.line, finding.rule) == ("notes/<redacted>/todo.md", 0, "github-token")
+    assert scan_path("notes/2024-06-11/sha-" + _sha1 + ".md") == []
+
+
+def test_redact_replaces_only_the_secrets() -> None:
+    text = f"use {_ghp} and postgres://app:{_url_pw}@db/app then api_key={_gen_api} done"
+    assert redact(text) == "use <redacted> and postgres://app:<redacted>@db/app then api_key=<redacted> done"
+    assert redact("nothing to hide here") == "nothing to hide here"
+
+
+def test_short_passwords_need_three_character_classes_and_no_weak_word() -> None:
+    assert [f.rule for f in scan(f"DB_PASSWORD={_short_pw}\n")] == ["high-entropy-assignment"]
+    for text in ('password = "changeme"\n', "password: Passw0rd!Passw0rd\n", "password: hunter2!\n",
+                 "the password is stored in vault\n", "password: ${DB_PASSWORD}\n", "passwd: files systemd\n",
+                 'password = request.form["password"]\n', "password=self._password\n",
+                 "password: str = Field(default=None)\n", "password: see 1Password\n",
+                 "password: P@ssw0rd123\n", "the password was rotated yesterday\n", "password: lowercaseonly1\n"):
+        assert scan(text) == [], text
+
+
+# --------------------------------------------------------------------------
+# Corpus of real formats (fake values of the right shape) and of near-misses.
+
+_BASE62 = _DIGITS + _UPPER + _LOWER
+
+
+def _with_crc(prefix: str, n: int = 30) -> str:
+    """A token in GitHub's / npm's documented shape: n random base62 characters and the CRC32
+    of them in 6 base62 digits."""
+    import zlib
+
+    body = rnd(n)
+    crc = zlib.crc32(body.encode())
+    digits = ""
+    while crc:
+        crc, r = divmod(crc, 62)
+        digits = _BASE62[r] + digits
+    return prefix + body + digits.rjust(6, "0")
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+FORMATS: list[tuple[str, str]] = [
+    ("aws access key", f"[default]\naws_access_key_id = {'AK' + 'IA' + rnd(16, _B32)}\n"),
+    ("aws secret key", f"aws_secret_access_key = {rnd(40, _B64)}\n"),
+    ("github classic (crc)", f"export GH_TOKEN={_with_crc('gh' + 'p_')}\n"),
+    ("github oauth (crc)", f"oauth: {_with_crc('gh' + 'o_')}\n"),
+    ("github app (crc)", f"installation token {_with_crc('gh' + 's_')}\n"),
+    ("github fine-grained", f"{'github' + '_pat_'}{rnd(22)}_{rnd(59)}\n"),
+    ("gitlab", f"GITLAB_TOKEN={'gl' + 'pat-'}{rnd(20)}\n"),
+    ("slack bot", f"{'xo' + 'xb-'}{rnd(11, _DIGITS)}-{rnd(13, _DIGITS)}-{rnd(24)}\n"),
+    ("slack user", f"{'xo' + 'xp-'}{rnd(11, _DIGITS)}-{rnd(12, _DIGITS)}-{rnd(12, _DIGITS)}-{rnd(32, _HEX)}\n"),
+    ("slack app", f"SLACK_APP_TOKEN={'xa' + 'pp-1-A'}{rnd(10, _UD)}-{rnd(13, _DIGITS)}-{rnd(64, _HEX)}\n"),
+    ("slack webhook", f"https://hooks.slack.com/services/T{rnd(8, _UD)}/B{rnd(10, _UD)}/{rnd(24)}\n"),
+    ("google api key", f"key={'AI' + 'za'}{rnd(35, _ALNUM + '-_')}\n"),
+    ("google oauth secret", f'{{"client_secret":"{"GOC" + "SPX-"}{rnd(28, _ALNUM + "-_")}"}}\n'),
+    ("stripe secret", f"{'sk_' + 'live_'}{rnd(99)}\n"),
+    ("stripe restricted", f"{'rk_' + 'live_'}{rnd(99)}\n"),
+    ("openai project", f"OPENAI_API_KEY={'sk-' + 'proj-'}{rnd(156, _ALNUM + '-_')}\n"),
+    ("anthropic", f"{'sk-' + 'ant-api03-'}{rnd(93, _ALNUM + '-_')}AA\n"),
+    ("huggingface", f"HF_TOKEN={'h' + 'f_'}{rnd(34, _UPPER + _LOWER)}\n"),
+    ("npm (crc)", f"//registry.npmjs.org/:_authToken={_with_crc('np' + 'm_')}\n"),
+    ("pypi", f"password = {'pypi-' + 'AgEIcHlwaS5vcmc'}{rnd(160, _ALNUM + '-_')}\n"),
+    ("shopify", f"{'shp' + 'at_'}{rnd(32, _HEX)}\n"),
+    ("sendgrid", f"{'S' + 'G.'}{rnd(22, _ALNUM + '-_')}.{rnd(43, _ALNUM + '-_')}\n"),
+    ("azure storage", f"DefaultEndpointsProtocol=https;AccountName=n;AccountKey={rnd(86, _B64)}==;\n"),
+    ("azure service bus", f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;"
+                          f"SharedAccessKey={rnd(43, _B64)}=\n"),
+    ("digitalocean pat", f"{'do' + 'p_v1_'}{rnd(64, _HEX)}\n"),
+    ("digitalocean oauth", f"{'do' + 'o_v1_'}{rnd(64, _HEX)}\n"),
+    ("digitalocean refresh", f"{'do' + 'r_v1_'}{rnd(64, _HEX)}\n"),
+    ("jwt", f"Authorization: Bearer {'ey' + 'J'}{rnd(30)}.{'ey' + 'J'}{rnd(80)}.{rnd(43, _ALNUM + '-_')}\n"),
+    ("rsa private key", pem("RSA " + _PK)[0]),
+    ("openssh private key", pem("OPENSSH " + _PK, body_lines=6, width=70)[0]),
+    ("url password", f"DATABASE_URL=postgresql://app:{rnd(20)}@db.internal:5432/app\n"),
+    ("basic auth header", f"Authorization: Basic {_b64('ci-bot:' + rnd(20))}\n"),
+    ("k8s secret (base64 token)", f"apiVersion: v1\nkind: Secret\ndata:\n  token: {_b64(_with_crc('gh' + 'p_'))}\n"),
+    ("base64 aws key in yaml", f"creds: {_b64('AK' + 'IA' + rnd(16, _B32))}\n"),
+    ("generic api key", f'STRIPE_WEBHOOK_SIGNING_KEY = "{rnd(32)}"\napi_key: {rnd(40, _HEX)}\n'),
+    ("env password", f"DB_PASSWORD={rnd(9)}#{rnd(4)}\n"),
+    ("password in prose", f"The staging password is {rnd(8)}!{rnd(3)} (rotate it)\n"),
+    # Formats with no distinctive prefix: found only when assigned to a secret-named key.
+    ("twilio api key sid", f"twilio: {'S' + 'K'}{rnd(32, _HEX)}\n"),
+    ("datadog api key", f"datadog key {rnd(32, _HEX)}\n"),
+]
+
+# Lines that look like secrets to a naive scanner and must never be flagged.
+_PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + _rng.randbytes(300)).decode()
+NEAR_MISSES: list[tuple[str, str]] = [
+    ("uuids", "\n".join("-".join(rnd(n, _HEX) for n in (8, 4, 4, 4, 12)) for _ in range(5)) + "\n"),
+    ("git shas", "\n".join(f"{rnd(40, _HEX)} commit message {i}" for i in range(5)) + "\n"),
+    ("sha256 sums", "\n".join(f"{rnd(64, _HEX)}  dist/pkg-{i}.tar.gz" for i in range(5)) + "\n"),
+    ("base64 image", f"![plot](data:image/png;base64,{_PNG})\n"),
+    ("lorem ipsum", "Lorem ipsum dolor sit amet, consectetur adipiscing elit. Sed do eiusmod tempor "
+                    "incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud.\n"),
+    ("package-lock integrity", "\n".join(
+        f'"integrity": "sha512-{rnd(86, _B64)}==",' for _ in range(5)) + "\n"),
+    ("yarn.lock", f'  resolved "https://registry.yarnpkg.com/left-pad/-/left-pad-1.3.0.tgz#{rnd(40, _HEX)}"\n'
+                  f"  integrity sha1-{rnd(27, _B64)}=\n"),
+    ("poetry.lock", f'files = [{{file = "x-1.0.whl", hash = "sha256:{rnd(64, _HEX)}"}}]\n'),
+    ("go.sum", f"golang.org/x/text v0.3.7 h1:{rnd(43, _B64)}=\n"),
+    ("Cargo.lock", f'checksum = "{rnd(64, _HEX)}"\n'),
+    ("subresource integrity", f'<script src="x.js" integrity="sha384-{rnd(64, _B64)}"></script>\n'),
+    ("docker digest", f"FROM python:3.12@sha256:{rnd(64, _HEX)}\n"),
+    ("ssh public key", f"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI{rnd(43, _B64)} me@laptop\n"),
+    ("placeholder password", 'password = "changeme"\npassword: ${DB_PASSWORD}\npassword: <your password>\n'),
+    ("password prose", "The password is stored in vault; the password was rotated on Monday.\n"),
+    ("basic auth placeholder", f"Authorization: Basic {_b64('user:password')}\n"),
+    ("base64 prose", f"echo {_b64('hello world, these are ordinary notes about the build')} | base64 -d\n"),
+    ("slack docs webhook", "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX\n"),
+    ("aws docs key", "AK" + "IAIOSFODNN7EXAMPLE\n"),
+    ("bcrypt hash", "password_hash: $2b$12$" + rnd(53, _ALNUM + "./") + "\n"),
+    ("camelCase identifiers", "tokenRefreshHandlerFactory = buildTokenRefreshHandlerFactory(config)\n"),
+    ("markdown table", "| model | max_tokens | cost |\n|---|---|---|\n| gpt-4o | 4096 | $0.01 |\n"),
+    ("long identifiers", "test_the_recorded_command_never_holds_the_credential_in_any_form_whatsoever\n"),
+]
+
+
+def test_corpus_of_real_formats(figures: Figures) -> None:
+    missed = [name for name, text in FORMATS if not scan(text)]
+    figures.add("secret formats", len(FORMATS))
+    figures.add("secret formats found", len(FORMATS) - len(missed))
+    # Known misses: 32 hex digits with no prefix and no secret-named key (Twilio SIDs, Datadog).
+    assert missed == ["twilio api key sid", "datadog api key"]
+
+
+def test_corpus_of_near_misses(figures: Figures) -> None:
+    flagged = [(name, scan(text)) for name, text in NEAR_MISSES if scan(text)]
+    figures.add("near-miss texts", len(NEAR_MISSES))
+    figures.add("near-miss texts flagged", len(flagged))
+    assert flagged == []
+
+
+def test_the_projects_own_text_is_not_flagged() -> None:
+    root = Path(__file__).resolve().parent.parent
+    paths = [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted((root / "memsync").rglob("*.py")),
+             Path(__file__), root / "tests" / "test_secrets_policy.py"]
+    flagged = [f for p in paths for f in scan_bytes(str(p.relative_to(root)), p.read_bytes())]
+    assert flagged == []
+
+
+def test_ascii_after_a_utf16_looking_start_is_still_found() -> None:
+    data = "UTF-16 header text, long enough to decide".encode("utf-16-le") + f"\ntoken={_ghp}\n".encode()
+    assert [f.rule for f in scan_bytes("mixed.bin", data)] == ["github-token"]
+
+
+def test_utf16_strings_in_binary_across_a_chunk_boundary_are_found_once() -> None:
+    head = bytes(range(1, 256)).replace(b"\n", b"") * (CHUNK_BYTES // 254 + 1)
+    for shift in (-40, -41, -12, -4, 0, 1):
+        start = CHUNK_BYTES + shift
+        data = head[:start] + f"token={_ghs}".encode("utf-16-le") + b"\x00\x01" * 64
+        assert [f.rule for f in scan_bytes("app.db", data)] == ["github-token"], shift
+
+
+def test_random_binary_data_scans_quickly() -> None:
+    data = random.Random(3).randbytes(2 * CHUNK_BYTES)
+    assert scan_bytes("photo.jpg", data) == []
+    assert _timed(data) < 5  # typically ~0.2 s; loose for loaded CI machines

@@ -41,6 +41,11 @@ def register(app: typer.Typer, guard: Guard) -> None:
         if once:
             summary = core.once(mem, _log_line)
             _finish(summary)
+            if summary.blocked:  # exit 9, as push and run do
+                from memsync.errors import Blocked
+
+                raise Blocked(f"kept out of the commit by `secrets: block`: {', '.join(summary.blocked)}",
+                              "remove the secret from the file (it is still on disk), then run again")
             return
         stop = threading.Event()
         with _display() as (report, heartbeat), core.stop_on_signals(stop):
