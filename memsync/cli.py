@@ -101,8 +101,14 @@ def _lean_coercion() -> None:
 
     class _Lazy(RuntimeParam):
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            if type(value) in plain_types(self.annotation):
+            kinds = plain_types(self.annotation)
+            if type(value) in kinds:
                 return value
+            if type(value) is str and len(kinds) == 1 and kinds[0] in (int, float):
+                try:  # `--checkpoint 0`: a number typed on the command line, as int()/float() read it
+                    return kinds[0](value)
+                except ValueError:
+                    pass  # typer's own coercion words the usage error
             if (isinstance(value, (list, tuple)) and all(type(v) is str for v in value)
                     and self.annotation in (list[str], list[str] | None)):
                 return list(value)

@@ -45,3 +45,10 @@ def test_push_with_nothing_to_commit_skips_rich_yaml_pydantic(memory: Path) -> N
 def test_storage_yaml_that_is_not_plain_still_goes_through_yaml(memory: Path) -> None:
     write(memory, ".vm0/storage.yaml", "name: research\ntype: memory\nsecrets: 'warn'  # quoted\n")
     assert "yaml" in imported("status", cwd=memory)
+
+
+def test_a_number_on_the_command_line_needs_no_pydantic(memory: Path) -> None:
+    """typer coerces `--checkpoint 0` (a str) through pydantic, ~0.3 s of import per run."""
+    found = imported("run", "--offline", "--no-push", "--checkpoint", "0", "--", sys.executable, "-c", "pass",
+                     cwd=memory)
+    assert "pydantic" not in found
