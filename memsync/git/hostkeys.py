@@ -37,6 +37,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import cffi  # type: ignore[import-untyped]
@@ -226,18 +227,45 @@ def _read_identity(cert_i: Any, valid: int, host: Any) -> ServerIdentity:
 _original: Callable[..., int] | None = None
 
 
+# What libgit2 gets when the check could not finish: a refusal. GIT_EUSER makes pygit2 re-raise
+# the exception stored on the callbacks object (a Ctrl-C stays a Ctrl-C); when nothing could be
+# stored, GIT_ERROR (pygit2 would assert on a bare GIT_EUSER). Never 0: 0 is "accept".
+_REFUSE_STORED = int(C.GIT_EUSER)
+_REFUSE = int(C.GIT_ERROR)
+
+
 def _certificate_check(cert_i: Any, valid: int, host: Any, payload: Any) -> int:
-    data = ffi.from_handle(payload)
-    check = getattr(data, "server_identity", None)
-    if check is None:
-        assert _original is not None
-        return _original(cert_i, valid, host, payload)
+    # Everything is inside the try: an exception anywhere (a Ctrl-C between two lines included)
+    # refuses the server. What escapes even this (an interrupt inside the except clause) is
+    # answered by cffi with the `error` value given in install(), again a refusal.
+    data = None
     try:
+        data = ffi.from_handle(payload)
+        check = getattr(data, "server_identity", None)
+        if check is None:
+            assert _original is not None
+            return _original(cert_i, valid, host, payload)
         check(_read_identity(cert_i, valid, host))
+        return 0
     except BaseException as exc:  # stored and re-raised by pygit2 once libgit2 returns
-        data._stored_exception = exc
-        return int(C.GIT_EUSER)
-    return 0
+        return _store(data, exc)
+
+
+def _store(data: Any, exc: BaseException) -> int:
+    if data is None:
+        return _REFUSE
+    data._stored_exception = exc
+    return _REFUSE_STORED
+
+
+def _on_escape(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> int:
+    """cffi's handler for an exception that left `_certificate_check`: keep it for pygit2 to
+    re-raise if the callbacks object can be found, and refuse in any case."""
+    try:
+        payload = tb.tb_frame.f_locals.get("payload") if tb is not None else None
+        return _store(ffi.from_handle(payload) if payload is not None else None, exc)
+    except BaseException:
+        return _REFUSE
 
 
 def install() -> None:
@@ -245,4 +273,4 @@ def install() -> None:
     global _original
     if _original is None:
         _original = pygit2_callbacks._certificate_check_cb
-        ffi.def_extern(name="_certificate_check_cb")(_certificate_check)
+        ffi.def_extern(name="_certificate_check_cb", error=_REFUSE, onerror=_on_escape)(_certificate_check)
