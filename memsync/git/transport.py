@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import Option
+from pygit2.enums import ConfigLevel, Option
 
 from memsync.errors import (
     AuthFailed,
@@ -63,7 +63,7 @@ class Callbacks(pygit2.RemoteCallbacks):
             configure_tls()  # loading a CA bundle costs ~25 ms
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
-        return self.keyring.acquire(username_from_url, allowed_types)
+        return self.keyring.acquire(url, username_from_url, allowed_types)
 
     def server_identity(self, identity: ServerIdentity) -> None:
         """Called by hostkeys' certificate hook with the server's key or TLS verdict."""
@@ -92,7 +92,20 @@ class Callbacks(pygit2.RemoteCallbacks):
 
 
 def _anonymous(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
-    return repo.remotes.create_anonymous(hub.url)
+    """A remote for exactly the hub memsync resolved. libgit2 applies `url.<base>.insteadOf` and
+    `pushInsteadOf` even to anonymous remotes; a rule in the memory's own .git/config (which an
+    agent or a careless command can write) would send the memory and its credential elsewhere."""
+    remote = repo.remotes.create_anonymous(hub.url)
+    if remote.url == hub.url and remote.push_url in (None, hub.url):
+        return remote
+    rules = sorted({e.name for e in repo.config if e.level >= ConfigLevel.LOCAL
+                    and e.name.lower().endswith((".insteadof", ".pushinsteadof"))})
+    if not rules:
+        return remote  # the operator's own global or system rule
+    raise RepoError(f"the repository's own config rewrites the hub URL {hub.display} ({', '.join(rules)}); "
+                    "memsync talks only to the hub it resolved",
+                    f"remove the rule (git -C {Path(repo.workdir or repo.path)} config --unset {rules[0]}); "
+                    "a hub is chosen by --remote, storage.yaml or MEMSYNC_REMOTE")
 
 
 def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
@@ -102,6 +115,11 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
     where = hub.display
     if isinstance(exc, RemoteError):
         return exc
+    if "not owned by current user" in lowered:  # a file:// hub owned by another user
+        path = hub.local_path or hub.url
+        return RemoteError(f"{doing} {where}: detected dubious ownership in repository at '{path}' "
+                           "(owned by another user)",
+                           f"if you trust it, add an exception: git config --global --add safe.directory {path}")
     if "no space left" in lowered or "disk quota" in lowered or "file too large" in lowered:
         return RepoError(f"{doing} {where}: a disk is full ({text})",
                          "free some disk space and run the command again; nothing was lost")
