@@ -88,3 +88,32 @@ def test_redirect_within_the_same_host_still_authenticates(http_server: HttpGitS
                       MEMSYNC_USER=http_server.user)
     assert code == 0, err
     assert any(r.path.startswith("/new.git/") and r.header("Authorization") for r in http_server.requests)
+
+
+def test_later_redirect_is_not_followed_whatever_the_memory_config_says(
+        pair: tuple[HttpGitServer, HttpGitServer], tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+        figures: Figures) -> None:
+    """The memory's .git/config may ask libgit2 to follow every redirect (http.followRedirects);
+    a hub that authenticates the first request and redirects the next (the pack request) to
+    another host still sends nothing there: only the initial request's redirect is followed."""
+    hub, other = pair
+    figures.add("security attacks")
+    monkeypatch.setenv("MEMSYNC_REMOTE", hub.url("hub.git"))
+    monkeypatch.setenv("MEMSYNC_TOKEN", hub.token)
+    monkeypatch.setenv("MEMSYNC_USER", hub.user)
+    root = tmp_path / "research"
+    root.mkdir()
+    assert cli("init", cwd=root).code == 0
+    (root / "a.md").write_text("a\n")
+    assert cli("push", cwd=root).code == 0
+    other_copy = tmp_path / "other-copy"
+    assert cli("clone", "research", str(other_copy), "--remote", str(hub.project_root / "hub.git")).code == 0
+    (other_copy / "b.md").write_text("b\n")
+    assert cli("push", cwd=other_copy).code == 0  # so the pull below has a pack to ask for
+    git("config", "http.followRedirects", "true", cwd=root)
+    hub.redirect(other.url("hub.git"), authorized_only=True, prefix="/hub.git/git-")
+    r = cli("pull", cwd=root)
+    assert other.requests == []
+    assert r.code == 4 and "redirected a request memsync does not follow" in r.err
+    assert not (root / "b.md").exists()
+    figures.add("security attacks refused")

@@ -132,6 +132,9 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
     if ("non-fast-forward" in lowered or "not fast-forward" in lowered or "fastforwardable" in lowered
             or "not present locally" in lowered):  # libgit2: the remote tip moved past our fetch
         return NotFastForward(f"{doing} {where}: the remote moved on meanwhile")
+    if "redirect" in lowered:  # libgit2 follows the first request's redirect only, like git
+        return RemoteUnreachable(f"{doing} {where}: the server redirected a request memsync does not follow ({text})",
+                                 "if the hub moved, use the URL it redirects to as the remote")
     if "failed to resolve address" in lowered:
         return RemoteUnreachable(f"{doing} {where}: unknown host ({text})",
                                  "check the host name in the URL and the network's DNS "
