@@ -214,3 +214,13 @@ def test_ssh_command_from_the_memory_config_never_runs(ssh_server: SshGitServer,
     assert cli("push", cwd=root).code == 0
     assert not marker.exists()
     figures.add("security attacks refused")
+
+
+def test_extra_header_from_the_memory_config_is_not_sent(http_memory: Path, http_server: HttpGitServer,  # type: ignore[no-untyped-def]
+                                                         cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    git("config", "http.extraHeader", "X-Planted: from-the-memory", cwd=http_memory)
+    monkeypatch.setenv("MEMSYNC_TOKEN", http_server.token)
+    before = len(http_server.requests)
+    assert cli("pull", cwd=http_memory).code == 0
+    assert len(http_server.requests) > before
+    assert not any(r.header("X-Planted") for r in http_server.requests[before:])
