@@ -224,3 +224,27 @@ def test_extra_header_from_the_memory_config_is_not_sent(http_memory: Path, http
     assert cli("pull", cwd=http_memory).code == 0
     assert len(http_server.requests) > before
     assert not any(r.header("X-Planted") for r in http_server.requests[before:])
+
+
+@pytest.mark.parametrize("key", ["http.sslVerify", "http.sslCAInfo"])
+def test_tls_settings_from_the_memory_config_do_not_lower_the_check(https_server: HttpGitServer, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                   cli, monkeypatch: pytest.MonkeyPatch,
+                                                                   key: str, figures: Figures) -> None:
+    """An agent cannot trust its own certificate for the operator: the CA comes from the
+    environment (MEMSYNC_CA_BUNDLE ...), never from the memory's config."""
+    figures.add("security attacks")
+    make_bare_hub(https_server.project_root / "hub.git")
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMSYNC_REMOTE", https_server.url("hub.git"))
+    monkeypatch.setenv("MEMSYNC_TOKEN", https_server.token)
+    monkeypatch.setenv("MEMSYNC_USER", https_server.user)
+    root = tmp_path / "research"
+    root.mkdir()
+    assert cli("init", cwd=root).code == 0
+    git("config", key, "false" if key == "http.sslVerify" else str(https_server.cert_path), cwd=root)
+    write(root, "a.md", "a\n")
+    r = cli("push", cwd=root)
+    assert r.code == 4 and "TLS certificate of 127.0.0.1 is not trusted" in r.err, r.err
+    assert not any(q.header("Authorization") for q in https_server.requests)
+    figures.add("security attacks refused")
