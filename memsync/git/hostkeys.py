@@ -237,8 +237,7 @@ _REFUSE = int(C.GIT_ERROR)
 def _certificate_check(cert_i: Any, valid: int, host: Any, payload: Any) -> int:
     # Everything is inside the try: an exception anywhere (a Ctrl-C between two lines included)
     # refuses the server. What escapes even this (an interrupt inside the except clause) is
-    # answered by cffi with the `error` value given in install(), again a refusal.
-    data = None
+    # answered through `_on_escape`, or by cffi with the `error` value given in install().
     try:
         data = ffi.from_handle(payload)
         check = getattr(data, "server_identity", None)
@@ -248,13 +247,14 @@ def _certificate_check(cert_i: Any, valid: int, host: Any, payload: Any) -> int:
         check(_read_identity(cert_i, valid, host))
         return 0
     except BaseException as exc:  # stored and re-raised by pygit2 once libgit2 returns
-        return _store(data, exc)
+        return _refuse(payload, exc)
 
 
-def _store(data: Any, exc: BaseException) -> int:
-    if data is None:
+def _refuse(payload: Any, exc: BaseException) -> int:
+    try:
+        ffi.from_handle(payload)._stored_exception = exc
+    except BaseException:
         return _REFUSE
-    data._stored_exception = exc
     return _REFUSE_STORED
 
 
@@ -262,8 +262,7 @@ def _on_escape(kind: type[BaseException], exc: BaseException, tb: TracebackType 
     """cffi's handler for an exception that left `_certificate_check`: keep it for pygit2 to
     re-raise if the callbacks object can be found, and refuse in any case."""
     try:
-        payload = tb.tb_frame.f_locals.get("payload") if tb is not None else None
-        return _store(ffi.from_handle(payload) if payload is not None else None, exc)
+        return _refuse(tb.tb_frame.f_locals["payload"], exc) if tb is not None else _REFUSE
     except BaseException:
         return _REFUSE
 
