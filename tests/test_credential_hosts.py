@@ -20,6 +20,8 @@ from tests.stress_report import Figures, figures
 
 __all__ = ["figures"]
 
+pytestmark = [pytest.mark.stress, pytest.mark.server]
+
 OTHER_HOST = "127.0.0.2"
 
 

@@ -31,6 +31,8 @@ from tests.stress_report import Figures, figures, size
 
 __all__ = ["figures"]
 
+pytestmark = [pytest.mark.stress, pytest.mark.server]
+
 STRIDE = size(4, 1)
 
 _WATCHED = str(Path(hostkeys.__file__).parent.parent)  # memsync's own code

@@ -23,6 +23,8 @@ from tests.stress_report import Figures, figures
 
 __all__ = ["figures"]
 
+pytestmark = pytest.mark.stress
+
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 
 
