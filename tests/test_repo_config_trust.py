@@ -14,6 +14,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from tests.conftest import git, hub_path, hub_tree, write
@@ -43,6 +44,9 @@ def _marker_helper(tmp_path: Path, name: str) -> tuple[str, Path]:
 @needs_root
 def test_memory_owned_by_another_user_is_refused_like_git_does(memory: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
     figures.add("security attacks")
+    import memsync.git.transport  # noqa: F401  (everything memsync imports for a command)
+
+    assert pygit2.settings.owner_validation  # nothing memsync imports turns git's check off
     nobody = pwd.getpwnam("nobody")
     subprocess.run(["chown", "-R", f"{nobody.pw_uid}:{nobody.pw_gid}", str(memory)], check=True)
     write(memory, "summary.md", "changed\n")  # root can still write; memsync must not act on it
@@ -97,7 +101,8 @@ def test_core_worktree_pointing_elsewhere_is_refused(memory: Path, cli, tmp_path
 
 
 @pytest.mark.parametrize("value", ["..", "../", "."])
-def test_core_worktree_naming_the_memory_itself_is_fine(memory: Path, cli, value: str) -> None:  # type: ignore[no-untyped-def]
+def test_core_worktree_is_judged_by_where_it_resolves(memory: Path, cli, value: str) -> None:  # type: ignore[no-untyped-def]
+    """Relative to .git: `..` is the memory itself (fine), `.` is .git (refused)."""
     expected = memory if value.startswith("..") else memory / ".git"
     git("config", "core.worktree", value, cwd=memory)
     r = cli("status", cwd=memory)

@@ -85,7 +85,7 @@ class GitRepo:
         try:
             repo = pygit2.Repository(str(root / ".git"))
         except pygit2.GitError as exc:
-            raise unsafe_or(exc, root) from exc
+            raise open_refusal(exc, root) from exc
         workdir = repo.workdir
         if workdir is None or Path(workdir).resolve() != root.resolve():
             # `core.worktree` (or `core.bare`) would make every checkout write somewhere else.
@@ -463,7 +463,7 @@ class _StatEntry(pygit2.IndexEntry):
         return centry, keep
 
 
-def unsafe_or(exc: pygit2.GitError, root: Path) -> RepoError:
+def open_refusal(exc: pygit2.GitError, root: Path) -> RepoError:
     """libgit2's refusal to open a repository, in git's words when it is about ownership."""
     text = str(exc)
     if "not owned by current user" in text:
