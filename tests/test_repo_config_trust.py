@@ -255,3 +255,31 @@ def test_tls_settings_from_the_memory_config_do_not_lower_the_check(https_server
     assert r.code == 4 and "TLS certificate of 127.0.0.1 is not trusted" in r.err, r.err
     assert not any(q.header("Authorization") for q in https_server.requests)
     figures.add("security attacks refused")
+
+
+def test_programs_named_in_the_memory_config_never_run(memory: Path, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                       figures: Figures) -> None:
+    """Hooks, fsmonitor and filter drivers are how git runs a repository's programs; memsync
+    (libgit2) runs none of them, whatever the memory's config says."""
+    figures.add("security attacks")
+    program, marker = _marker_helper(tmp_path, "planted")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for hook in ("pre-commit", "commit-msg", "post-commit", "pre-push", "post-merge", "post-checkout",
+                 "reference-transaction"):
+        (hooks / hook).symlink_to(program)
+    for key, value in (("core.hooksPath", str(hooks)), ("core.fsmonitor", program),
+                       ("filter.planted.clean", program), ("filter.planted.smudge", program),
+                       ("filter.planted.process", program), ("diff.planted.textconv", program)):
+        git("config", key, value, cwd=memory)
+    (memory / ".git" / "info" / "attributes").write_text("* filter=planted diff=planted\n")
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    write(other, "from-hub.md", "new\n")
+    assert cli("push", cwd=other).code == 0
+    write(memory, "summary.md", "edited\n")
+    for command in ("push", "pull", "status", "log", "diff"):
+        assert cli(command, cwd=memory).code == 0, command
+    assert (memory / "from-hub.md").read_text() == "new\n"
+    assert not marker.exists()
+    figures.add("security attacks refused")
