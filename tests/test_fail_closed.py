@@ -6,9 +6,10 @@ turns an exception that escapes a callback into its `error` value, 0 by default,
 known_hosts (or with an untrusted TLS certificate) and exit 0.
 
 The interrupt is made deterministic with a line tracer: once the callback is entered, the N-th
-line that memsync or pygit2 executes inside it calls the process's SIGINT handler (what a real
-Ctrl-C does between two lines), for every N along the callback's path. A real SIGINT sweep over
-a subprocess completes the picture.
+line of memsync's code that runs inside it calls the process's SIGINT handler (what a real
+Ctrl-C does between two lines), for every N along the callback's path (at CI size: every line of
+the callback itself and every 4th of what it calls). A real SIGINT sweep over a subprocess
+completes the picture.
 """
 
 from __future__ import annotations
