@@ -179,6 +179,19 @@ def test_url_rewrite_in_the_memory_config_is_refused(memory: Path, cli, tmp_path
     figures.add("security attacks refused")
 
 
+def test_origin_in_the_memory_config_does_not_choose_the_hub(memory: Path, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                             figures: Figures) -> None:
+    figures.add("security attacks")
+    evil = make_bare_hub(tmp_path / "evil.git")
+    git("config", "remote.origin.url", str(evil), cwd=memory)
+    git("config", "remote.origin.pushurl", str(evil), cwd=memory)
+    write(memory, "summary.md", "to the hub only\n")
+    assert cli("push", cwd=memory).code == 0
+    assert hub_tree()["summary.md"] == b"to the hub only\n"
+    assert git("for-each-ref", cwd=evil) == ""
+    figures.add("security attacks refused")
+
+
 def test_url_rewrite_of_the_operator_is_followed(memory: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A global insteadOf is the operator's own choice (e.g. https -> ssh for GitHub)."""
     mirror = tmp_path / "mirror.git"
