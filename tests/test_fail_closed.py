@@ -27,7 +27,7 @@ import pytest
 
 from memsync.git import hostkeys
 from tests.conftest import Result, write
-from tests.servers import HttpGitServer, SshGitServer, make_bare_hub
+from tests.servers import HttpGitServer, SshGitServer, install_reject_hook, make_bare_hub
 from tests.stress_report import Figures, figures, size
 
 __all__ = ["figures"]
@@ -183,3 +183,59 @@ def test_real_sigint_during_the_ssh_handshake(unknown_ssh_hub: str, tmp_path: Pa
     figures.add("security attacks refused")
     figures.add("handshake interrupt points", steps)
     print(f"real SIGINT sweep over {full:.2f}s: {outcomes}")
+
+
+class WrapperInterrupter:
+    """sys.settrace hook: a Ctrl-C at the `at`-th line of pygit2's wrapper around one callback
+    (lines 1-2 run before the wrapper's own try)."""
+
+    def __init__(self, callback: str, at: int) -> None:
+        self.callback = callback
+        self.at = at
+        self.lines = 0
+        self.fired = False
+
+    def __enter__(self) -> WrapperInterrupter:
+        sys.settrace(self.trace)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(None)
+
+    def trace(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
+        wrapped = frame.f_locals.get("f") if frame.f_code.co_name == "wrapper" else None
+        if not self.fired and getattr(wrapped, "__name__", "") == self.callback:
+            return self.local
+        return None
+
+    def local(self, frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
+        if event == "line" and not self.fired:
+            self.lines += 1
+            if self.lines == self.at:
+                self.fired = True
+                handler = signal.getsignal(signal.SIGINT)
+                if callable(handler):
+                    handler(signal.SIGINT, frame)
+                raise KeyboardInterrupt
+        return self.local
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_ctrl_c_in_the_push_verdict_never_reports_a_refused_push_as_pushed(git_daemon, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                           at: int, figures: Figures) -> None:
+    """The server's verdict on each pushed ref arrives through a callback too: a Ctrl-C before
+    pygit2's try used to drop a refusal, and memsync said the push was done (exit 0)."""
+    figures.add("security attacks")
+    bare = make_bare_hub(git_daemon.base_path / "hub.git")
+    root = tmp_path / "research"
+    root.mkdir()
+    assert cli("init", "--remote", git_daemon.url("hub.git"), cwd=root).code == 0
+    write(root, "a.md", "a\n")
+    assert cli("push", cwd=root).code == 0
+    install_reject_hook(bare, "protected")
+    write(root, "b.md", "b\n")
+    with WrapperInterrupter("_push_update_reference_cb", at) as interrupter:
+        r = cli("push", cwd=root)
+    assert interrupter.fired
+    assert r.code in (5, 130), (r.code, r.out, r.err)
+    figures.add("security attacks refused")

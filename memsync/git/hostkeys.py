@@ -37,14 +37,14 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import cffi  # type: ignore[import-untyped]
 from pygit2 import callbacks as pygit2_callbacks
-from pygit2.ffi import C, ffi
+from pygit2.ffi import ffi
 
 from memsync.errors import HostKeyError
+from memsync.git import interrupts
 
 _CERT_X509 = 1
 _CERT_HOSTKEY = 2
@@ -227,17 +227,10 @@ def _read_identity(cert_i: Any, valid: int, host: Any) -> ServerIdentity:
 _original: Callable[..., int] | None = None
 
 
-# What libgit2 gets when the check could not finish: a refusal. GIT_EUSER makes pygit2 re-raise
-# the exception stored on the callbacks object (a Ctrl-C stays a Ctrl-C); when nothing could be
-# stored, GIT_ERROR (pygit2 would assert on a bare GIT_EUSER). Never 0: 0 is "accept".
-_REFUSE_STORED = int(C.GIT_EUSER)
-_REFUSE = int(C.GIT_ERROR)
-
-
 def _certificate_check(cert_i: Any, valid: int, host: Any, payload: Any) -> int:
     # Everything is inside the try: an exception anywhere (a Ctrl-C between two lines included)
     # refuses the server. What escapes even this (an interrupt inside the except clause) is
-    # answered through `_on_escape`, or by cffi with the `error` value given in install().
+    # refused by `interrupts.on_escape`, or by cffi's `error` value (see memsync.git.interrupts).
     try:
         data = ffi.from_handle(payload)
         check = getattr(data, "server_identity", None)
@@ -252,19 +245,10 @@ def _certificate_check(cert_i: Any, valid: int, host: Any, payload: Any) -> int:
 
 def _refuse(payload: Any, exc: BaseException) -> int:
     try:
-        ffi.from_handle(payload)._stored_exception = exc
+        data = ffi.from_handle(payload)
     except BaseException:
-        return _REFUSE
-    return _REFUSE_STORED
-
-
-def _on_escape(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> int:
-    """cffi's handler for an exception that left `_certificate_check`: keep it for pygit2 to
-    re-raise if the callbacks object can be found, and refuse in any case."""
-    try:
-        return _refuse(tb.tb_frame.f_locals["payload"], exc) if tb is not None else _REFUSE
-    except BaseException:
-        return _REFUSE
+        return interrupts.REFUSE
+    return interrupts.keep(data, exc)
 
 
 def install() -> None:
@@ -272,4 +256,4 @@ def install() -> None:
     global _original
     if _original is None:
         _original = pygit2_callbacks._certificate_check_cb
-        ffi.def_extern(name="_certificate_check_cb", error=_REFUSE, onerror=_on_escape)(_certificate_check)
+        interrupts.define("_certificate_check_cb", _certificate_check)

@@ -25,7 +25,7 @@ from memsync.errors import (
     RemoteUnreachable,
     RepoError,
 )
-from memsync.git import hostkeys
+from memsync.git import hostkeys, interrupts
 from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
 from memsync.hub import HubUrl, redact
@@ -37,6 +37,7 @@ IO_TIMEOUT_MS = int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000
 pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
 pygit2.option(Option.SET_SERVER_TIMEOUT, IO_TIMEOUT_MS)
 hostkeys.install()
+interrupts.install()
 
 
 class NotFastForward(RemoteError):
