@@ -62,6 +62,8 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
         except pygit2.GitError as exc:  # e.g. an empty `.git` directory
             from memsync.errors import RemoteUnreachable
 
+            if "not owned by current user" in str(exc):
+                raise transport.translate(exc, hub, "cannot list") from exc
             raise RemoteUnreachable(f"cannot list {hub.display}: no git repository there ({exc})",
                                     "check the URL; create a bare repository with `git init --bare`") from exc
         prefix = "refs/heads/"

@@ -67,16 +67,16 @@ def free_port() -> int:
         return port
 
 
-def wait_for_port(port: int, timeout: float = START_TIMEOUT) -> None:
-    """Block until something accepts TCP connections on 127.0.0.1:port."""
+def wait_for_port(port: int, timeout: float = START_TIMEOUT, host: str = HOST) -> None:
+    """Block until something accepts TCP connections on host:port (127.0.0.1 by default)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            with socket.create_connection((HOST, port), timeout=1.0):
+            with socket.create_connection((host, port), timeout=1.0):
                 return
         except OSError:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"nothing listening on {HOST}:{port}") from None
+                raise TimeoutError(f"nothing listening on {host}:{port}") from None
             time.sleep(0.05)
 
 
@@ -551,6 +551,9 @@ class _HttpState:
     wrong_credentials: int = 0  # 401s for requests that did carry (wrong) credentials
     lock: threading.Lock = field(default_factory=threading.Lock)
     errors: list[str] = field(default_factory=list)  # handler exceptions (not printed)
+    redirect_to: str | None = None  # base URL requests under redirect_prefix are redirected to (302)
+    redirect_prefix: str = "/"
+    redirect_authorized_only: bool = False  # redirect only requests that carry the right credential
     cgi_procs: set[subprocess.Popen[bytes]] = field(default_factory=set)
     connections: set[socket.socket] = field(default_factory=set)
 
@@ -637,6 +640,12 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
             state.requests.append(record)
         body = self._read_body()
         record.body_size = len(body)
+        if (state.redirect_to and self.path.startswith(state.redirect_prefix)
+                and (self._authorized() or not state.redirect_authorized_only)):
+            record.status = 302
+            target = state.redirect_to.rstrip("/") + "/" + self.path[len(state.redirect_prefix):]
+            self._respond(302, [("Location", target)], b"")
+            return
         if not self._authorized():
             self._deny(record)
             return
@@ -733,9 +742,9 @@ class _GitHttpServer(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
 
-    def __init__(self, port: int, state: _HttpState, tls: ssl.SSLContext | None) -> None:
+    def __init__(self, host: str, port: int, state: _HttpState, tls: ssl.SSLContext | None) -> None:
         self.state = state
-        super().__init__((HOST, port), _GitHttpHandler)
+        super().__init__((host, port), _GitHttpHandler)
         if tls is not None:
             # Handshake lazily, in the handler thread, so a stalled client blocks nobody.
             self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
@@ -769,7 +778,8 @@ class HttpGitServer(_Server):
     request did carry an Authorization header.
     """
 
-    def __init__(self, project_root: Path, user: str, token: str, tls: bool = False) -> None:
+    def __init__(self, project_root: Path, user: str, token: str, tls: bool = False, host: str = HOST) -> None:
+        self.host = host
         self.port = free_port()
         self.project_root = Path(project_root)
         self.tls = tls
@@ -808,15 +818,22 @@ class HttpGitServer(_Server):
     def wrong_credentials(self) -> int:
         return self._state.wrong_credentials
 
+    def redirect(self, base_url: str | None, authorized_only: bool = False, prefix: str = "/") -> None:
+        """Answer every request under ``prefix`` (with authorized_only: every authenticated one)
+        with a 302 to the rest of its path under ``base_url``; None stops redirecting."""
+        self._state.redirect_to = base_url
+        self._state.redirect_authorized_only = authorized_only
+        self._state.redirect_prefix = prefix
+
     def url(self, relpath: str) -> str:
         scheme = "https" if self.tls else "http"
-        return f"{scheme}://{HOST}:{self.port}/{relpath.lstrip('/')}"
+        return f"{scheme}://{self.host}:{self.port}/{relpath.lstrip('/')}"
 
     def start(self) -> None:
-        self._httpd = _GitHttpServer(self.port, self._state, self._ssl)
+        self._httpd = _GitHttpServer(self.host, self.port, self._state, self._ssl)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
-        wait_for_port(self.port)
+        wait_for_port(self.port, host=self.host)
 
     def stop(self) -> None:
         httpd, thread = self._httpd, self._thread

@@ -9,5 +9,6 @@ from __future__ import annotations
 import pygit2
 from pygit2.enums import Option
 
-# Sandboxes mount memories owned by another uid; git's ownership check would refuse them.
-pygit2.option(Option.SET_OWNER_VALIDATION, 0)
+# git's refusal of a repository owned by another user (CVE-2022-24765) stays on: such a
+# repository's .git/config is someone else's. `safe.directory` in the global config lifts it.
+pygit2.option(Option.SET_OWNER_VALIDATION, 1)

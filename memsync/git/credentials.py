@@ -28,6 +28,7 @@ import netrc
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -75,17 +76,32 @@ class Credentials:
         self._ssh: list[SshKey] | None = None
         self._http_given = False
 
-    def acquire(self, username_from_url: str | None, allowed: int) -> Credential:
+    def acquire(self, url: str | None, username_from_url: str | None, allowed: int) -> Credential:
+        """`url`: the URL libgit2 is authenticating to, which after a redirect is not the hub's."""
         types = CredentialType(allowed)
         if CredentialType.SSH_KEY in types:
             return self._next_ssh_key(username_from_url or DEFAULT_SSH_USER)
         if CredentialType.USERNAME in types:
             return pygit2.Username(username_from_url or DEFAULT_SSH_USER)
         if CredentialType.USERPASS_PLAINTEXT in types:
-            return self._http(username_from_url)
+            return self._http(url or self.hub.url, username_from_url)
         raise AuthFailed(f"{self.hub.display} asks for a kind of credential memsync does not support")
 
-    def _http(self, username_from_url: str | None) -> pygit2.UserPass:
+    def _http(self, url: str, username_from_url: str | None) -> pygit2.UserPass:
+        if origin(url) != origin(self.hub.url):
+            # A redirect to another host (or port, or scheme): the hub's token is not for it. Like
+            # git, only a credential stored for that very host may go there, once.
+            secret = None if self._http_given else stored_secret(url, username_from_url)
+            if secret is None:
+                scheme, host, port = origin(url)
+                there = f"{scheme}://{host}" + (f":{port}" if port else "")
+                raise AuthFailed(f"{self.hub.display} redirected to {there}, which asks for credentials; "
+                                 "the hub's credentials are only sent to the hub's own host",
+                                 "if the hub really moved, use its new URL as the remote "
+                                 "(--remote, storage.yaml `remote`, MEMSYNC_REMOTE)")
+            self._http_given = True
+            self.tried.append(secret.source)
+            return pygit2.UserPass(secret.user, secret.password)
         if self._http_given:
             raise AuthFailed(f"{self.hub.display} refused the credential from {self.tried[-1]}",
                              "check that it is valid, not expired and allowed to read and write the "
@@ -130,10 +146,29 @@ def http_secret(hub: HubUrl, username_from_url: str | None) -> HttpSecret | None
         return HttpSecret("the remote URL", user, hub.password)
     if token:
         return HttpSecret("MEMSYNC_TOKEN", user, token)
-    parts = urlsplit(hub.url)
+    return stored_secret(hub.url, username_from_url)
+
+
+def stored_secret(url: str, username_from_url: str | None) -> HttpSecret | None:
+    """A credential stored for exactly this URL's host: ~/.netrc, then git's credential helper."""
+    parts = urlsplit(url)
     host = parts.hostname or ""
     return _from_netrc(host, username_from_url) or _from_git_helper(parts.scheme, parts.netloc.rsplit("@", 1)[-1],
                                                                     username_from_url)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) as credentials are scoped: a redirect to anything else is another host."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return ("", url, None)
+    scheme = parts.scheme.lower()
+    return (scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme))
 
 
 def _from_netrc(host: str, wanted_user: str | None) -> HttpSecret | None:
@@ -157,10 +192,10 @@ def _from_git_helper(scheme: str, host: str, wanted_user: str | None) -> HttpSec
     if git is None or not host:
         return None
     query = f"protocol={scheme}\nhost={host}\n" + (f"username={wanted_user}\n" if wanted_user else "") + "\n"
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="")
     try:
-        done = subprocess.run([git, "credential", "fill"], input=query, capture_output=True, text=True,
-                              env=env, timeout=HELPER_TIMEOUT, check=False)
+        with tempfile.TemporaryDirectory(prefix="memsync-credential-") as neutral:
+            done = subprocess.run([git, "credential", "fill"], input=query, capture_output=True, text=True,
+                                  cwd=neutral, env=_helper_env(neutral), timeout=HELPER_TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     if done.returncode != 0:
@@ -170,6 +205,24 @@ def _from_git_helper(scheme: str, host: str, wanted_user: str | None) -> HttpSec
         return None
     return HttpSecret("git's credential helper", answer.get("username") or wanted_user or DEFAULT_HTTP_USER,
                       answer["password"])
+
+
+def _helper_env(neutral: str) -> dict[str, str]:
+    """git's environment for `git credential fill`: run outside any repository, so only the
+    operator's global and system config choose the helper, never a memory's .git/config (or a
+    repository named by GIT_DIR, or config injected through GIT_CONFIG_PARAMETERS/COUNT)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in _REPO_VARIABLES and not k.startswith(("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"))}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="", SSH_ASKPASS="",
+               GIT_CEILING_DIRECTORIES=str(Path(neutral).parent))
+    return env
+
+
+_REPO_VARIABLES = frozenset((
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_NAMESPACE", "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CEILING_DIRECTORIES",
+))
 
 
 def _encrypted(path: Path) -> bool:

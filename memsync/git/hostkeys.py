@@ -41,9 +41,10 @@ from typing import Any
 
 import cffi  # type: ignore[import-untyped]
 from pygit2 import callbacks as pygit2_callbacks
-from pygit2.ffi import C, ffi
+from pygit2.ffi import ffi
 
 from memsync.errors import HostKeyError
+from memsync.git import interrupts
 
 _CERT_X509 = 1
 _CERT_HOSTKEY = 2
@@ -227,17 +228,27 @@ _original: Callable[..., int] | None = None
 
 
 def _certificate_check(cert_i: Any, valid: int, host: Any, payload: Any) -> int:
-    data = ffi.from_handle(payload)
-    check = getattr(data, "server_identity", None)
-    if check is None:
-        assert _original is not None
-        return _original(cert_i, valid, host, payload)
+    # Everything is inside the try: an exception anywhere (a Ctrl-C between two lines included)
+    # refuses the server. What escapes even this (an interrupt inside the except clause) is
+    # refused by `interrupts.on_escape`, or by cffi's `error` value (see memsync.git.interrupts).
     try:
+        data = ffi.from_handle(payload)
+        check = getattr(data, "server_identity", None)
+        if check is None:
+            assert _original is not None
+            return _original(cert_i, valid, host, payload)
         check(_read_identity(cert_i, valid, host))
+        return 0
     except BaseException as exc:  # stored and re-raised by pygit2 once libgit2 returns
-        data._stored_exception = exc
-        return int(C.GIT_EUSER)
-    return 0
+        return _refuse(payload, exc)
+
+
+def _refuse(payload: Any, exc: BaseException) -> int:
+    try:
+        data = ffi.from_handle(payload)
+    except BaseException:
+        return interrupts.REFUSE
+    return interrupts.keep(data, exc)
 
 
 def install() -> None:
@@ -245,4 +256,4 @@ def install() -> None:
     global _original
     if _original is None:
         _original = pygit2_callbacks._certificate_check_cb
-        ffi.def_extern(name="_certificate_check_cb")(_certificate_check)
+        interrupts.define("_certificate_check_cb", _certificate_check)

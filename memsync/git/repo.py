@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -84,8 +85,16 @@ class GitRepo:
         try:
             repo = pygit2.Repository(str(root / ".git"))
         except pygit2.GitError as exc:
-            raise RepoError(f"cannot open the repository in {root}: {exc}",
-                            "check .git is intact (`git fsck`)") from exc
+            raise open_refusal(exc, root) from exc
+        workdir = repo.workdir
+        if workdir is None or Path(workdir).resolve() != root.resolve():
+            # `core.worktree` (or `core.bare`) would make every checkout write somewhere else.
+            if workdir is None:
+                raise RepoError(f"the repository in {root} says it has no work tree (core.bare); refusing to use it",
+                                f"if that is a mistake: git -C {root} config core.bare false")
+            raise RepoError(f"the repository in {root} puts its work tree at {workdir.rstrip('/')} "
+                            "(core.worktree); refusing to use it",
+                            f"if that is a mistake: git -C {root} config --unset core.worktree")
         return cls(repo, root)
 
     @classmethod
@@ -475,6 +484,18 @@ class _StatEntry(pygit2.IndexEntry):
         except (AttributeError, TypeError, OverflowError):
             return super()._to_c()
         return centry, keep
+
+
+def open_refusal(exc: pygit2.GitError, root: Path) -> RepoError:
+    """libgit2's refusal to open a repository, in git's words when it is about ownership."""
+    text = str(exc)
+    if "not owned by current user" in text:
+        found = re.search(r"'([^']+)'", text)
+        where = found.group(1).rstrip("/") if found else str(root)
+        return RepoError(f"detected dubious ownership in repository at '{where}' (owned by another user)",
+                         "if you trust the repository and its .git/config, add an exception: "
+                         f"git config --global --add safe.directory {where}")
+    return RepoError(f"cannot open the repository in {root}: {exc}", "check .git is intact (`git fsck`)")
 
 
 def _int32(value: int) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import Option
+from pygit2.enums import ConfigLevel, Option
 
 from memsync.errors import (
     AuthFailed,
@@ -25,7 +25,7 @@ from memsync.errors import (
     RemoteUnreachable,
     RepoError,
 )
-from memsync.git import hostkeys
+from memsync.git import hostkeys, interrupts
 from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
 from memsync.hub import HubUrl, redact
@@ -37,6 +37,7 @@ IO_TIMEOUT_MS = int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000
 pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
 pygit2.option(Option.SET_SERVER_TIMEOUT, IO_TIMEOUT_MS)
 hostkeys.install()
+interrupts.install()
 
 
 class NotFastForward(RemoteError):
@@ -63,7 +64,7 @@ class Callbacks(pygit2.RemoteCallbacks):
             configure_tls()  # loading a CA bundle costs ~25 ms
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
-        return self.keyring.acquire(username_from_url, allowed_types)
+        return self.keyring.acquire(url, username_from_url, allowed_types)
 
     def server_identity(self, identity: ServerIdentity) -> None:
         """Called by hostkeys' certificate hook with the server's key or TLS verdict."""
@@ -92,7 +93,20 @@ class Callbacks(pygit2.RemoteCallbacks):
 
 
 def _anonymous(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
-    return repo.remotes.create_anonymous(hub.url)
+    """A remote for exactly the hub memsync resolved. libgit2 applies `url.<base>.insteadOf` and
+    `pushInsteadOf` even to anonymous remotes; a rule in the memory's own .git/config (which an
+    agent or a careless command can write) would send the memory and its credential elsewhere."""
+    remote = repo.remotes.create_anonymous(hub.url)
+    if remote.url == hub.url and remote.push_url in (None, hub.url):
+        return remote
+    rules = sorted({e.name for e in repo.config if e.level >= ConfigLevel.LOCAL
+                    and e.name.lower().endswith((".insteadof", ".pushinsteadof"))})
+    if not rules:
+        return remote  # the operator's own global or system rule
+    raise RepoError(f"the repository's own config rewrites the hub URL {hub.display} ({', '.join(rules)}); "
+                    "memsync talks only to the hub it resolved",
+                    f"remove the rule (git -C {Path(repo.workdir or repo.path)} config --unset {rules[0]}); "
+                    "a hub is chosen by --remote, storage.yaml or MEMSYNC_REMOTE")
 
 
 def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
@@ -102,6 +116,11 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
     where = hub.display
     if isinstance(exc, RemoteError):
         return exc
+    if "not owned by current user" in lowered:  # a file:// hub owned by another user
+        path = hub.local_path or hub.url
+        return RemoteError(f"{doing} {where}: detected dubious ownership in repository at '{path}' "
+                           "(owned by another user)",
+                           f"if you trust it, add an exception: git config --global --add safe.directory {path}")
     if "no space left" in lowered or "disk quota" in lowered or "file too large" in lowered:
         return RepoError(f"{doing} {where}: a disk is full ({text})",
                          "free some disk space and run the command again; nothing was lost")
@@ -114,6 +133,9 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
     if ("non-fast-forward" in lowered or "not fast-forward" in lowered or "fastforwardable" in lowered
             or "not present locally" in lowered):  # libgit2: the remote tip moved past our fetch
         return NotFastForward(f"{doing} {where}: the remote moved on meanwhile")
+    if "redirect" in lowered:  # libgit2 follows the first request's redirect only, like git
+        return RemoteUnreachable(f"{doing} {where}: the server redirected a request memsync does not follow ({text})",
+                                 "if the hub moved, use the URL it redirects to as the remote")
     if "failed to resolve address" in lowered:
         return RemoteUnreachable(f"{doing} {where}: unknown host ({text})",
                                  "check the host name in the URL and the network's DNS "

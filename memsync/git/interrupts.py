@@ -1,0 +1,76 @@
+"""libgit2's callbacks fail closed: an exception that escapes one is a refusal, never "go on".
+
+cffi answers libgit2 with a callback's `error` value (0 unless told otherwise) when an exception
+escapes the Python function, and to libgit2 0 means "accept this server", "the server took this
+ref", "continue". pygit2's callbacks catch exceptions only inside a `try` that starts after their
+first lines, so a Ctrl-C landing on one of those lines (the SIGINT handler raises between any two
+lines) used to read as success. Every callback memsync's network operations use is therefore
+(re-)defined with `error=GIT_ERROR` and an `onerror` that keeps the exception on the callbacks
+object, where pygit2 re-raises it once libgit2 returns: a Ctrl-C stays a Ctrl-C (exit 130), and
+whatever cannot be kept still aborts the operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from pygit2 import callbacks as pygit2_callbacks
+from pygit2.ffi import C, ffi
+
+# GIT_EUSER makes pygit2 re-raise the exception stored on the callbacks object; GIT_ERROR is for
+# when none could be stored (pygit2 asserts on a bare GIT_EUSER).
+REFUSE_STORED = int(C.GIT_EUSER)
+REFUSE = int(C.GIT_ERROR)
+
+# pygit2's callbacks for fetch, push and ls-remote (the certificate check is memsync's own).
+PYGIT2_REMOTE_CALLBACKS = ("_credentials_cb", "_push_negotiation_cb", "_push_update_reference_cb",
+                           "_sideband_progress_cb", "_transfer_progress_cb", "_push_transfer_progress_cb",
+                           "_update_tips_cb")
+
+
+def keep(data: Any, exc: BaseException) -> int:
+    """Store `exc` on the callbacks object for pygit2 to re-raise; the refusal to return."""
+    try:
+        data._stored_exception = exc
+    except BaseException:
+        return REFUSE
+    return REFUSE_STORED
+
+
+def _callbacks_object(tb: TracebackType) -> Any:
+    """The callbacks object of the callback whose frame `tb` starts in: from its `payload`
+    handle (memsync's certificate check) or pygit2's wrapper's `args` (handle, or the object
+    once the wrapper has looked it up)."""
+    names = tb.tb_frame.f_locals
+    if "payload" in names:
+        return ffi.from_handle(names["payload"])
+    last = names["args"][-1]
+    return ffi.from_handle(last) if isinstance(last, ffi.CData) else last
+
+
+def on_escape(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> int:
+    """cffi's `onerror`: keep the escaped exception if the callbacks object can be found, and
+    refuse in any case (an exception here too makes cffi answer `error`, also a refusal)."""
+    try:
+        return keep(_callbacks_object(tb), exc) if tb is not None else REFUSE
+    except BaseException:
+        return REFUSE
+
+
+def define(name: str, function: Callable[..., int]) -> None:
+    """Bind the cffi extern `name` to `function`, failing closed."""
+    ffi.def_extern(name=name, error=REFUSE, onerror=on_escape)(function)
+
+
+_done = False
+
+
+def install() -> None:
+    """Make pygit2's remote callbacks fail closed (idempotent)."""
+    global _done
+    if not _done:
+        for name in PYGIT2_REMOTE_CALLBACKS:
+            define(name, getattr(pygit2_callbacks, name))
+        _done = True
