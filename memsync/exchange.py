@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from memsync.attribution import Attribution
 from memsync.errors import RemoteUnreachable, RepoError
 from memsync.git import transport
+from memsync.git.hubtree import Oversize
 from memsync.git.integrate import Integration, WorktreeChanged, integrate
 from memsync.git.merge import ConflictCopy
 from memsync.git.trailers import compose, first, parse
@@ -32,6 +33,7 @@ class Exchange:
     remote_head: str | None = None
     pushed: bool = False
     merges: list[Integration] = field(default_factory=list)
+    held_back: list[Oversize] = field(default_factory=list)  # over max_file_size: not checked out
 
     @property
     def conflicts(self) -> list[ConflictCopy]:
@@ -64,7 +66,8 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
         trailers = who.trailers([])
         message = compose(subject, trailers)
         try:
-            result = integrate(mem.git, mem.branch, theirs, tag, message, who.author())
+            result = integrate(mem.git, mem.branch, theirs, tag, message, who.author(), memory=mem.name,
+                               max_file_size=mem.config.max_file_size)
         except WorktreeChanged:
             resnapshot()
             time.sleep(0.05)
@@ -96,6 +99,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
             remote = fetch(mem, progress)
             if remote is not None:
                 merged = merge_in(mem, remote, who, resnapshot)
+                result.held_back += merged.held_back
                 if merged.outcome == "merged":
                     result.merges.append(merged)
             result.remote_head = remote
