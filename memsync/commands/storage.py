@@ -120,6 +120,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         with transfer_progress() as progress:
             result = sync.clone(name, dest, remote=remote, progress=progress)
         out(f"Cloned {name} into {(dest or Path(name)).resolve()}")
+        _report_merges(result.exchange)
         _print_version(result.version)
 
     @app.command()
