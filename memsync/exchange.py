@@ -8,10 +8,12 @@ to serialise concurrent ref updates: pushes take the hub's lock and re-check its
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from memsync.attribution import Attribution
 from memsync.errors import RemoteUnreachable, RepoError
@@ -43,11 +45,37 @@ class Exchange:
 def fetch(mem: Memory, progress: ProgressFn | None = None) -> str | None:
     """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
+    if mem.hub.local_path is not None:
+        link_loose_objects(mem.hub.local_path, mem.git.git_dir)
     heads = transport.fetch(mem.git.repo, mem.hub, [spec], progress)
     tip = heads.get(f"refs/heads/{mem.branch}")
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
     return tip
+
+
+def link_loose_objects(hub: Path, git_dir: Path) -> None:
+    """Hard-link a hub's loose objects (a plain `git push` leaves them loose) into the memory's
+    repository before fetching from a hub on this machine: libgit2's local transport would pack
+    each one in memory, so a 200 MB file cost ~450 MB of RSS. Best effort: on another file
+    system, or if the hub changes meanwhile, the fetch transfers what is missing."""
+    source, target = hub / "objects", git_dir / "objects"
+    try:
+        folders = [d for d in source.iterdir() if len(d.name) == 2]
+    except OSError:
+        return
+    for folder in folders:
+        try:
+            names = [n for n in os.listdir(folder) if len(n) == 38]
+            if names:
+                (target / folder.name).mkdir(exist_ok=True)
+            for name in names:
+                if not (target / folder.name / name).exists():
+                    os.link(folder / name, target / folder.name / name)
+        except FileExistsError:
+            continue
+        except OSError:
+            return
 
 
 def their_tag(mem: Memory, oid: str) -> str:

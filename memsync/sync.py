@@ -16,7 +16,7 @@ from memsync import hub as hubmod
 from memsync.attribution import Attribution, operator
 from memsync.config import StorageConfig
 from memsync.errors import ConfigError, InvalidName, RemoteError, RepoError, UsageError
-from memsync.exchange import Exchange, fetch, sync
+from memsync.exchange import Exchange, fetch, link_loose_objects, sync
 from memsync.git import transport
 from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.trailers import first, parse
@@ -297,6 +297,7 @@ def _link_packs(hub: Path, git_dir: Path) -> None:
                 path.unlink(missing_ok=True)
             if linked == [] and pack == packs[0]:
                 return  # links are refused here (another file system): fetch everything
+    link_loose_objects(hub, git_dir)
 
 
 def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:

@@ -21,6 +21,7 @@ from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.servers import HttpGitServer
 from tests.stress_report import Figures, figures
 
+pytestmark = pytest.mark.stress
 __all__ = ["figures"]
 
 
@@ -58,6 +59,7 @@ def deep_version(depth: int, branch: str) -> str:
 
 
 # -- .vm0 never comes from the hub ----------------------------------------------------------------
+@pytest.mark.server
 def test_hub_cannot_redirect_the_remote_to_steal_the_token(memory: Path, tmp_path: Path,
                                                            http_server: HttpGitServer, figures: Figures) -> None:
     """A version carrying `.vm0/storage.yaml` with another `remote:` used to replace the local
