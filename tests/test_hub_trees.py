@@ -9,6 +9,7 @@ secret scan off, a blob over max_file_size, a tree 1,500 directories deep.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -207,3 +208,28 @@ def test_file_directory_clash_keeps_both_sides(case: str, memory: Path, tmp_path
     status = cli("status", cwd=memory)
     assert "Conflicts: 1" in status.out, status.out
     assert cli("pull", cwd=other).code == 0, "the other clone takes the merge as a fast-forward"
+
+
+def _clone_peak_rss(name: str, dest: Path) -> int:
+    """Peak RSS (KiB) of `memsync clone` in a process of its own."""
+    probe = ("import resource, subprocess, sys\n"
+             "r = subprocess.run([sys.executable, '-m', 'memsync', 'clone', sys.argv[1], sys.argv[2]],"
+             " capture_output=True)\n"
+             "assert r.returncode == 0, r.stderr\n"
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", probe, name, str(dest)], capture_output=True, text=True,
+                         check=True, cwd=dest.parent).stdout
+    return int(out.strip())
+
+
+def test_clone_memory_stays_bounded_by_the_largest_allowed_file(memory: Path, tmp_path: Path,
+                                                                figures: Figures) -> None:
+    """A 40 MB blob over the limit, stored loose in the hub as a plain `git push` leaves it:
+    memsync reads only its header, and libgit2 never packs it in memory."""
+    figures.add("security attacks")
+    baseline = _clone_peak_rss("research", tmp_path / "before")
+    hub_version({"huge.bin": os.urandom(40 * 1024 * 1024)})
+    peak = _clone_peak_rss("research", tmp_path / "after")
+    assert not (tmp_path / "after" / "huge.bin").exists()
+    assert peak < baseline + 15 * 1024, f"peak RSS {peak} KiB against {baseline} KiB without the blob"
+    figures.add("security attacks refused")
