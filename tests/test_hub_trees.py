@@ -172,6 +172,7 @@ CLASHES = {
 @pytest.mark.parametrize("case", [*CLASHES, "local-symlink-remote-dir", "local-dir-remote-symlink"])
 def test_file_directory_clash_keeps_both_sides(case: str, memory: Path, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
                                                figures: Figures) -> None:
+    figures.add("security attacks")
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
     if case == "local-symlink-remote-dir":
@@ -208,6 +209,7 @@ def test_file_directory_clash_keeps_both_sides(case: str, memory: Path, tmp_path
     status = cli("status", cwd=memory)
     assert "Conflicts: 1" in status.out, status.out
     assert cli("pull", cwd=other).code == 0, "the other clone takes the merge as a fast-forward"
+    figures.add("security attacks refused")
 
 
 def _clone_peak_rss(name: str, dest: Path) -> int:
