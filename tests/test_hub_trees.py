@@ -113,11 +113,20 @@ def test_oversize_blob_is_held_back_and_kept(memory: Path, tmp_path: Path, cli, 
     assert hub_tree()["big.bin"] == big and hub_tree()["summary.md"] == b"# Summary\n\nedited\n"
     s = cli("status", cwd=memory)
     assert "big.bin" not in s.out
+    # a file the hub replaces by one over the limit: the old copy goes, the hub's version is kept
+    hub_version({"summary.md": b"x" * (100 * 1024)})
+    r = cli("pull", cwd=memory)
+    assert r.code == 0 and "not checked out: summary.md" in r.err, r.err
+    assert not (memory / "summary.md").exists()
+    write(memory, "runs/next.md", "next\n")
+    assert cli("push", cwd=memory).code == 0
+    assert hub_tree()["summary.md"] == b"x" * (100 * 1024), "not undone by the operator's next version"
     # a later hub version that shrinks it is checked out as usual
     hub_version({"big.bin": b"now small\n"})
     assert cli("pull", cwd=memory).code == 0
     assert (memory / "big.bin").read_bytes() == b"now small\n"
-    assert git("status", "--porcelain", cwd=memory) == ""
+    assert git("status", "--porcelain", cwd=memory) == " D summary.md\n", "plain git sees the held-back file"
+    assert "summary.md" not in cli("status", cwd=memory).out
     figures.add("security attacks refused")
 
 

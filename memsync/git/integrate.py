@@ -17,7 +17,7 @@ from pygit2.enums import CheckoutStrategy, FileMode
 from memsync.errors import MemsyncError, RepoError
 from memsync.git.hubtree import Oversize, check_tree, refusal
 from memsync.git.merge import ConflictCopy, merge_keep_both
-from memsync.git.repo import GitRepo, file_entry
+from memsync.git.repo import GitRepo, file_blob_id, file_entry
 
 Outcome = Literal["up-to-date", "ahead", "fast-forward", "merged"]
 
@@ -74,6 +74,7 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     old = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
     oversize = check_tree(repo, tree, old, version=checked or commit, memory=memory,
                           max_file_size=max_file_size).oversize
+    stale = _stale_copies(git, old, oversize)  # before anything is written
     before = git.held_back()
     held = {path: oid for path, oid in before.items() if _blob_id(tree, path) == oid}
     held.update((o.path, o.oid) for o in oversize)
@@ -105,6 +106,8 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
             raise refusal(checked or commit, memory, text) from exc
         raise RepoError(f"cannot update the work tree: {text}",
                         "check permissions and free space; nothing was lost") from exc
+    for path in stale:  # the previous version of a file now held back: removed, as a checkout would
+        (git.root / path).unlink(missing_ok=True)
     if oversize:
         index = repo.index
         index.read(force=False)
@@ -113,6 +116,22 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
         index.write()
     git.set_held_back(held)
     return oversize
+
+
+def _stale_copies(git: GitRepo, old: pygit2.Tree | None, oversize: list[Oversize]) -> list[str]:
+    """Files of the current version that a held-back file replaces. Left on disk they would be
+    committed next as if the operator had undone the hub's change; one changed on disk
+    meanwhile is snapshotted first (WorktreeChanged) and the merge keeps both."""
+    stale = []
+    for o in oversize:
+        entry = None if old is None else file_entry(old, o.path)
+        if entry is None:
+            continue
+        on_disk = file_blob_id(git.root / o.path)
+        if on_disk is not None and on_disk != str(entry.id):
+            raise WorktreeChanged(f"{o.path} changed on disk during the merge")
+        stale.append(o.path)
+    return stale
 
 
 def _blob_id(tree: pygit2.Tree, path: str) -> str | None:
