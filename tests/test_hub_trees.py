@@ -217,6 +217,8 @@ def test_file_directory_clash_keeps_both_sides(case: str, memory: Path, tmp_path
     assert merged["summary.md"] == b"# Summary\n\nfirst line\n" and merged["runs/first.md"] == b"first run\n"
     status = cli("status", cwd=memory)
     assert "Conflicts: 1" in status.out, status.out
+    copy = next(p for p in merged if ".conflict-" in p)
+    assert copy in status.out and copy in cli("log", cwd=memory).out
     assert cli("pull", cwd=other).code == 0, "the other clone takes the merge as a fast-forward"
     figures.add("security attacks refused")
 
