@@ -76,6 +76,8 @@ class GitRepo:
         self.nested: list[str] = []  # directories with their own .git, seen by the last scan
         self._stats_versions: dict[str, tuple[int, int]] | None = None
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
+        self._held: dict[str, str] | None = None  # held_back(), re-read when the file changes
+        self._held_stamp: tuple[int, int, int] | None = None
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -226,13 +228,22 @@ class GitRepo:
         """Paths of the current version not written to the work tree because their blob is over
         max_file_size (path -> blob id). Their index entry keeps the version's blob, and a scan
         does not count them as deleted, so later commits keep the hub's file."""
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            loaded = json.loads((self.git_dir / _HELD_FILE).read_text(encoding="utf-8"))
-            return {str(path): str(oid) for path, oid in loaded.items()}
-        return {}
+        target = self.git_dir / _HELD_FILE
+        try:
+            st = target.stat()
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if stamp != self._held_stamp or self._held is None:  # another process may have changed it
+            self._held, self._held_stamp = {}, stamp
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                loaded = json.loads(target.read_text(encoding="utf-8"))
+                self._held = {str(path): str(oid) for path, oid in loaded.items()}
+        return dict(self._held)
 
     def set_held_back(self, held: dict[str, str]) -> None:
         target = self.git_dir / _HELD_FILE
+        self._held = None
         if not held:
             target.unlink(missing_ok=True)
             return
@@ -241,7 +252,9 @@ class GitRepo:
         os.replace(tmp, target)
 
     def head_blob(self, path: str) -> bytes | None:
-        if self.repo.head_is_unborn:
+        """The current version's bytes at `path` (the guard compares them); None for a file
+        held back for its size, which is never read into memory."""
+        if self.repo.head_is_unborn or path in self.held_back():
             return None
         tree = self.repo.head.peel(pygit2.Commit).tree
         try:
