@@ -246,3 +246,30 @@ def test_clone_memory_stays_bounded_by_the_largest_allowed_file(memory: Path, tm
     assert not (tmp_path / "after" / "huge.bin").exists()
     assert peak < baseline + 15 * 1024, f"peak RSS {peak} KiB against {baseline} KiB without the blob"
     figures.add("security attacks refused")
+
+
+# -- the name and size checks themselves --------------------------------------------------------------
+@pytest.mark.parametrize(("name", "reserved"), [
+    (".vm0", ".vm0"), (".VM0", ".vm0"), (".Vm0", ".vm0"), (".vm0.", ".vm0"), (".vm0 . ", ".vm0"),
+    ("vm0~1", ".vm0"), ("VM0~1.", ".vm0"), (".vm0::$INDEX_ALLOCATION", ".vm0"), (".v\u200cm0", ".vm0"),
+    ("\ufeff.vm0", ".vm0"), (".git", ".git"), (".GIT", ".git"), (".git.", ".git"), ("git~1", ".git"),
+    (".g\u200dit", ".git"), (".git:stream", ".git"),
+    ("vm0", None), (".vm01", None), ("x.vm0", None), (".vm0x", None), (".gitignore", None),
+    (".gitmodules", None), ("git~2", None), (".vm", None), ("notes", None),
+])
+def test_reserved_names_as_git_sees_them(name: str, reserved: str | None) -> None:
+    from memsync.git.hubtree import reserved_name
+
+    assert reserved_name(name) == reserved
+
+
+def test_entry_cap_refuses_a_wide_tree(memory: Path) -> None:
+    from memsync.errors import EXIT_REPO
+    from memsync.git.hubtree import TreeTooLarge, check_tree
+
+    repo = pygit2.Repository(str(memory / ".git"))
+    tree = repo.head.peel(pygit2.Commit).tree
+    assert check_tree(repo, tree, None, version="0" * 40, max_entries=3).oversize == []
+    with pytest.raises(TreeTooLarge) as caught:
+        check_tree(repo, tree, None, version="0" * 40, memory="research", max_entries=2)
+    assert "more than 2 entries" in caught.value.message and caught.value.exit_code == EXIT_REPO
