@@ -95,11 +95,17 @@ def refusal(version: str, memory: str, path: str) -> UnsafeVersion:
 
 def check_tree(repo: pygit2.Repository, tree: pygit2.Tree, old: pygit2.Tree | None, *, version: str,
                memory: str = "", max_file_size: int | None = None,
-               max_depth: int = MAX_TREE_DEPTH, max_entries: int = MAX_TREE_ENTRIES) -> TreeCheck:
+               max_depth: int = MAX_TREE_DEPTH, max_entries: int = MAX_TREE_ENTRIES,
+               totals: dict[str, tuple[int, int]] | None = None) -> TreeCheck:
     """Refuse a tree a checkout must never write; report its blobs over `max_file_size`.
     Only what differs from `old` (the version already checked out, checked when it came) is
-    walked, so the cost follows the change, not the memory's size."""
+    walked, so the cost follows the change, not the memory's size. `totals` (a tree_totals
+    memo, first checkout only): subtrees whose bytes in all fit the limit skip the size reads,
+    so a clone reads each object header once, for its Files/Size line and this check together."""
     result = TreeCheck()
+    if old is None and max_file_size is not None and totals is not None:
+        tree_totals(repo, tree, totals, version=version, memory=memory, max_depth=max_depth,
+                    max_entries=max_entries)
     stack: list[tuple[pygit2.Tree, pygit2.Tree | None, str, int]] = [(tree, old, "", 1)]
     entries = 0
     while stack:
@@ -109,6 +115,9 @@ def check_tree(repo: pygit2.Repository, tree: pygit2.Tree, old: pygit2.Tree | No
         entries += len(current)
         if entries > max_entries:
             raise _too_large(version, memory, f"more than {max_entries:,} entries")
+        limit = max_file_size
+        if limit is not None and totals is not None and totals.get(str(current.id), (0, limit + 1))[1] <= limit:
+            limit = None  # nothing below is larger than all of it together
         seen: set[str] = set()
         for entry in current:
             name = entry.name or ""
@@ -123,9 +132,9 @@ def check_tree(repo: pygit2.Repository, tree: pygit2.Tree, old: pygit2.Tree | No
             if mode == _TREE:
                 was = repo[same.id].peel(pygit2.Tree) if same is not None and int(same.filemode) == _TREE else None
                 stack.append((repo[entry.id].peel(pygit2.Tree), was, path + "/", depth + 1))
-            elif mode != _COMMIT and max_file_size is not None:
+            elif mode != _COMMIT and limit is not None:
                 size = int(repo.odb.read_header(entry.id)[1])
-                if size > max_file_size:
+                if size > limit:
                     result.oversize.append(Oversize(path, str(entry.id), mode, size))
     result.oversize.sort(key=lambda o: o.path)
     return result

@@ -73,7 +73,7 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     tree = repo[commit].peel(pygit2.Commit).tree
     old = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
     oversize = check_tree(repo, tree, old, version=checked or commit, memory=memory,
-                          max_file_size=max_file_size).oversize
+                          max_file_size=max_file_size, totals=git.stats_memo).oversize
     stale = _stale_copies(git, old, oversize)  # before anything is written
     before = git.held_back()
     held = {path: oid for path, oid in before.items() if _blob_id(tree, path) == oid}

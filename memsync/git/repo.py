@@ -102,6 +102,11 @@ class GitRepo:
         return cls(repo, root)
 
     @property
+    def stats_memo(self) -> dict[str, tuple[int, int]]:
+        """(files, bytes) of the trees counted by this process, by tree id (hubtree.tree_totals)."""
+        return self._stats_memo
+
+    @property
     def git_dir(self) -> Path:
         return Path(self.repo.path)
 
