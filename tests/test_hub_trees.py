@@ -97,6 +97,23 @@ def test_hub_cannot_turn_the_secret_scan_off(memory: Path, cli, figures: Figures
     figures.add("security attacks refused")
 
 
+def test_restore_and_revert_of_a_refused_version_write_no_vm0(memory: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+    """Only the version checked out is checked (as git does), so history may hold a `.vm0`:
+    restore and revert read any version, and refuse the same names."""
+    figures.add("security attacks")
+    before = (memory / ".vm0" / "storage.yaml").read_text()
+    evil = hub_version({".vm0/storage.yaml": b"name: research\nsecrets: off\n"})
+    hub_version({".vm0/storage.yaml": None, "later.md": b"later\n"})  # reverting this re-adds it
+    assert cli("pull", cwd=memory).code == 0, "the tip itself is clean"
+    r = cli("restore", ".", "--at", evil[:8], cwd=memory)
+    assert r.code == 7 and "it holds '.vm0/storage.yaml'" in r.err, r.err
+    later = git("rev-parse", "origin/memory/research", cwd=memory).strip()
+    r = cli("revert", later[:8], cwd=memory)
+    assert r.code == 7 and ".vm0" in r.err, r.err
+    assert (memory / ".vm0" / "storage.yaml").read_text() == before
+    figures.add("security attacks refused")
+
+
 # -- limits: files over max_file_size ------------------------------------------------------------
 def test_oversize_blob_is_held_back_and_kept(memory: Path, tmp_path: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
     figures.add("security attacks")

@@ -85,8 +85,7 @@ def bad_path(path: str) -> bool:
 
 def refusal(version: str, memory: str, path: str) -> UnsafeVersion:
     where = f"version {version[:8]}" + (f" of memory {memory!r}" if memory else "")
-    last = path.rsplit("/", 1)[-1]
-    if reserved_name(last) == ".vm0":
+    if any(reserved_name(part) == ".vm0" for part in path.split("/")):
         return UnsafeVersion(f"refused {where}: it holds {path!r}, memsync's local configuration "
                              "(.vm0 never comes from a hub)", path)
     return UnsafeVersion(f"refused {where}: it holds a path outside the memory or inside its .git "
