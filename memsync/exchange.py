@@ -15,12 +15,14 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsync import maintenance
 from memsync.attribution import Attribution
 from memsync.errors import RemoteUnreachable, RepoError
 from memsync.git import transport
+from memsync.git.hubtree import Oversize
 from memsync.git.integrate import Integration, WorktreeChanged, integrate
 from memsync.git.merge import ConflictCopy
 from memsync.git.trailers import compose, first, parse
@@ -43,6 +45,7 @@ class Exchange:
     pushed: bool = False
     merges: list[Integration] = field(default_factory=list)
     redaction: Recovery | None = None  # the hub's history was redacted: ours was rewritten to match
+    held_back: list[Oversize] = field(default_factory=list)  # over max_file_size: not checked out
 
     @property
     def conflicts(self) -> list[ConflictCopy]:
@@ -52,11 +55,37 @@ class Exchange:
 def fetch(mem: Memory, progress: ProgressFn | None = None) -> str | None:
     """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
+    if mem.hub.local_path is not None:
+        link_loose_objects(mem.hub.local_path, mem.git.git_dir)
     heads = transport.fetch(mem.git.repo, mem.hub, [spec], progress)
     tip = heads.get(f"refs/heads/{mem.branch}")
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
     return tip
+
+
+def link_loose_objects(hub: Path, git_dir: Path) -> None:
+    """Hard-link a hub's loose objects (a plain `git push` leaves them loose) into the memory's
+    repository before fetching from a hub on this machine: libgit2's local transport would pack
+    each one in memory, so a 200 MB file cost ~450 MB of RSS. Best effort: on another file
+    system, or if the hub changes meanwhile, the fetch transfers what is missing."""
+    source, target = hub / "objects", git_dir / "objects"
+    try:
+        folders = [d for d in source.iterdir() if len(d.name) == 2]
+    except OSError:
+        return
+    for folder in folders:
+        try:
+            names = [n for n in os.listdir(folder) if len(n) == 38]
+            if names:
+                (target / folder.name).mkdir(exist_ok=True)
+            for name in names:
+                if not (target / folder.name / name).exists():
+                    os.link(folder / name, target / folder.name / name)
+        except FileExistsError:
+            continue
+        except OSError:
+            return
 
 
 def their_tag(mem: Memory, oid: str) -> str:
@@ -75,7 +104,8 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
         trailers = who.trailers([])
         message = compose(subject, trailers)
         try:
-            result = integrate(mem.git, mem.branch, theirs, tag, message, who.author())
+            result = integrate(mem.git, mem.branch, theirs, tag, message, who.author(), memory=mem.name,
+                               max_file_size=mem.config.max_file_size)
         except WorktreeChanged:
             resnapshot()
             time.sleep(0.05)
@@ -170,6 +200,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
                         accept(remote)
                     result.redaction = _follow_redaction(mem, remote) or result.redaction
                     merged = merge_in(mem, remote, who, resnapshot)
+                    result.held_back += merged.held_back
                     if merged.outcome == "merged":
                         result.merges.append(_fold(mem, merged, result.merges))
                 result.remote_head = remote

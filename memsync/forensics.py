@@ -16,6 +16,7 @@ import hashlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -267,6 +268,7 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
                 blob = history.blob_at(mem.git.repo, rev, f)
                 assert blob is not None
                 wanted[f] = blob
+        _refuse_unsafe(wanted, rev, mem)
         result = Outcome(source=rev, version=None)
         dirty = sorted(set(wanted) & {c.path for c in mem.git.scan()})
         if dirty and not force:
@@ -325,6 +327,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
         changed = sorted(p for p in set(now) | set(after) if now.get(p) != after.get(p))
         if not changed:
             return result
+        _refuse_unsafe(after.keys() & set(changed), source, mem)
         dirty = sorted(set(changed) & {c.path for c in mem.git.scan()})
         if dirty:
             raise DirtyPaths("reverted", dirty, "save them first with `memsync push`, then revert")
@@ -348,6 +351,16 @@ def _state_after(mem: Memory, path: str, after: dict[str, tuple[str, int]]) -> F
 
 
 # -- shared --------------------------------------------------------------------------------------
+def _refuse_unsafe(paths: Iterable[str], version: str, mem: Memory) -> None:
+    """Restore and revert write files from any version, a hub's refused ones included: the same
+    names a checkout refuses (`.vm0`, `.git` and their look-alikes) are refused here."""
+    from memsync.git.hubtree import bad_path, refusal
+
+    bad = sorted(p for p in paths if bad_path(p))
+    if bad:
+        raise refusal(version, mem.name, bad[0])
+
+
 def _prepare(mem: Memory) -> None:
     mem.git.check_state(mem.branch)
     mem.git.ensure_layout(mem.branch, None)

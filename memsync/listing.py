@@ -18,6 +18,7 @@ import pygit2
 
 from memsync import hub as hubmod
 from memsync.git import transport
+from memsync.git.hubtree import TreeTooLarge
 from memsync.git.repo import GitRepo
 from memsync.hub import HubUrl
 from memsync.locking import held
@@ -34,6 +35,7 @@ class MemoryInfo:
     size: int
     updated: str
     last_run: str | None
+    error: str | None = None  # the version could not be read (e.g. a tree past memsync's limits)
 
 
 def memory_names(refs: Iterable[str]) -> list[str]:
@@ -84,10 +86,15 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
         if not match:
             continue
         oid = str(repo.references[ref].target)
-        files, size = git.tree_stats(oid)
+        error = None
+        try:
+            files, size = git.tree_stats(oid)
+        except TreeTooLarge as exc:  # one hostile memory must not hide the others
+            files = size = 0
+            error = exc.message
         info = git.commit_info(oid)
         run = last_run(git, oid)
         found.append(MemoryInfo(match.group(2), match.group(1), oid[:8], files, size,
                                 datetime.fromtimestamp(info.time, timezone.utc).isoformat(timespec="seconds"),
-                                run.run_id if run else None))
+                                run.run_id if run else None, error))
     return hub.display, sorted(found, key=lambda m: (m.name, m.type))

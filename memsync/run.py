@@ -26,6 +26,7 @@ from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
 from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
 from memsync.exchange import sync, unpushed
+from memsync.git.hubtree import Oversize
 from memsync.git.merge import ConflictCopy
 from memsync.git.repo import file_blob_id
 from memsync.memory import Memory, open_memory, running
@@ -122,24 +123,26 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
         if present and cfgmod.load(m.path).name != m.name:
             raise UsageError(f"{m.path} holds the memory {cfgmod.load(m.path).name!r}, not {m.name!r}",
                              "give another PATH in --memory NAME:PATH")
-        if offline:
-            if not present:
-                raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
-                                 "run once without --offline to clone it")
-        elif not present:
-            storage.clone(m.name, m.path, remote=remote)
+        if offline and not present:
+            raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
+                             "run once without --offline to clone it")
+        held: list[Oversize] = []
+        if not offline and not present:
+            held = storage.clone(m.name, m.path, remote=remote).exchange.held_back
         mem = open_memory(m.path, remote)
         if m.read_only:
             _set_writable(mem, True)
         if not offline:
-            _pull(mem, m.read_only)
+            held += _pull(mem, m.read_only)
+        for h in held:
+            say(f"{m.name}/{h.path} not checked out: {h.size} bytes, larger than max_file_size")
         memories.append(mem)
     if offline:
         say("offline: running on the local copies; nothing was pulled")
     return memories
 
 
-def _pull(mem: Memory, read_only: bool) -> None:
+def _pull(mem: Memory, read_only: bool) -> list[Oversize]:
     from memsync.sync import ensure_hub
 
     who = operator("Save local changes before the run")
@@ -157,7 +160,7 @@ def _pull(mem: Memory, read_only: bool) -> None:
         ensure_hub(mem.hub)
         if not read_only:
             take(mem, who)
-        sync(mem, operator("Merge the remote memory before the run"), resnap, push=False)
+        return sync(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back
 
 
 def _set_writable(mem: Memory, writable: bool) -> None:

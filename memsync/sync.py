@@ -16,7 +16,7 @@ from memsync import hub as hubmod
 from memsync.attribution import Attribution, operator
 from memsync.config import StorageConfig
 from memsync.errors import ConfigError, InvalidName, RemoteError, RepoError, UsageError
-from memsync.exchange import Exchange, fetch, sync
+from memsync.exchange import Exchange, fetch, link_loose_objects, sync
 from memsync.git import transport
 from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.trailers import first, parse
@@ -387,8 +387,12 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
         changes = git.scan()
         conflicts = sorted({p for p in git.tracked_paths_containing(".conflict-") if is_conflict_copy(p)}
                            | {c.path for c in changes if is_conflict_copy(c.path) and c.kind != "deleted"})
+        try:
+            remote_version = _version(git, remote_oid)
+        except RepoError as exc:  # a hub version past memsync's limits (hubtree.TreeTooLarge)
+            remote_version, error = None, exc.message
         return StatusReport(
             name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
-            branch=mem.branch, remote_version=_version(git, remote_oid),
+            branch=mem.branch, remote_version=remote_version,
             last_run=last_run(git, remote_oid) if remote_oid else None, local_version=head,
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error)

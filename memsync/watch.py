@@ -250,6 +250,8 @@ class Watcher:
             self.status.conflicts += 1
             self._say(f"conflict in {c.path}: both versions kept, this one at {c.path}, "
                       f"the other as {c.copy}; merge them by hand when convenient", "warning")
+        for h in result.held_back:
+            self._say(f"not checked out: {h.path} ({h.size} bytes, larger than max_file_size)", "warning")
         self.status.version = after
         self.status.last_sync = time.time()
         self._offline = False

@@ -14,7 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pygit2
 import pytest
+from pygit2.enums import FileMode
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.stress_report import Figures, figures
@@ -33,18 +35,48 @@ def _tree(entries: list[tuple[str, bytes, str]]) -> str:
                                     for mode, name, oid in entries))
 
 
+def _deep_tree(depth: int, blob: str) -> str:
+    """A chain of `depth` directories `d/d/d/...` with one file at the bottom (pygit2 writes
+    1,500 trees in milliseconds)."""
+    repo = pygit2.Repository(str(hub_path()))
+    leaf = repo.TreeBuilder()
+    leaf.insert("x", pygit2.Oid(hex=blob), FileMode.BLOB)
+    oid = leaf.write()
+    for _ in range(depth - 1):
+        builder = repo.TreeBuilder()
+        builder.insert("d", oid, FileMode.TREE)
+        oid = builder.write()
+    return str(oid)
+
+
 def evil_tree(kind: str, outside: Path) -> str:
     blob = _object("blob", b"written by the hub\n")
     inner = _tree([("100644", b"x", blob)])
     link = _object("blob", str(outside).encode())
+    redirect = _object("blob", b"name: research\nremote: http://127.0.0.1:9/evil.git\nsecrets: off\n")
+    config_dir = _tree([("100644", b"storage.yaml", redirect)])
     return {
-        "dotdot": _tree([("40000", b"..", inner)]),
-        "dotgit": _tree([("40000", b".git", _tree([("100644", b"config", blob)]))]),
-        "dotgit-upper": _tree([("40000", b".GIT", _tree([("100644", b"config", blob)]))]),
-        "slashes": _tree([("100644", b"../../escape", blob)]),
-        "absolute": _tree([("100644", str(outside / "abs").encode(), blob)]),
-        "symlink-then-file": _tree([("120000", b"a", link), ("40000", b"a", inner)]),
-    }[kind]
+        "dotdot": lambda: _tree([("40000", b"..", inner)]),
+        "dotgit": lambda: _tree([("40000", b".git", _tree([("100644", b"config", blob)]))]),
+        "dotgit-upper": lambda: _tree([("40000", b".GIT", _tree([("100644", b"config", blob)]))]),
+        "dotgit-ntfs": lambda: _tree([("40000", b".git. ", _tree([("100644", b"config", blob)]))]),
+        "dotgit-hfs": lambda: _tree([("40000", ".g\u200cit".encode(), _tree([("100644", b"config", blob)]))]),
+        "dotgit-nested": lambda: _tree([("40000", b"notes", _tree([("40000", b".git", inner)]))]),
+        "slashes": lambda: _tree([("100644", b"../../escape", blob)]),
+        "absolute": lambda: _tree([("100644", str(outside / "abs").encode(), blob)]),
+        "symlink-then-file": lambda: _tree([("120000", b"a", link), ("40000", b"a", inner)]),
+        "dotvm0": lambda: _tree([("40000", b".vm0", config_dir)]),
+        "dotvm0-upper": lambda: _tree([("40000", b".VM0", config_dir)]),
+        "dotvm0-file": lambda: _tree([("100644", b".Vm0", redirect)]),
+        "dotvm0-symlink": lambda: _tree([("120000", b".vm0", link)]),
+        "dotvm0-nested": lambda: _tree([("40000", b"notes", _tree([("40000", b"deeper", _tree(
+            [("40000", b".vm0", config_dir)]))]))]),
+        "dotvm0-ntfs": lambda: _tree([("40000", b".vm0 .", config_dir)]),
+        "dotvm0-shortname": lambda: _tree([("40000", b"VM0~1", config_dir)]),
+        "dotvm0-stream": lambda: _tree([("100644", b".vm0::$DATA", redirect)]),
+        "dotvm0-hfs": lambda: _tree([("40000", ".v\u200dm0".encode(), config_dir)]),
+        "deep-tree": lambda: _deep_tree(1500, blob),
+    }[kind]()
 
 
 def _commit(tree: str, parent: str | None, ref: str) -> str:
@@ -55,7 +87,17 @@ def _commit(tree: str, parent: str | None, ref: str) -> str:
     return oid
 
 
-KINDS = ["dotdot", "dotgit", "dotgit-upper", "slashes", "absolute", "symlink-then-file"]
+KINDS = ["dotdot", "dotgit", "dotgit-upper", "dotgit-ntfs", "dotgit-hfs", "dotgit-nested", "slashes", "absolute",
+         "symlink-then-file", "dotvm0", "dotvm0-upper", "dotvm0-file", "dotvm0-symlink", "dotvm0-nested",
+         "dotvm0-ntfs", "dotvm0-shortname", "dotvm0-stream", "dotvm0-hfs", "deep-tree"]
+
+
+def _refusal_text(kind: str) -> str:
+    if kind.startswith("dotvm0"):
+        return "memsync's local configuration (.vm0 never comes from a hub)"
+    if kind == "deep-tree":
+        return "its tree is deeper than 256 directories"
+    return "outside the memory"
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -66,6 +108,7 @@ def test_malicious_hub_cannot_write_outside(kind: str, memory: Path, tmp_path: P
     sandbox = tmp_path / "sandbox"
     sandbox.mkdir()
     config_before = (memory / ".git" / "config").read_bytes()
+    storage_before = (memory / ".vm0" / "storage.yaml").read_bytes()
     head_before = git("rev-parse", "HEAD", cwd=memory).strip()
     # 1. a clone of an evil memory
     _commit(evil_tree(kind, outside), None, "refs/heads/memory/evil-mem")
@@ -79,7 +122,8 @@ def test_malicious_hub_cannot_write_outside(kind: str, memory: Path, tmp_path: P
     assert pull.returncode == 7, pull.stderr
     assert "Traceback" not in pull.stderr
     if kind != "symlink-then-file":
-        assert "refused version" in pull.stderr and "outside the memory" in pull.stderr, pull.stderr
+        assert "refused version" in pull.stderr and _refusal_text(kind) in pull.stderr, pull.stderr
+        assert "of memory 'research'" in pull.stderr and "hint: " in pull.stderr
     # nothing written outside the memory, into its .git, or above it
     assert list(outside.iterdir()) == []
     assert not (tmp_path / "escape").exists() and not (tmp_path.parent / "escape").exists()
@@ -87,6 +131,9 @@ def test_malicious_hub_cannot_write_outside(kind: str, memory: Path, tmp_path: P
     assert git("rev-parse", "HEAD", cwd=memory).strip() == head_before, "the branch did not move"
     assert (memory / "summary.md").read_text() == "# Summary\n\nfirst line\n"
     assert git("diff", "--name-only", "HEAD", cwd=memory) == "", "no tracked file removed or changed"
+    assert git("diff", "--cached", "--name-only", cwd=memory) == "", "the index still matches HEAD"
+    assert (memory / ".vm0" / "storage.yaml").read_bytes() == storage_before
+    assert sorted(p.name for p in memory.iterdir()) == [".git", ".vm0", "runs", "summary.md"]
     figures.add("security attacks refused")
 
 

@@ -31,7 +31,14 @@ def _report_merges(exchange: Any) -> None:
     for merge in exchange.merges:
         err(f"merged remote version {merge.head[:8]}" if merge.head else "merged")
     for c in exchange.conflicts:
-        warn(f"conflict in {c.path}: kept yours there, the remote's as {c.copy}")
+        if c.reason == "file/directory clash":
+            warn(f"conflict at {c.path}: a file and a directory; the directory stays there, the file is "
+                 f"kept as {c.copy}")
+        else:
+            warn(f"conflict in {c.path}: kept yours there, the remote's as {c.copy}")
+    for held in exchange.held_back:
+        warn(f"not checked out: {held.path} ({human_size(held.size)}, larger than max_file_size); "
+             "it stays in the memory's history and later versions keep it")
 
 
 def _print_version(version: Any) -> None:
@@ -128,6 +135,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         with transfer_progress() as progress:
             result = sync.clone(name, dest, remote=remote, progress=progress)
         out(f"Cloned {name} into {(dest or Path(name)).resolve()}")
+        _report_merges(result.exchange)
         _print_version(result.version)
 
     @app.command()
@@ -181,8 +189,11 @@ def register(app: typer.Typer, guard: Guard) -> None:
             out(f"No memories on {where} yet. Create one with `memsync init` and `memsync push`.")
             return
         table(["NAME", "TYPE", "SIZE", "FILES", "UPDATED", "LAST-RUN"],
-              [[m.name, m.type, human_size(m.size), str(m.files), m.updated, m.last_run or "-"]
-               for m in found])
+              [[m.name, m.type, "refused" if m.error else human_size(m.size), "-" if m.error else str(m.files),
+                m.updated, m.last_run or "-"] for m in found])
+        for m in found:
+            if m.error:
+                warn(f"{m.name}: {m.error}")
 
 
 def _print_status(r: Any) -> None:

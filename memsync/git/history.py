@@ -16,6 +16,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
 
 from memsync.errors import RepoError, UsageError
+from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
 from memsync.git.merge import ConflictCopy, keep_both
 from memsync.git.repo import file_entry
 
@@ -269,19 +270,23 @@ def _in_tree(tree: pygit2.Tree, path: str) -> bool:
 
 
 def _collect(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str, found: list[str]) -> None:
-    for entry in tree:
-        path = f"{prefix}/{entry.name}"
-        if entry.filemode == FileMode.TREE:
-            _collect(repo, repo[entry.id].peel(pygit2.Tree), path, found)
-        elif entry.filemode != FileMode.COMMIT:
-            found.append(path)
+    files: dict[str, tuple[str, int]] = {}
+    _walk_tree(repo, tree, prefix + "/", files)
+    found.extend(sorted(files))
 
 
 def _walk_tree(repo: pygit2.Repository, tree: pygit2.Tree, prefix: str,
                found: dict[str, tuple[str, int]]) -> None:
-    for entry in tree:
-        path = f"{prefix}{entry.name}"
-        if entry.filemode == FileMode.TREE:
-            _walk_tree(repo, repo[entry.id].peel(pygit2.Tree), path + "/", found)
-        elif entry.filemode != FileMode.COMMIT:
-            found[path] = (str(entry.id), int(entry.filemode))
+    """Every file below `tree`, without recursion (a hub may serve a tree thousands deep)."""
+    stack = [(tree, prefix, 1)]
+    while stack:
+        current, base, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            raise TreeTooLarge(f"a version's tree is deeper than {MAX_TREE_DEPTH} directories ({base[:80]}...)",
+                               "ask the hub's owner to revert that version")
+        for entry in current:
+            path = f"{base}{entry.name}"
+            if entry.filemode == FileMode.TREE:
+                stack.append((repo[entry.id].peel(pygit2.Tree), path + "/", depth + 1))
+            elif entry.filemode != FileMode.COMMIT:
+                found[path] = (str(entry.id), int(entry.filemode))

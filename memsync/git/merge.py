@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 import pygit2
 
 from memsync.errors import RepoError
-from memsync.names import conflict_copy_name
+from memsync.names import conflict_copy_name, host_name
 
 
 @dataclass(frozen=True)
@@ -43,33 +43,33 @@ def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: 
 
 
 def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
-              now: datetime | None = None) -> MergeResult:
+              now: datetime | None = None, our_tag: str | None = None) -> MergeResult:
     """Resolve every conflict of a merged index (ours at the path, theirs as a sibling copy;
-    a modification beats a deletion) and write its tree. Also used by `memsync revert`."""
+    a modification beats a deletion) and write its tree. Also used by `memsync revert`.
+
+    A file (or symlink) at a path the other side made a directory cannot share it: the
+    directory keeps the path and the file goes beside it as a conflict copy (named after the
+    side it came from), so neither side's files are lost."""
     when = now or datetime.now(timezone.utc)
     result = MergeResult(tree="")
     if index.conflicts is not None:
-        taken = {entry.path for entry in index}
-        resolved: list[pygit2.IndexEntry] = []
+        resolved: list[tuple[pygit2.IndexEntry, str, bool]] = []  # (entry, its side's tag, as a copy)
         collection = index.conflicts
         for ancestor, mine, other in list(collection):
             for entry in (ancestor, mine, other):
                 if entry is not None:
                     _drop_conflict(collection, entry.path)
             if mine is not None and other is not None:
-                copy = _free_name(conflict_copy_name(other.path, their_tag, when), taken)
-                resolved.append(mine)
-                resolved.append(pygit2.IndexEntry(copy, other.id, other.mode))
-                reason = "both added" if ancestor is None else "both modified"
-                result.conflicts.append(ConflictCopy(mine.path, copy, reason))
+                resolved.append((mine, our_tag or host_name(), False))
+                resolved.append((other, their_tag, True))
+                result.conflicts.append(ConflictCopy(mine.path, other.path,
+                                                     "both added" if ancestor is None else "both modified"))
             elif mine is not None or other is not None:
                 kept = mine if mine is not None else other
                 assert kept is not None
-                resolved.append(kept)
+                resolved.append((kept, (our_tag or host_name()) if kept is mine else their_tag, False))
                 result.kept_modified.append(kept.path)
-        for entry in resolved:
-            _add_entry(index, entry, taken)
-            taken.add(entry.path)
+        _place(index, resolved, result, when)
     try:
         result.tree = str(index.write_tree(repo))
     except pygit2.GitError as exc:
@@ -78,18 +78,42 @@ def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
     return result
 
 
+def _place(index: pygit2.Index, resolved: list[tuple[pygit2.IndexEntry, str, bool]], result: MergeResult,
+           when: datetime) -> None:
+    """Add the resolved entries; a file whose path is also a directory moves beside it."""
+    staged = {str(entry.path): entry for entry in index}
+    final = set(staged) | {str(entry.path) for entry, _, as_copy in resolved if not as_copy}
+    dirs = {parent for path in final for parent in _parents(path)}
+    taken = set(final)
+    clashes = [(staged[p], "clash", False) for p in staged if p in dirs]  # libgit2 staged both sides
+    for entry, _, _ in clashes:
+        index.remove(entry.path)
+    copies: dict[str, str] = {}
+    for entry, tag, as_copy in [*resolved, *clashes]:
+        path = str(entry.path)
+        if as_copy:
+            copy = _free_name(conflict_copy_name(path, tag, when), taken | dirs)
+            copies[path] = copy
+        elif path in dirs:
+            copy = _free_name(conflict_copy_name(path, tag, when), taken | dirs)
+            result.conflicts.append(ConflictCopy(path, copy, "file/directory clash"))
+            with contextlib.suppress(ValueError):
+                result.kept_modified.remove(path)
+        else:
+            copy = path
+        taken.add(copy)
+        index.add(pygit2.IndexEntry(copy, entry.id, entry.mode))
+    result.conflicts[:] = [ConflictCopy(c.path, copies.get(c.copy, c.copy), c.reason) for c in result.conflicts]
+
+
 def _drop_conflict(collection: object, path: str) -> None:
     with contextlib.suppress(KeyError):
         del collection[path]  # type: ignore[attr-defined]
 
 
-def _add_entry(index: pygit2.Index, entry: pygit2.IndexEntry, taken: set[str]) -> None:
-    try:
-        index.add(pygit2.IndexEntry(entry.path, entry.id, entry.mode))
-    except pygit2.GitError:
-        # A file/directory clash (one side made `a` a file, the other `a/b`): keep it beside.
-        spare = _free_name(conflict_copy_name(str(entry.path), "clash"), taken)
-        index.add(pygit2.IndexEntry(spare, entry.id, entry.mode))
+def _parents(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:n]) for n in range(1, len(parts))]
 
 
 def _free_name(candidate: str, taken: set[str]) -> str:

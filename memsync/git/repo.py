@@ -20,6 +20,7 @@ import pygit2
 from pygit2.enums import DiffOption, FileMode, RepositoryState
 
 from memsync.errors import RepoError
+from memsync.git.hubtree import tree_totals
 from memsync.hub import redact
 from memsync.names import operator_identity
 
@@ -76,6 +77,8 @@ class GitRepo:
         self.nested: list[str] = []  # directories with their own .git, seen by the last scan
         self._stats_versions: dict[str, tuple[int, int]] | None = None
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
+        self._held: dict[str, str] | None = None  # held_back(), re-read when the file changes
+        self._held_stamp: tuple[int, int, int] | None = None
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -106,6 +109,11 @@ class GitRepo:
         except pygit2.GitError as exc:
             raise RepoError(f"cannot create a repository in {root}: {exc}") from exc
         return cls(repo, root)
+
+    @property
+    def stats_memo(self) -> dict[str, tuple[int, int]]:
+        """(files, bytes) of the trees counted by this process, by tree id (hubtree.tree_totals)."""
+        return self._stats_memo
 
     @property
     def git_dir(self) -> Path:
@@ -223,19 +231,52 @@ class GitRepo:
         # libgit2 reports a directory holding its own .git as one untracked "dir/" entry
         self.nested = sorted(p.rstrip("/") for p in candidates if p.endswith("/"))
         changes: list[WorkChange] = []
+        held = self.held_back() if candidates else {}
         for path in sorted(candidates):
-            in_head = head is not None and _in_tree(head, path)
+            entry = None if head is None else file_entry(head, path)
             on_disk = _is_file_or_link(self.root / path)
-            if in_head and on_disk:
+            if entry is not None and on_disk:
                 changes.append(WorkChange(path, "modified"))
-            elif in_head:
+            elif entry is not None and held.get(path) == str(entry.id):  # held back: not a deletion
+                _keep_entry(index, path, entry)
+            elif entry is not None:
                 changes.append(WorkChange(path, "deleted"))
             elif on_disk:
                 changes.append(WorkChange(path, "added"))
         return changes
 
+    # -- files held back from the work tree ---------------------------------------------------
+    def held_back(self) -> dict[str, str]:
+        """Paths of the current version not written to the work tree because their blob is over
+        max_file_size (path -> blob id). Their index entry keeps the version's blob, and a scan
+        does not count them as deleted, so later commits keep the hub's file."""
+        target = self.git_dir / _HELD_FILE
+        try:
+            st = target.stat()
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if stamp != self._held_stamp or self._held is None:  # another process may have changed it
+            self._held, self._held_stamp = {}, stamp
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                loaded = json.loads(target.read_text(encoding="utf-8"))
+                self._held = {str(path): str(oid) for path, oid in loaded.items()}
+        return dict(self._held)
+
+    def set_held_back(self, held: dict[str, str]) -> None:
+        target = self.git_dir / _HELD_FILE
+        self._held = None
+        if not held:
+            target.unlink(missing_ok=True)
+            return
+        tmp = target.with_name(f"{_HELD_FILE}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(held, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, target)
+
     def head_blob(self, path: str) -> bytes | None:
-        if self.repo.head_is_unborn:
+        """The current version's bytes at `path` (the guard compares them); None for a file
+        held back for its size, which is never read into memory."""
+        if self.repo.head_is_unborn or path in self.held_back():
             return None
         tree = self.repo.head.peel(pygit2.Commit).tree
         try:
@@ -355,7 +396,7 @@ class GitRepo:
         commit = self.repo[commit_oid].peel(pygit2.Commit)
         stats = _stats_from_ancestor(self.repo, commit, cache)
         if stats is None:
-            stats = tree_stats(self.repo, commit.tree, self._stats_memo)
+            stats = tree_totals(self.repo, commit.tree, self._stats_memo, version=commit_oid)
         cache[commit_oid] = stats
         self._save_stats_cache(cache)
         return stats
@@ -409,6 +450,7 @@ class GitRepo:
 
 
 _STATS_FILE = "memsync-tree-stats.json"
+_HELD_FILE = "memsync-held-back.json"
 _STATS_KEEP = 256
 _STATS_MAX_HOPS = 64
 
@@ -436,25 +478,6 @@ def _stats_from_ancestor(repo: pygit2.Repository, commit: pygit2.Commit,
 
 
 _ZERO_OID = bytes(20)
-
-
-def tree_stats(repo: pygit2.Repository, tree: pygit2.Tree,
-               memo: dict[str, tuple[int, int]]) -> tuple[int, int]:
-    key = str(tree.id)
-    if key in memo:
-        return memo[key]
-    files = size = 0
-    header = repo.odb.read_header
-    for entry in tree:
-        kind = entry.type_str  # plain strings: ~5x faster than building FileMode enums
-        if kind == "tree":
-            f, s = tree_stats(repo, entry, memo)  # type: ignore[arg-type]  # a Tree when kind == "tree"
-            files, size = files + f, size + s
-        elif kind == "blob":
-            files += 1
-            size += header(entry.id)[1]
-    memo[key] = (files, size)
-    return files, size
 
 
 class _StatEntry(pygit2.IndexEntry):
@@ -518,6 +541,16 @@ def file_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
     except KeyError:
         return None
     return None if entry.filemode in (FileMode.TREE, FileMode.COMMIT) else entry
+
+
+def _keep_entry(index: pygit2.Index, path: str, entry: pygit2.Object) -> None:
+    """The index keeps a held-back file's blob (a checkout killed before writing it may not have)."""
+    try:
+        if index[path].id == entry.id:
+            return
+    except KeyError:
+        pass
+    index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
 
 
 def _in_tree(tree: pygit2.Tree, path: str) -> bool:
