@@ -88,7 +88,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         message = compose(subject, operator(subject, *extra).trailers([]))
         record = rewrite.record(mem.git, done.tip, message)
         _push_with_lease(mem, head, record)
-        rewrite.move_to(mem.git, mem.branch, record)
+        rewrite.move_to(mem.git, mem.branch, record, mem.name, mem.config.max_file_size)
         mem.git.set_ref(mem.tracking_ref, record, "memsync: redact")
         result = RedactResult(plan, head, record, done.commits)
         for where in _purge_targets(mem):

@@ -16,7 +16,7 @@ from memsync import hub as hubmod
 from memsync.attribution import Attribution, operator
 from memsync.config import StorageConfig
 from memsync.errors import ConfigError, InvalidName, RemoteError, RepoError, UsageError
-from memsync.exchange import Exchange, fetch, link_loose_objects, sync
+from memsync.exchange import Exchange, fetch, link_hub_objects, sync
 from memsync.git import transport
 from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.trailers import first, parse
@@ -271,7 +271,7 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         _write_config(staging, cfgmod.render(cfg))
         git.ensure_layout(cfg.hub_branch, hub.url)  # HEAD is unborn: it moves to the memory's branch
         if hub.local_path is not None:
-            _link_packs(hub.local_path, git.git_dir)
+            link_hub_objects(hub.local_path, git.git_dir, packs=True)
         mem = Memory(staging, cfg, git, hub)
         with mem.locked():
             exchange = sync(mem, operator("Clone"), lambda: None, push=False, progress=progress)
@@ -302,34 +302,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def _link_packs(hub: Path, git_dir: Path) -> None:
-    """Clone from a hub on this machine as `git clone /path` does: hard-link its object files
-    (they are never modified, only replaced), so the fetch that follows finds the objects present
-    instead of re-packing the whole memory (libgit2's local transport recomputes every delta:
-    ~40 s at 100,000 files). All or nothing: the fetch trusts that a commit it finds here comes
-    with its whole history, so a partial copy (a hub object written loose, as `git push` leaves
-    small pushes, or a pack that a repack removed meanwhile) would leave holes. On any failure
-    every link is undone and the fetch transfers everything."""
-    source, target = hub / "objects", git_dir / "objects"
-    linked: list[Path] = []
-    try:
-        # loose objects first, packs after: a repack meanwhile writes its pack before it removes
-        # loose objects, so whatever vanished under us is in a pack listed below
-        for fan in sorted(source.glob("[0-9a-f][0-9a-f]")):
-            (target / fan.name).mkdir(exist_ok=True)
-            for src in fan.iterdir():
-                os.link(src, target / fan.name / src.name)
-                linked.append(target / fan.name / src.name)
-        (target / "pack").mkdir(exist_ok=True)
-        for pack in sorted((source / "pack").glob("pack-*.pack")):
-            for src in (pack, pack.with_suffix(".idx")):  # the .idx last: a pack is visible once both exist
-                os.link(src, target / "pack" / src.name)
-                linked.append(target / "pack" / src.name)
-    except OSError:
-        for path in reversed(linked):
-            path.unlink(missing_ok=True)
 
 
 def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:

@@ -117,10 +117,11 @@ def record(git: GitRepo, parent: str, message: str) -> str:
     return str(git.repo.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=parent)]))
 
 
-def move_to(git: GitRepo, branch: str, new: str) -> None:
+def move_to(git: GitRepo, branch: str, new: str, memory: str, max_file_size: int | None) -> None:
     """Check the rewritten version out (files equal to the old version are replaced; none of the
-    user's changes is overwritten), then move the branch: the order integrate uses."""
-    _checkout(git, new)
+    user's changes is overwritten; the same checks as any hub version), then move the branch:
+    the order integrate uses."""
+    _checkout(git, new, memory, max_file_size)
     git.set_ref(f"refs/heads/{branch}", new, "memsync: redact")
 
 
