@@ -19,9 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
+from memsync import runas, sealed
 from memsync.attribution import Attribution, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
@@ -196,8 +198,11 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def environment(run_id: str, memories: list[Memory]) -> dict[str, str]:
-    env = dict(os.environ)
+def environment(run_id: str, memories: list[Memory], keep_ssh_agent: bool = False) -> dict[str, str]:
+    """The command's environment: memsync's, minus every credential (see memsync/sealed.py)."""
+    from memsync.sealed import child_environment
+
+    env = child_environment(keep_ssh_agent)
     env["MEMSYNC_RUN_ID"] = run_id
     env["MEMSYNC_MEMORY_DIR"] = str(memories[0].root)
     for mem in memories:
@@ -267,15 +272,26 @@ class _Signals:
 
 def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
             no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
-            say: Say = lambda _m: None) -> RunReport:
+            say: Say = lambda _m: None, keep_ssh_agent: bool = False, as_user: str | None = None) -> RunReport:
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
     if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
         raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
-    if remote:
-        hubmod.parse(remote)
+    if remote and hubmod.parse(remote).password:
+        raise UsageError(f"--remote {hubmod.redact(remote)}: a credential on memsync's command line is "
+                         "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
+                         "set MEMSYNC_TOKEN instead and give the URL without it")
+    user = runas.resolve(as_user) if as_user is not None else None
+    sealed.make_undumpable()
+    with sealed.seal():
+        return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user)
+
+
+def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offline: bool, no_push: bool,
+             checkpoint: float, remote: str | None, say: Say, keep_ssh_agent: bool,
+             user: runas.RunAs | None) -> RunReport:
     memories = prepare(mounts or [], cwd, remote, offline, say)
     read_only = {m.name for m in mounts if m.read_only}
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
@@ -315,10 +331,15 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
                                     on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
         watching = _Watching(monitors, say)
         checkpointer.start()
+        owners: dict[str, tuple[int, int]] = {}
         try:
             held_say.hold()
-            proc = subprocess.Popen(command, env=environment(rid, memories))
+            env = environment(rid, memories, keep_ssh_agent)
+            owners = {mem.name: runas.hand_over(mem.root, user) for mem in writable} if user else {}
+            extra: dict[str, Any] = user.popen_args() if user else {}
+            proc = subprocess.Popen(command, env=user.environment(env) if user else env, **extra)
         except OSError as exc:
+            _hand_back(writable, owners)
             checkpointer.stop()
             watching.stop()
             held_say.release()
@@ -326,6 +347,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
             raise CommandFailedToStart(command[0], exc) from exc
         with _Signals(proc) as signals:
             code = _wait(proc)
+        _hand_back(writable, owners)
         checkpointer.stop()
         watching.stop()
         held_say.release()
@@ -383,6 +405,12 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
         except (KeyboardInterrupt, Interrupted):
             continue
     return 128 - code if code < 0 else code
+
+
+def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int]]) -> None:
+    for mem in writable:
+        if mem.name in owners:
+            runas.hand_back(mem.root, owners[mem.name])
 
 
 def _restore(memories: list[Memory], read_only: set[str]) -> None:

@@ -25,6 +25,10 @@ def register(app: typer.Typer, guard: Guard) -> None:
         checkpoint: Annotated[float, typer.Option("--checkpoint", help="Commit and push settled changes at "
                                                   "least this often while the command runs; 0 = off.")] = 30.0,
         remote: Annotated[str | None, typer.Option("--remote", help="Hub URL for memories cloned by this run.")] = None,
+        keep_ssh_agent: Annotated[bool, typer.Option("--keep-ssh-agent", help="Leave SSH_AUTH_SOCK in the "
+                                                     "command's environment (removed by default).")] = False,
+        as_user: Annotated[str | None, typer.Option("--as-user", help="Run CMD as this user (memsync must run "
+                                                    "as root); writable memories are lent to it for the run.")] = None,
     ) -> None:
         """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
 
@@ -35,7 +39,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
         cwd = Path.cwd()
         mounts = [runner.parse_mount(spec, cwd) for spec in memory or []]
         report = runner.execute(list(command or []), mounts, run_id=run_id, offline=offline, no_push=no_push,
-                                checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"))
+                                checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"),
+                                keep_ssh_agent=keep_ssh_agent, as_user=as_user)
         _summarise(report, no_push)
         raise typer.Exit(report.status)
 
