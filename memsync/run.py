@@ -23,14 +23,13 @@ from typing import Any
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
-from memsync import runas, sealed
+from memsync import readonly, runas, sealed
 from memsync.attribution import Attribution, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
 from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
 from memsync.exchange import sync, unpushed
 from memsync.git.merge import ConflictCopy
-from memsync.git.repo import file_blob_id
 from memsync.memory import Memory, open_memory, running
 from memsync.names import check_name, check_run_id, env_var_for, new_run_id
 from memsync.snapshot import Snapshot, describe, take
@@ -64,6 +63,7 @@ class MemoryOutcome:
     flags: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     read_only_changes: list[str] = field(default_factory=list)
+    read_only_kept: str | None = None  # where the command's changes to a read-only memory were moved
     error: str | None = None
 
 
@@ -81,7 +81,7 @@ class RunReport:
             return self.exit_code
         if any(m.error or m.unpushed for m in self.memories):
             return EXIT_UNSAVED
-        if any(m.blocked for m in self.memories):
+        if any(m.blocked or m.read_only_changes for m in self.memories):
             return EXIT_BLOCKED
         return 0
 
@@ -169,11 +169,9 @@ def _set_writable(mem: Memory, writable: bool) -> None:
         path = mem.root / rel
         try:
             st = path.lstat()
-            if path.is_symlink():
-                continue
             mode = st.st_mode | 0o200 if writable else st.st_mode & ~0o222
             if mode != st.st_mode:
-                path.chmod(mode)
+                readonly.chmod_nofollow(path, mode & 0o7777)
         except OSError:
             continue
 
@@ -297,10 +295,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
     bases = {mem.name: mem.git.head_oid() for mem in writable}
-    ro_before = {mem.name: _local_changes(mem) for mem in memories if mem.name in read_only}
-    for mem in memories:
-        if mem.name in read_only:
-            _set_writable(mem, False)
+    guards = {mem.name: readonly.protect(mem, rid) for mem in memories if mem.name in read_only}
     with running(writable, rid):  # watch on the same directory leaves the run its files
         shown = shown_command(command)
         say(f"run {rid}: {_plural(len(memories), 'memory', 'memories')} ready; starting {shown}")
@@ -343,7 +338,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             checkpointer.stop()
             watching.stop()
             held_say.release()
-            _restore(memories, read_only)
+            _undo_read_only(memories, guards, outcomes, say)
             raise CommandFailedToStart(command[0], exc) from exc
         with _Signals(proc) as signals:
             code = _wait(proc)
@@ -355,9 +350,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
         if signals.received:
             say("command stopped by signal; saving what it left")
         report = RunReport(rid, command, code, duration, list(outcomes.values()))
-        _restore(memories, read_only)
-        _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say,
-                ro_before)
+        _undo_read_only(memories, guards, outcomes, say)
+        _finish(report, writable, no_push, bases, counter, say)
         return report
 
 
@@ -413,30 +407,27 @@ def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int]]) -> No
             runas.hand_back(mem.root, owners[mem.name])
 
 
-def _restore(memories: list[Memory], read_only: set[str]) -> None:
+def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
+                    outcomes: dict[str, MemoryOutcome], say: Say) -> None:
+    """Put every read-only memory back as the run found it; name what the command changed there."""
     for mem in memories:
-        if mem.name in read_only:
-            _set_writable(mem, True)
-
-
-def _local_changes(mem: Memory) -> dict[str, str | None]:
-    """Uncommitted paths of a memory and their content ids (None: deleted)."""
-    with mem.locked():
-        return {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan()}
-
-
-def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], no_push: bool,
-            bases: dict[str, str | None], counter: dict[str, int], say: Say,
-            ro_before: dict[str, dict[str, str | None]]) -> None:
-    rid = report.run_id
-    for mem in read_only:
-        outcome = next(o for o in report.memories if o.name == mem.name)
-        before = ro_before.get(mem.name, {})
-        after = _local_changes(mem)
-        outcome.read_only_changes = [p for p, blob in after.items() if p not in before or before[p] != blob]
+        if mem.name not in guards:
+            continue
+        done = readonly.undo(mem, guards[mem.name])
+        outcome = outcomes[mem.name]
+        outcome.read_only_changes = done.changed
+        outcome.read_only_kept = done.kept_in
+        if done.dropped_commit:
+            outcome.read_only_changes.append(f"commit {done.dropped_commit[:8]} (dropped from its branch)")
         if outcome.read_only_changes:
+            kept = f"; what it made is kept in {done.kept_in}" if done.kept_in else ""
             say(f"read-only memory {mem.name!r} was changed during the run (not saved, not pushed): "
-                + ", ".join(outcome.read_only_changes[:10]))
+                + ", ".join(outcome.read_only_changes[:10]) + f"; put back as the run found it{kept}")
+
+
+def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dict[str, str | None],
+            counter: dict[str, int], say: Say) -> None:
+    rid = report.run_id
     abandoned = False
     for mem in writable:
         outcome = next(o for o in report.memories if o.name == mem.name)

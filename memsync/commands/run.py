@@ -33,7 +33,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
 
         Exit code: the command's own; 8 if it succeeded but a memory could not be pushed; 9 if a
-        policy kept files out of the commit."""
+        policy kept files out of the commit or the command changed a read-only memory."""
         from memsync import run as runner
 
         cwd = Path.cwd()
@@ -59,7 +59,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
 def _summarise(report: Any, no_push: bool) -> None:
     for m in report.memories:
         if m.read_only:
-            state = "read-only, changes not saved" if m.read_only_changes else "read-only, unchanged"
+            state = "read-only, changed by the command: put back, not saved" if m.read_only_changes \
+                else "read-only, unchanged"
         elif m.error:
             state = f"NOT PUSHED: {m.error}"
         elif m.final_commit is None and not m.checkpoints:

@@ -1,0 +1,321 @@
+"""Read-only memories during a run: made non-writable while the command runs, and whatever the
+command changed anyway is undone afterwards.
+
+The undo puts back the version the run started with (the pulled version plus any local change the
+operator had before the run) and moves what the command made (files, symlinks, folders) out of
+the memory, to `$MEMSYNC_HOME/runs/<run-id>/ro/<memory>/<path>`, so no later push, pull or watch
+ever commits it. Commits the command made there are dropped from the branch (named in the report).
+
+A run killed before its undo leaves a record (`$MEMSYNC_HOME/runs/<run-id>/ro/<memory>.json`,
+pointed to from `.git/memsync-ro-guard.json`); the next memsync command that opens the memory
+finishes the undo. Permissions are changed without ever following a symlink.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from memsync.git import history
+from memsync.git.repo import file_blob_id
+from memsync.hub import memsync_home
+from memsync.memory import Memory
+
+__all__ = ["Guard", "Undone", "chmod_nofollow", "protect", "recover", "undo"]
+
+MARK = "memsync-ro-guard.json"
+_OWN = (".git", ".vm0")
+_WRITE = 0o222
+_LINK_MODE = 0o120000
+
+
+@dataclass
+class Guard:
+    """A read-only memory's state when the run started."""
+
+    run_id: str
+    name: str
+    root: Path
+    branch: str
+    head: str | None
+    modes: dict[str, int]  # path ("." the root) -> st_mode of every file and folder (no symlinks)
+    before: dict[str, str | None]  # local changes before the run: path -> blob id (None: deleted)
+
+    @property
+    def aside(self) -> Path:
+        return memsync_home() / "runs" / self.run_id / "ro" / self.name
+
+    @property
+    def saved(self) -> Path:
+        return memsync_home() / "runs" / self.run_id / "ro" / f"{self.name}.before"
+
+    @property
+    def record(self) -> Path:
+        return memsync_home() / "runs" / self.run_id / "ro" / f"{self.name}.json"
+
+
+@dataclass
+class Undone:
+    changed: list[str] = field(default_factory=list)  # paths put back (folders end in /)
+    kept_in: str | None = None  # where what the command made was moved
+    dropped_commit: str | None = None  # the branch tip the command committed, dropped
+
+
+def _walk(root: Path) -> dict[str, int]:
+    """st_mode of the root and of every file and folder under it (not .git, .vm0, symlinks)."""
+    modes: dict[str, int] = {".": root.lstat().st_mode}
+    for here, dirs, files in os.walk(root):  # never follows a symlinked folder
+        base = Path(here)
+        if base == root:
+            dirs[:] = [d for d in dirs if d not in _OWN]
+        for name in dirs + files:
+            path = base / name
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+                modes[path.relative_to(root).as_posix()] = st.st_mode
+    return modes
+
+
+def chmod_nofollow(path: Path, mode: int) -> None:
+    """chmod that never follows a symlink: the entry is opened with O_NOFOLLOW and changed
+    through its descriptor; a symlink (or anything but a file or folder) is left alone."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        return
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except PermissionError:  # mode 000 to its owner: by path, the entry was a file or folder above
+        try:
+            os.chmod(path, mode, follow_symlinks=False)
+        except NotImplementedError:
+            if not path.is_symlink():
+                os.chmod(path, mode)
+        except OSError:
+            pass
+        return
+    except OSError:
+        return  # gone, or a symlink by now (ELOOP): never followed
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISREG(kind) or stat.S_ISDIR(kind):
+            os.fchmod(fd, mode)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def protect(mem: Memory, run_id: str) -> Guard:
+    """Record the memory's state and make its files and folders non-writable for the run."""
+    with mem.locked():
+        before = {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan()}
+    guard = Guard(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before)
+    _save_before(guard)
+    guard.record.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(guard.record, {"run_id": run_id, "name": guard.name, "root": str(guard.root),
+                               "branch": guard.branch, "head": guard.head, "modes": guard.modes,
+                               "before": guard.before})
+    _write_json(mem.git.git_dir / MARK, {"run_id": run_id, "pid": os.getpid()})
+    for rel, mode in sorted(guard.modes.items(), reverse=True):  # files before their folders, root last
+        chmod_nofollow(mem.root / rel, stat.S_IMODE(mode) & ~_WRITE)
+    return guard
+
+
+def _save_before(guard: Guard) -> None:
+    """The operator's own uncommitted files, copied aside: the undo puts them back as they were."""
+    for rel, blob in guard.before.items():
+        if blob is None:
+            continue
+        dst = guard.saved / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        _copy(guard.root / rel, dst)
+
+
+def _copy(src: Path, dst: Path) -> None:
+    if os.path.lexists(dst):
+        dst.unlink()
+    if src.is_symlink():
+        os.symlink(os.readlink(src), dst)
+    else:
+        shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def _write_json(path: Path, data: object) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".memsync-", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+def undo(mem: Memory, guard: Guard) -> Undone:
+    """Put the memory back as it was when the run started; what the command made is kept aside."""
+    for rel, mode in sorted(guard.modes.items()):  # folders writable again first, root first
+        if stat.S_ISDIR(mode):
+            chmod_nofollow(mem.root / rel, stat.S_IMODE(mode) | 0o700)
+    done = Undone()
+    with mem.locked():
+        tip = mem.git.ref_oid(mem.local_ref)
+        head_ref = mem.git.repo.references.get("HEAD")
+        moved = tip != guard.head or head_ref is None or head_ref.target != mem.local_ref
+        if moved:
+            done.dropped_commit = tip if tip != guard.head else None
+            mem.git.reset_branch(guard.branch, guard.head)
+        now = {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan()}
+        changed = sorted(p for p in set(now) | set(guard.before)
+                         if (p in now) != (p in guard.before) or now.get(p) != guard.before.get(p))
+        for rel in changed:
+            _put_back(mem, guard, rel)
+        new_dirs = _new_folders(mem.root, guard.modes)
+        for rel in new_dirs:
+            _keep_aside(guard, rel)
+        for rel, mode in sorted(guard.modes.items(), reverse=True):
+            path = mem.root / rel
+            if stat.S_ISDIR(mode) and not os.path.lexists(path) and _real_parents(mem.root, rel):
+                path.mkdir(parents=True)
+            chmod_nofollow(path, stat.S_IMODE(mode))
+        if changed or moved:
+            mem.git.scan()  # the index's stat cache, after the files were written
+    done.changed = changed + [f"{d}/" for d in new_dirs]
+    if guard.aside.exists() and any(guard.aside.iterdir()):
+        done.kept_in = str(guard.aside)
+    (mem.git.git_dir / MARK).unlink(missing_ok=True)
+    guard.record.unlink(missing_ok=True)
+    return done
+
+
+def _new_folders(root: Path, modes: dict[str, int]) -> list[str]:
+    """Top-most folders that did not exist when the run started."""
+    found: list[str] = []
+    for here, dirs, _ in os.walk(root):
+        base = Path(here)
+        if base == root:
+            dirs[:] = [d for d in dirs if d not in _OWN]
+        keep = []
+        for d in dirs:
+            rel = (base / d).relative_to(root).as_posix()
+            if rel in modes and stat.S_ISDIR(modes[rel]):
+                keep.append(d)
+            else:
+                found.append(rel)
+        dirs[:] = keep
+    return found
+
+
+def _real_parents(root: Path, rel: str) -> bool:
+    """Every folder on the way to `rel` is a real folder (no symlink that could lead outside)."""
+    here = root
+    for part in PurePosixPath(rel).parts[:-1]:
+        here = here / part
+        try:
+            if not stat.S_ISDIR(here.lstat().st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _keep_aside(guard: Guard, rel: str) -> None:
+    """Move what is at `rel` (file, symlink or folder, never followed) out of the memory."""
+    src = guard.root / rel
+    if not _real_parents(guard.root, rel) or not os.path.lexists(src):
+        return
+    _move(src, guard.aside / rel)
+
+
+def _move(src: Path, dst: Path) -> None:
+    """Move an entry (never followed), merging a folder into one already kept there."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(dst):
+        if src.is_dir() and not src.is_symlink() and dst.is_dir() and not dst.is_symlink():
+            for child in list(src.iterdir()):
+                _move(child, dst / child.name)
+            src.rmdir()
+            return
+        if dst.is_dir() and not dst.is_symlink():
+            shutil.rmtree(dst)
+        else:
+            dst.unlink()
+    shutil.move(str(src), str(dst))
+
+
+def _put_back(mem: Memory, guard: Guard, rel: str) -> None:
+    """`rel` as it was when the run started; what is there now is kept aside first."""
+    if rel in guard.before:
+        blob = guard.before[rel]
+        source: Path | tuple[bytes, int] | None = guard.saved / rel if blob is not None else None
+    else:
+        source = history.blob_at(mem.git.repo, guard.head, rel) if guard.head else None
+    if source is None:
+        _keep_aside(guard, rel)
+        return
+    here = PurePosixPath()
+    for part in PurePosixPath(rel).parts[:-1]:  # a folder on the way replaced by a file or a symlink
+        here = here / part
+        path = guard.root / here
+        if os.path.lexists(path) and not stat.S_ISDIR(path.lstat().st_mode):
+            _keep_aside(guard, here.as_posix())
+    _keep_aside(guard, rel)
+    target = guard.root / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(source, Path):
+        _copy(source, target)
+        return
+    data, mode = source
+    if mode == _LINK_MODE:
+        os.symlink(os.fsdecode(data), target)
+        return
+    fd, tmp = tempfile.mkstemp(prefix=".memsync-", dir=target.parent)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, 0o755 if mode & 0o111 else 0o644)
+    os.replace(tmp, target)
+
+
+def recover(mem: Memory) -> Undone | None:
+    """Finish the undo of a run that was killed (its mark in .git, its record in MEMSYNC_HOME)."""
+    from memsync.errors import MemsyncError
+    from memsync.names import check_run_id
+
+    mark = mem.git.git_dir / MARK
+    try:
+        data = json.loads(mark.read_text(encoding="utf-8"))
+        run_id, pid = check_run_id(str(data["run_id"])), int(data["pid"])
+    except (OSError, ValueError, KeyError, TypeError, MemsyncError):
+        return None
+    if _alive(pid):
+        return None  # that run is still going
+    try:
+        rec = json.loads((memsync_home() / "runs" / run_id / "ro" / f"{mem.name}.json").read_text(encoding="utf-8"))
+        guard = Guard(run_id, mem.name, Path(rec["root"]), str(rec["branch"]), rec["head"],
+                      {str(k): int(v) for k, v in rec["modes"].items()},
+                      {str(k): (None if v is None else str(v)) for k, v in rec["before"].items()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        mark.unlink(missing_ok=True)
+        return None
+    if guard.root.resolve() != mem.root.resolve() or guard.branch != mem.branch:
+        return None  # a record for another memory: not ours to apply
+    return undo(mem, guard)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # this process's own run: it undoes its own
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
