@@ -306,7 +306,13 @@ def recover(mem: Memory) -> Undone | None:
         return None
     if guard.root.resolve() != mem.root.resolve() or guard.branch != mem.branch:
         return None  # a record for another memory: not ours to apply
-    return undo(mem, guard)
+    try:
+        return undo(mem, guard)
+    except OSError as exc:
+        from memsync.errors import RepoError
+
+        raise RepoError(f"cannot finish undoing what run {run_id} changed in the read-only memory {mem.name!r}: "
+                        f"{exc.strerror or exc}", f"check the permissions in {mem.root}, then retry") from exc
 
 
 def _alive(pid: int) -> bool:

@@ -326,7 +326,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                                     on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
         watching = _Watching(monitors, say)
         checkpointer.start()
-        owners: dict[str, tuple[int, int]] = {}
+        owners: dict[str, tuple[int, int, int]] = {}
         try:
             held_say.hold()
             env = environment(rid, memories, keep_ssh_agent)
@@ -401,7 +401,7 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
     return 128 - code if code < 0 else code
 
 
-def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int]]) -> None:
+def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int, int]]) -> None:
     for mem in writable:
         if mem.name in owners:
             runas.hand_back(mem.root, owners[mem.name])
@@ -413,8 +413,15 @@ def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
     for mem in memories:
         if mem.name not in guards:
             continue
-        done = readonly.undo(mem, guards[mem.name])
         outcome = outcomes[mem.name]
+        try:
+            done = readonly.undo(mem, guards[mem.name])
+        except (OSError, MemsyncError) as exc:  # the writable memories are saved all the same
+            outcome.read_only_changes = ["(not checked: the undo failed)"]
+            say(f"read-only memory {mem.name!r}: cannot undo the run's changes "
+                f"({getattr(exc, 'message', None) or getattr(exc, 'strerror', None) or exc}); "
+                "the next memsync command in it finishes the undo")
+            continue
         outcome.read_only_changes = done.changed
         outcome.read_only_kept = done.kept_in
         if done.dropped_commit:

@@ -9,6 +9,7 @@ cannot change them at all.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,17 +59,25 @@ def _tree(root: Path) -> list[Path]:
     return found
 
 
-def hand_over(root: Path, user: RunAs) -> tuple[int, int]:
-    """Give the memory's work tree to `user`; returns the owner to hand it back to."""
+def hand_over(root: Path, user: RunAs) -> tuple[int, int, int]:
+    """Lend the memory's work tree to `user`; returns the root's owner, group and mode to give
+    back. The root folder itself stays the operator's: its group becomes the user's, group-writable
+    and sticky, so the user can add and remove its own entries but never rename or remove .git or
+    .vm0 (whose settings memsync and git act on later)."""
     st = root.stat()
-    for path in _tree(root):
+    for path in _tree(root)[1:]:
         os.lchown(path, user.uid, user.gid)
-    return st.st_uid, st.st_gid
+    os.chown(root, st.st_uid, user.gid)
+    os.chmod(root, stat.S_IMODE(st.st_mode) | stat.S_ISVTX | 0o070)
+    return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
 
 
-def hand_back(root: Path, owner: tuple[int, int]) -> None:
-    for path in _tree(root):
+def hand_back(root: Path, owner: tuple[int, int, int]) -> None:
+    uid, gid, mode = owner
+    for path in _tree(root)[1:]:
         try:
-            os.lchown(path, *owner)
+            os.lchown(path, uid, gid)
         except FileNotFoundError:
             continue
+    os.chown(root, uid, gid)
+    os.chmod(root, mode)

@@ -273,12 +273,18 @@ def test_as_user_keeps_the_operators_files_and_process_out_of_reach(open_dir: Pa
         assert memsync_cmd("init", "--name", name, cwd=src / name, env=env).returncode == 0
         write(src / name, "base.md", "base\n")
         assert memsync_cmd("push", cwd=src / name, env=env).returncode == 0
-    script = PROBE + ("\nfor target in ('new.md', '../ref/base.md', '../ref/new.md'):\n"
+    script = PROBE + ("\nfor target in ('new.md', 'base.md', '../ref/base.md', '../ref/new.md'):\n"
                       "    try:\n"
                       "        (memory / target).write_text('agent\\n')\n"
                       "        print('wrote', target)\n"
                       "    except OSError:\n"
-                      "        print('denied', target)\n")
+                      "        print('denied', target)\n"
+                      "for own in ('.git', '.vm0'):\n"
+                      "    try:\n"
+                      "        (memory / own).rename(memory / (own + '-moved'))\n"
+                      "        print('moved', own)\n"
+                      "    except OSError:\n"
+                      "        print('kept', own)\n")
     proc = memsync_cmd("run", "--as-user", "nobody", "--memory", "research:mem", "--memory", "refs-mem:ref:ro",
                        "--run-id", "as-nobody", "--", python[0], "-c", script, _needles(token),
                        json.dumps([str(creds), str(netrc)]), "null", cwd=work, env=env)
@@ -289,10 +295,12 @@ def test_as_user_keeps_the_operators_files_and_process_out_of_reach(open_dir: Pa
     assert not leaks, found
     for route in ("/proc/PPID/environ", "/proc/PPID/mem", "the operator's credential files"):
         assert str(found[route]).startswith("denied"), (route, found)
-    assert "wrote new.md" in proc.stdout
+    assert "wrote new.md" in proc.stdout and "wrote base.md" in proc.stdout
+    assert "kept .git" in proc.stdout and "kept .vm0" in proc.stdout  # memsync's own, never the command's
     assert "denied ../ref/base.md" in proc.stdout and "denied ../ref/new.md" in proc.stdout
     assert hub_tree("memory/research")["new.md"] == b"agent\n"
     assert (work / "mem" / "new.md").stat().st_uid == 0  # handed back to the operator
+    assert (work / "mem").stat().st_gid == 0 and not (work / "mem").stat().st_mode & 0o1020
     assert git("status", "--porcelain", cwd=work / "ref") == ""
 
 
