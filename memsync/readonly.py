@@ -43,7 +43,7 @@ class Guard:
     root: Path
     branch: str
     head: str | None
-    modes: dict[str, int]  # path ("." the root) -> st_mode of every file and folder (no symlinks)
+    modes: dict[str, int]  # path ("." the root) -> st_mode of every file, folder and symlink
     before: dict[str, str | None]  # local changes before the run: path -> blob id (None: deleted)
 
     @property
@@ -53,6 +53,10 @@ class Guard:
     @property
     def saved(self) -> Path:
         return memsync_home() / "runs" / self.run_id / "ro" / f"{self.name}.before"
+
+    @property
+    def own(self) -> Path:
+        return memsync_home() / "runs" / self.run_id / "ro" / f"{self.name}.own"
 
     @property
     def record(self) -> Path:
@@ -67,7 +71,7 @@ class Undone:
 
 
 def _walk(root: Path) -> dict[str, int]:
-    """st_mode of the root and of every file and folder under it (not .git, .vm0, symlinks)."""
+    """st_mode of the root and of every file, folder and symlink under it (not .git, .vm0)."""
     modes: dict[str, int] = {".": root.lstat().st_mode}
     for here, dirs, files in os.walk(root):  # never follows a symlinked folder
         base = Path(here)
@@ -79,7 +83,7 @@ def _walk(root: Path) -> dict[str, int]:
                 st = path.lstat()
             except OSError:
                 continue
-            if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+            if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode):
                 modes[path.relative_to(root).as_posix()] = st.st_mode
     return modes
 
@@ -123,6 +127,9 @@ def protect(mem: Memory, run_id: str) -> Guard:
         before = {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan()}
     guard = Guard(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before)
     _save_before(guard)
+    for rel in _own_files(mem):
+        (guard.own / rel).parent.mkdir(parents=True, exist_ok=True)
+        _copy(mem.root / rel, guard.own / rel)
     guard.record.parent.mkdir(parents=True, exist_ok=True)
     _write_json(guard.record, {"run_id": run_id, "name": guard.name, "root": str(guard.root),
                                "branch": guard.branch, "head": guard.head, "modes": guard.modes,
@@ -131,6 +138,39 @@ def protect(mem: Memory, run_id: str) -> Guard:
     for rel, mode in sorted(guard.modes.items(), reverse=True):  # files before their folders, root last
         chmod_nofollow(mem.root / rel, stat.S_IMODE(mode) & ~_WRITE)
     return guard
+
+
+def _own_files(mem: Memory) -> list[str]:
+    """memsync's and git's own files that steer what is seen and run later: storage.yaml, the
+    repository's config, its exclude file and hooks (a regular file each; symlinks skipped)."""
+    found = [".vm0/storage.yaml", ".git/config", ".git/info/exclude"]
+    hooks = mem.root / ".git" / "hooks"
+    if hooks.is_dir() and not hooks.is_symlink():
+        found += [f".git/hooks/{p.name}" for p in sorted(hooks.iterdir())]
+    return [rel for rel in found if (mem.root / rel).is_file() and not (mem.root / rel).is_symlink()]
+
+
+def _put_back_own(mem: Memory, guard: Guard) -> list[str]:
+    """storage.yaml, .git/config, info/exclude and hooks as they were: a changed or new one is kept
+    aside (an exclude pattern would hide new files from the undo, a hook would run later)."""
+    changed: list[str] = []
+    saved = {p.relative_to(guard.own).as_posix() for p in guard.own.rglob("*") if not p.is_dir()} \
+        if guard.own.exists() else set()
+    hooks = mem.root / ".git" / "hooks"
+    now = set(_own_files(mem)) | ({f".git/hooks/{p.name}" for p in hooks.iterdir()}
+                                  if hooks.is_dir() and not hooks.is_symlink() else set())
+    for rel in sorted(saved | now):
+        path, copy = mem.root / rel, guard.own / rel
+        same = rel in saved and path.is_file() and not path.is_symlink() and path.read_bytes() == copy.read_bytes()
+        if same:
+            continue
+        changed.append(rel)
+        if os.path.lexists(path):
+            _move(path, guard.aside / rel)
+        if rel in saved:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _copy(copy, path)
+    return changed
 
 
 def _save_before(guard: Guard) -> None:
@@ -166,6 +206,7 @@ def undo(mem: Memory, guard: Guard) -> Undone:
             chmod_nofollow(mem.root / rel, stat.S_IMODE(mode) | 0o700)
     done = Undone()
     with mem.locked():
+        own = _put_back_own(mem, guard)
         tip = mem.git.ref_oid(mem.local_ref)
         head_ref = mem.git.repo.references.get("HEAD")
         moved = tip != guard.head or head_ref is None or head_ref.target != mem.local_ref
@@ -177,7 +218,7 @@ def undo(mem: Memory, guard: Guard) -> Undone:
                          if (p in now) != (p in guard.before) or now.get(p) != guard.before.get(p))
         for rel in changed:
             _put_back(mem, guard, rel)
-        new_dirs = _new_folders(mem.root, guard.modes)
+        new_dirs = _newcomers(mem.root, guard.modes)  # folders, and files git does not show (ignored)
         for rel in new_dirs:
             _keep_aside(guard, rel)
         for rel, mode in sorted(guard.modes.items(), reverse=True):
@@ -185,9 +226,9 @@ def undo(mem: Memory, guard: Guard) -> Undone:
             if stat.S_ISDIR(mode) and not os.path.lexists(path) and _real_parents(mem.root, rel):
                 path.mkdir(parents=True)
             chmod_nofollow(path, stat.S_IMODE(mode))
-        if changed or moved:
+        if changed or moved or own:
             mem.git.scan()  # the index's stat cache, after the files were written
-    done.changed = changed + [f"{d}/" for d in new_dirs]
+    done.changed = own + changed + [f"{d}/" if (guard.aside / d).is_dir() else d for d in new_dirs]
     if guard.aside.exists() and any(guard.aside.iterdir()):
         done.kept_in = str(guard.aside)
     (mem.git.git_dir / MARK).unlink(missing_ok=True)
@@ -195,18 +236,24 @@ def undo(mem: Memory, guard: Guard) -> Undone:
     return done
 
 
-def _new_folders(root: Path, modes: dict[str, int]) -> list[str]:
-    """Top-most folders that did not exist when the run started."""
+def _newcomers(root: Path, modes: dict[str, int]) -> list[str]:
+    """Top-most entries that were not there, as that kind, when the run started."""
     found: list[str] = []
-    for here, dirs, _ in os.walk(root):
+    for here, dirs, files in os.walk(root):
         base = Path(here)
         if base == root:
             dirs[:] = [d for d in dirs if d not in _OWN]
         keep = []
-        for d in dirs:
-            rel = (base / d).relative_to(root).as_posix()
-            if rel in modes and stat.S_ISDIR(modes[rel]):
-                keep.append(d)
+        for name in dirs + files:
+            path = base / name
+            rel = path.relative_to(root).as_posix()
+            try:
+                kind = stat.S_IFMT(path.lstat().st_mode)
+            except OSError:
+                continue
+            if rel in modes and stat.S_IFMT(modes[rel]) == kind:
+                if kind == stat.S_IFDIR:
+                    keep.append(name)
             else:
                 found.append(rel)
         dirs[:] = keep

@@ -91,6 +91,23 @@ def folder_to_symlink():
     shutil.rmtree(ro / "sub")
     (ro / "sub").symlink_to(os.environ["OUTSIDE_DIR"])
 attempt("folder to symlink", folder_to_symlink)
+def hide():
+    with open(ro / ".git" / "info" / "exclude", "a") as fh:
+        fh.write("*.hidden\n")
+    (ro / "notes.hidden").write_text("hidden from git status\n")
+attempt("hidden by exclude", hide)
+def self_ignoring():
+    (ro / "quiet").mkdir()
+    (ro / "quiet" / ".gitignore").write_text("*\n")
+    (ro / "quiet" / "q.md").write_text("q\n")
+attempt("self-ignoring folder", self_ignoring)
+def hook():
+    (ro / ".git" / "hooks" / "post-checkout").write_text("#!/bin/sh\necho pwned\n")
+attempt("git hook", hook)
+def config():
+    with open(ro / ".vm0" / "storage.yaml", "a") as fh:
+        fh.write("remote: /tmp/elsewhere.git\n")
+attempt("storage.yaml", config)
 env = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@x", GIT_COMMITTER_NAME="a", GIT_COMMITTER_EMAIL="a@x")
 subprocess.run(["git", "add", "-A"], cwd=ro, env=env, capture_output=True)
 done = subprocess.run(["git", "commit", "-qm", "agent work"], cwd=ro, env=env, capture_output=True)
@@ -153,6 +170,10 @@ def test_read_only_memory_is_put_back_whatever_the_command_did(tmp_path: Path, f
         "outside untouched": stat.S_IMODE(outside_file.stat().st_mode) == 0o640 and sorted(
             p.name for p in outside.iterdir()) == ["target.txt"],
         "hub unchanged": _rev("memory/ref-mem") == before_hub,
+        "hidden files moved out": not (ro / "notes.hidden").exists() and not (ro / "quiet").exists(),
+        "git's and memsync's own files put back": not (ro / ".git" / "hooks" / "post-checkout").exists()
+        and "hidden" not in (ro / ".git" / "info" / "exclude").read_text()
+        and "elsewhere" not in (ro / ".vm0" / "storage.yaml").read_text(),
     }
     for ok in checks.values():
         _attack(figures, ok)
@@ -163,6 +184,8 @@ def test_read_only_memory_is_put_back_whatever_the_command_did(tmp_path: Path, f
     assert (kept / "newdir" / "deep" / "x.md").read_text() == "x\n"
     assert (kept / "dirfile.md" / "inner.md").read_text() == "inner\n" and (kept / "swap.md").is_symlink()
     assert f"kept in {kept}" in proc.stderr
+    assert (kept / "quiet" / "q.md").exists() and (kept / "notes.hidden").exists()
+    assert (kept / ".git" / "hooks" / "post-checkout").exists() and (kept / ".vm0" / "storage.yaml").exists()
     # no later command commits any of it
     assert memsync_cmd("push", cwd=ro).returncode == 0
     assert _rev("memory/ref-mem") == before_hub
