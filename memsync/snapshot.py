@@ -196,6 +196,9 @@ def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: 
     snap.violations = violations
     bad = {v.path for v in violations}
     tag = who.run_id or who.actor
+    for item in list(staged):
+        if item.change.path in bad and item.old is not None:
+            _folder_aside(mem.root, item.change.path, tag, staged)
     kept: list[_Staged] = []
     # what stands where a folder must be (shorter paths) is moved before anything goes back under it
     for item in sorted(staged, key=lambda s: (s.change.path not in bad, s.change.path.count("/"), s.change.path)):
@@ -208,16 +211,19 @@ def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: 
             if _write_inside(mem.root, copy, item.data, item.mode):
                 kept.append(_Staged(WorkChange(copy, "added"), item.data, item.mode, None))
             else:
-                snap.skipped.append(Skipped(path, "a folder on its way is a symlink; not written through it"))
+                snap.skipped.append(Skipped(path, _IN_THE_WAY))
                 continue
         if item.old is not None:
             if not _write_inside(mem.root, path, item.old, _old_mode(mem, path)):
-                snap.skipped.append(Skipped(path, "a folder on its way is a symlink; not written through it"))
+                snap.skipped.append(Skipped(path, _IN_THE_WAY))
         elif _real_folders(mem.root, path):
             full = mem.root / path
             if full.is_symlink() or full.is_file():
                 full.unlink()
     return kept
+
+
+_IN_THE_WAY = "a symlink, file or folder stands in the way of the previous version; nothing written through it"
 
 
 def _old_mode(mem: Memory, path: str) -> int:
@@ -244,6 +250,22 @@ def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> lis
     return extra
 
 
+def _folder_aside(root: Path, path: str, tag: str, staged: list[_Staged]) -> None:
+    """A protected file replaced by a folder: the folder is renamed as a conflict copy of the file
+    (what it holds is committed there), so the file can come back at its path."""
+    full = root / path
+    if not (_real_folders(root, path) and full.is_dir() and not full.is_symlink()):
+        return
+    copy = conflict_copy_name(path, tag)
+    try:
+        os.rename(full, root / copy)
+    except OSError:
+        return
+    for i, item in enumerate(staged):
+        if item.change.path.startswith(path + "/"):
+            staged[i] = _Staged(WorkChange(copy + item.change.path[len(path):], "added"), item.data, item.mode, None)
+
+
 def _real_folders(root: Path, rel: str) -> bool:
     """Every folder on the way to `rel` exists and is a real folder, not a symlink."""
     here = root
@@ -260,29 +282,32 @@ def _real_folders(root: Path, rel: str) -> bool:
 def _write_inside(root: Path, rel: str, data: bytes, mode: int) -> bool:
     """Write `rel` (a file, or a symlink for git's link mode) without following any symlink:
     missing folders are created, a symlink or file where a folder should be refuses the write,
-    and whatever is at `rel` itself is replaced, never written through."""
-    here = root
-    for part in Path(rel).parts[:-1]:
-        here = here / part
-        try:
-            st = here.lstat()
-        except FileNotFoundError:
-            here.mkdir()
-            continue
-        if not stat.S_ISDIR(st.st_mode):
+    and whatever is at `rel` itself is replaced, never written through. False: not written."""
+    try:
+        here = root
+        for part in Path(rel).parts[:-1]:
+            here = here / part
+            try:
+                st = here.lstat()
+            except FileNotFoundError:
+                here.mkdir()
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                return False
+        full = root / rel
+        if full.is_dir() and not full.is_symlink():
             return False
-    full = root / rel
-    if full.is_dir() and not full.is_symlink():
-        return False
-    tmp = full.with_name(f".memsync-{os.getpid()}-{full.name}")
-    if mode == _LINK_MODE:
+        tmp = full.with_name(f".memsync-{os.getpid()}-{full.name}")
         tmp.unlink(missing_ok=True)
-        os.symlink(os.fsdecode(data), tmp)
-    else:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o755 if mode & 0o111 else 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-    os.replace(tmp, full)
+        if mode == _LINK_MODE:
+            os.symlink(os.fsdecode(data), tmp)
+        else:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            with os.fdopen(os.open(tmp, flags, 0o755 if mode & 0o111 else 0o644), "wb") as fh:
+                fh.write(data)
+        os.replace(tmp, full)
+    except OSError:
+        return False
     return True
 
 

@@ -269,16 +269,20 @@ def test_a_protected_folder_replaced_by_a_symlink_or_a_file(memory: Path, cli,  
                   "shutil.rmtree('reference'); os.symlink(os.environ['OUTSIDE_DIR'], 'reference')\n")
     second = _agent(memory, "filer",
                     "import shutil\nshutil.rmtree('logs'); open('logs', 'w').write('not a folder\\n')\n")
+    third = _agent(memory, "folderer", "import os\nos.remove('reference/a.md'); os.makedirs('reference/a.md')\n"
+                   "open('reference/a.md/x.md', 'w').write('x\\n')\n")
     tree = hub_tree()
     checks = {
         "nothing written outside": list(outside.iterdir()) == [],
+        "folder swap refused": tree.get("reference/a.md") == b"a\n" and (memory / "reference" / "a.md").is_file()
+        and any(p.startswith("reference/a.conflict-folderer-") and p.endswith(".md/x.md") for p in tree),
         "symlink swap refused": tree.get("reference/a.md") == b"a\n" and tree.get("reference/deep/b.md") == b"b\n"
         and "reference" not in tree and (memory / "reference").is_dir() and not (memory / "reference").is_symlink(),
         "file swap refused": tree.get("logs/l.md") == b"l\n" and "logs" not in tree and (memory / "logs").is_dir(),
     }
     for ok in checks.values():
         _attack(figures, ok)
-    assert checks == dict.fromkeys(checks, True), (checks, proc.stderr, second.stderr, sorted(tree))
+    assert checks == dict.fromkeys(checks, True), (checks, proc.stderr, second.stderr, third.stderr, sorted(tree))
     assert (memory / "reference" / "a.md").read_text() == "a\n" and (memory / "logs" / "l.md").read_text() == "l\n"
     assert "policy: reference: read-only: protected folder replaced by a symlink" in proc.stderr
     assert "policy: reference/a.md: read-only: file deleted" in proc.stderr
