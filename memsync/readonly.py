@@ -26,7 +26,7 @@ from memsync.git.repo import file_blob_id
 from memsync.hub import memsync_home
 from memsync.memory import Memory
 
-__all__ = ["Guard", "Undone", "chmod_nofollow", "protect", "recover", "undo"]
+__all__ = ["Guard", "Undone", "check_same_folder", "chmod_nofollow", "protect", "recover", "undo"]
 
 MARK = "memsync-ro-guard.json"
 _OWN = (".git", ".vm0")
@@ -45,6 +45,7 @@ class Guard:
     head: str | None
     modes: dict[str, int]  # path ("." the root) -> st_mode of every file, folder and symlink
     before: dict[str, str | None]  # local changes before the run: path -> blob id (None: deleted)
+    ident: tuple[int, int] = (0, 0)  # the root folder's (st_dev, st_ino): the undo works only there
 
     @property
     def aside(self) -> Path:
@@ -125,7 +126,9 @@ def protect(mem: Memory, run_id: str) -> Guard:
     """Record the memory's state and make its files and folders non-writable for the run."""
     with mem.locked():
         before = {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan()}
-    guard = Guard(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before)
+    st = mem.root.lstat()
+    guard = Guard(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before,
+                  (st.st_dev, st.st_ino))
     _save_before(guard)
     for rel in _own_files(mem):
         (guard.own / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -133,7 +136,7 @@ def protect(mem: Memory, run_id: str) -> Guard:
     guard.record.parent.mkdir(parents=True, exist_ok=True)
     _write_json(guard.record, {"run_id": run_id, "name": guard.name, "root": str(guard.root),
                                "branch": guard.branch, "head": guard.head, "modes": guard.modes,
-                               "before": guard.before})
+                               "before": guard.before, "ident": list(guard.ident)})
     _write_json(mem.git.git_dir / MARK, {"run_id": run_id, "pid": os.getpid()})
     for rel, mode in sorted(guard.modes.items(), reverse=True):  # files before their folders, root last
         chmod_nofollow(mem.root / rel, stat.S_IMODE(mode) & ~_WRITE)
@@ -200,7 +203,10 @@ def _write_json(path: Path, data: object) -> None:
 
 
 def undo(mem: Memory, guard: Guard) -> Undone:
-    """Put the memory back as it was when the run started; what the command made is kept aside."""
+    """Put the memory back as it was when the run started; what the command made is kept aside.
+    RepoError if the memory's folder itself was replaced (moved away, a symlink put in its place):
+    nothing is touched then, as the path may now lead anywhere."""
+    check_same_folder(mem.root, guard.ident)
     for rel, mode in sorted(guard.modes.items()):  # folders writable again first, root first
         if stat.S_ISDIR(mode):
             chmod_nofollow(mem.root / rel, stat.S_IMODE(mode) | 0o700)
@@ -234,6 +240,18 @@ def undo(mem: Memory, guard: Guard) -> Undone:
     (mem.git.git_dir / MARK).unlink(missing_ok=True)
     guard.record.unlink(missing_ok=True)
     return done
+
+
+def check_same_folder(root: Path, ident: tuple[int, int]) -> None:
+    from memsync.errors import RepoError
+
+    try:
+        st = root.lstat()
+    except OSError as exc:
+        raise RepoError(f"{root} is gone ({exc.strerror})", "the memory's folder was moved during the run") from exc
+    if stat.S_ISLNK(st.st_mode) or (st.st_dev, st.st_ino) != tuple(ident):
+        raise RepoError(f"{root} is no longer the memory's folder (replaced during the run); nothing was changed "
+                        "there", "find the memory's folder where the command moved it")
 
 
 def _newcomers(root: Path, modes: dict[str, int]) -> list[str]:
@@ -347,7 +365,8 @@ def recover(mem: Memory) -> Undone | None:
         rec = json.loads((memsync_home() / "runs" / run_id / "ro" / f"{mem.name}.json").read_text(encoding="utf-8"))
         guard = Guard(run_id, mem.name, Path(rec["root"]), str(rec["branch"]), rec["head"],
                       {str(k): int(v) for k, v in rec["modes"].items()},
-                      {str(k): (None if v is None else str(v)) for k, v in rec["before"].items()})
+                      {str(k): (None if v is None else str(v)) for k, v in rec["before"].items()},
+                      (int(rec["ident"][0]), int(rec["ident"][1])))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         mark.unlink(missing_ok=True)
         return None

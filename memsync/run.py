@@ -326,7 +326,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                                     on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
         watching = _Watching(monitors, say)
         checkpointer.start()
-        owners: dict[str, tuple[int, int, int]] = {}
+        owners: dict[str, tuple[int, int, int, int, int]] = {}
         try:
             held_say.hold()
             env = environment(rid, memories, keep_ssh_agent)
@@ -334,7 +334,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             extra: dict[str, Any] = user.popen_args() if user else {}
             proc = subprocess.Popen(command, env=user.environment(env) if user else env, **extra)
         except OSError as exc:
-            _hand_back(writable, owners)
+            _hand_back(writable, owners, say)
             checkpointer.stop()
             watching.stop()
             held_say.release()
@@ -342,7 +342,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             raise CommandFailedToStart(command[0], exc) from exc
         with _Signals(proc) as signals:
             code = _wait(proc)
-        _hand_back(writable, owners)
+        _hand_back(writable, owners, say)
         checkpointer.stop()
         watching.stop()
         held_say.release()
@@ -401,10 +401,14 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
     return 128 - code if code < 0 else code
 
 
-def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int, int]]) -> None:
+def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int, int, int, int]], say: Say) -> None:
     for mem in writable:
         if mem.name in owners:
-            runas.hand_back(mem.root, owners[mem.name])
+            uid, gid, mode, dev, ino = owners[mem.name]
+            try:
+                runas.hand_back(mem.root, (uid, gid, mode), (dev, ino))
+            except MemsyncError as exc:
+                say(f"{mem.name}: {exc.message}")
 
 
 def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],

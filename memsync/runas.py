@@ -59,9 +59,9 @@ def _tree(root: Path) -> list[Path]:
     return found
 
 
-def hand_over(root: Path, user: RunAs) -> tuple[int, int, int]:
+def hand_over(root: Path, user: RunAs) -> tuple[int, int, int, int, int]:
     """Lend the memory's work tree to `user`; returns the root's owner, group and mode to give
-    back. The root folder itself stays the operator's: its group becomes the user's, group-writable
+    back, and its identity. The root folder itself stays the operator's: its group becomes the user's, group-writable
     and sticky, so the user can add and remove its own entries but never rename or remove .git or
     .vm0 (whose settings memsync and git act on later)."""
     st = root.stat()
@@ -69,10 +69,14 @@ def hand_over(root: Path, user: RunAs) -> tuple[int, int, int]:
         os.lchown(path, user.uid, user.gid)
     os.chown(root, st.st_uid, user.gid)
     os.chmod(root, stat.S_IMODE(st.st_mode) | stat.S_ISVTX | 0o070)
-    return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
+    return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), st.st_dev, st.st_ino
 
 
-def hand_back(root: Path, owner: tuple[int, int, int]) -> None:
+def hand_back(root: Path, owner: tuple[int, int, int], ident: tuple[int, int]) -> None:
+    """Give the work tree back; refused (RepoError) if the root folder is not the one lent."""
+    from memsync.readonly import check_same_folder
+
+    check_same_folder(root, ident)
     uid, gid, mode = owner
     for path in _tree(root)[1:]:
         try:

@@ -309,3 +309,29 @@ def test_the_operator_seeds_a_read_only_path_once(memory: Path, cli) -> None:  #
     proc = _agent(memory, "seeder", "import os\nos.makedirs('fresh')\nopen('fresh/x.md', 'w').write('x\\n')\n")
     assert "policy: fresh/x.md: read-only: file added" in proc.stderr  # a run never seeds
     assert "fresh/x.md" not in hub_tree()
+
+
+def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.relative_to(root).as_posix(): (b"" if p.is_dir() else p.read_bytes(), p.stat().st_mode)
+            for p in root.rglob("*")}
+
+
+def test_a_read_only_memory_replaced_by_a_symlink_is_not_followed(tmp_path: Path, figures: Figures) -> None:
+    outside_file = tmp_path / "target.txt"
+    outside_file.write_text("outside\n")
+    _seed_reference(tmp_path, outside_file)
+    decoy = tmp_path / "decoy"
+    write(decoy, "fact.md", "decoy\n").chmod(0o444)
+    write(decoy, "docs/a.md", "decoy\n").chmod(0o444)
+    before = _snapshot(decoy)
+    work = tmp_path / "work"
+    work.mkdir()
+    script = ("import os\n"
+              "os.rename('ref', 'ref-moved')\n"
+              f"os.symlink({str(decoy)!r}, 'ref')\n")
+    proc = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", sys.executable, "-c", script, cwd=work)
+    after = _snapshot(decoy)
+    _attack(figures, after == before)
+    assert after == before, proc.stderr
+    assert proc.returncode == 9, proc.stderr
+    assert "is no longer the memory's folder (replaced during the run)" in proc.stderr
