@@ -129,6 +129,7 @@ def protect(mem: Memory, run_id: str) -> Guard:
     st = mem.root.lstat()
     guard = Guard(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before,
                   (st.st_dev, st.st_ino))
+    (memsync_home() / "runs").mkdir(mode=0o700, parents=True, exist_ok=True)  # what is kept there is private
     _save_before(guard)
     for rel in _own_files(mem):
         (guard.own / rel).parent.mkdir(parents=True, exist_ok=True)
