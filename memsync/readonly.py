@@ -96,7 +96,7 @@ def chmod_nofollow(path: Path, mode: int) -> None:
         st = path.lstat()
     except OSError:
         return
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) or stat.S_IMODE(st.st_mode) == mode:
         return
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
     try:
