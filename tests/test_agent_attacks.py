@@ -335,3 +335,23 @@ def test_a_read_only_memory_replaced_by_a_symlink_is_not_followed(tmp_path: Path
     assert after == before, proc.stderr
     assert proc.returncode == 9, proc.stderr
     assert "is no longer the memory's folder (replaced during the run)" in proc.stderr
+
+
+def test_the_operators_own_uncommitted_edit_in_a_read_only_memory_is_kept(tmp_path: Path) -> None:
+    outside_file = tmp_path / "target.txt"
+    outside_file.write_text("outside\n")
+    _seed_reference(tmp_path, outside_file)
+    work = tmp_path / "work"
+    work.mkdir()
+    assert memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "true", cwd=work).returncode == 0
+    (work / "ref" / "fact.md").write_text("the operator's edit\n")
+    quiet = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "true", cwd=work)
+    assert quiet.returncode == 0 and "was changed" not in quiet.stderr, quiet.stderr
+    assert (work / "ref" / "fact.md").read_text() == "the operator's edit\n"
+    proc = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--run-id", "over-edit", "--", sys.executable, "-c",
+                       "import os; open(os.environ['MEMSYNC_MEMORY_DIR'] + '/fact.md', 'w').write('agent\\n')",
+                       cwd=work)
+    assert proc.returncode == 9 and "fact.md" in proc.stderr
+    assert (work / "ref" / "fact.md").read_text() == "the operator's edit\n"  # as the run found it, not as pulled
+    kept = Path(os.environ["MEMSYNC_HOME"]) / "runs" / "over-edit" / "ro" / "ref-mem"
+    assert (kept / "fact.md").read_text() == "agent\n"
