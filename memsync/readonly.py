@@ -158,6 +158,11 @@ def _put_back_own(mem: Memory, guard: Guard) -> list[str]:
     """storage.yaml, .git/config, info/exclude and hooks as they were: a changed or new one is kept
     aside (an exclude pattern would hide new files from the undo, a hook would run later)."""
     changed: list[str] = []
+    for folder in (".vm0", ".git/info", ".git/hooks"):  # a symlink here would lead the writes outside
+        path = mem.root / folder
+        if os.path.lexists(path) and not stat.S_ISDIR(path.lstat().st_mode):
+            _move(path, guard.aside / folder)
+            changed.append(folder)
     saved = {p.relative_to(guard.own).as_posix() for p in guard.own.rglob("*") if not p.is_dir()} \
         if guard.own.exists() else set()
     hooks = mem.root / ".git" / "hooks"

@@ -104,6 +104,10 @@ attempt("self-ignoring folder", self_ignoring)
 def hook():
     (ro / ".git" / "hooks" / "post-checkout").write_text("#!/bin/sh\necho pwned\n")
 attempt("git hook", hook)
+def hooks_elsewhere():
+    os.rename(ro / ".git" / "info", ro / ".git" / "info-moved")
+    os.symlink(os.environ["OUTSIDE_DIR"], ro / ".git" / "info")
+attempt("info folder to symlink", hooks_elsewhere)
 def config():
     with open(ro / ".vm0" / "storage.yaml", "a") as fh:
         fh.write("remote: /tmp/elsewhere.git\n")
@@ -173,6 +177,7 @@ def test_read_only_memory_is_put_back_whatever_the_command_did(tmp_path: Path, f
         "hidden files moved out": not (ro / "notes.hidden").exists() and not (ro / "quiet").exists(),
         "git's and memsync's own files put back": not (ro / ".git" / "hooks" / "post-checkout").exists()
         and "hidden" not in (ro / ".git" / "info" / "exclude").read_text()
+        and not (ro / ".git" / "info").is_symlink()
         and "elsewhere" not in (ro / ".vm0" / "storage.yaml").read_text(),
     }
     for ok in checks.values():
