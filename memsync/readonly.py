@@ -13,6 +13,7 @@ finishes the undo. Permissions are changed without ever following a symlink.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -245,6 +246,11 @@ def undo(mem: Memory, guard: Guard) -> Undone:
         done.kept_in = str(guard.aside)
     (mem.git.git_dir / MARK).unlink(missing_ok=True)
     guard.record.unlink(missing_ok=True)
+    for scratch in (guard.own, guard.saved):  # only the undo needed them
+        shutil.rmtree(scratch, ignore_errors=True)
+    for empty in (guard.aside, guard.record.parent, guard.record.parent.parent):
+        with contextlib.suppress(OSError):
+            empty.rmdir()  # only when nothing was kept there
     return done
 
 

@@ -350,8 +350,9 @@ def test_the_operators_own_uncommitted_edit_in_a_read_only_memory_is_kept(tmp_pa
     work.mkdir()
     assert memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "true", cwd=work).returncode == 0
     (work / "ref" / "fact.md").write_text("the operator's edit\n")
-    quiet = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "true", cwd=work)
+    quiet = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--run-id", "quiet", "--", "true", cwd=work)
     assert quiet.returncode == 0 and "was changed" not in quiet.stderr, quiet.stderr
+    assert not (Path(os.environ["MEMSYNC_HOME"]) / "runs" / "quiet").exists()  # nothing kept, nothing left
     assert (work / "ref" / "fact.md").read_text() == "the operator's edit\n"
     proc = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--run-id", "over-edit", "--", sys.executable, "-c",
                        "import os; open(os.environ['MEMSYNC_MEMORY_DIR'] + '/fact.md', 'w').write('agent\\n')",
