@@ -276,9 +276,15 @@ def test_a_protected_folder_replaced_by_a_symlink_or_a_file(memory: Path, cli,  
                     "import shutil\nshutil.rmtree('logs'); open('logs', 'w').write('not a folder\\n')\n")
     third = _agent(memory, "folderer", "import os\nos.remove('reference/a.md'); os.makedirs('reference/a.md')\n"
                    "open('reference/a.md/x.md', 'w').write('x\\n')\n")
+    victim = memory.parent / "victim.txt"
+    victim.write_text("victim\n")
+    fourth = _agent(memory, "linker", f"import os\nos.remove('reference/a.md'); os.symlink({str(victim)!r}, "
+                    "'reference/a.md')\n")
     tree = hub_tree()
     checks = {
-        "nothing written outside": list(outside.iterdir()) == [],
+        "nothing written outside": list(outside.iterdir()) == [] and victim.read_text() == "victim\n",
+        "file to symlink refused": tree.get("reference/a.md") == b"a\n"
+        and not (memory / "reference/a.md").is_symlink(),
         "folder swap refused": tree.get("reference/a.md") == b"a\n" and (memory / "reference" / "a.md").is_file()
         and any(p.startswith("reference/a.conflict-folderer-") and p.endswith(".md/x.md") for p in tree),
         "symlink swap refused": tree.get("reference/a.md") == b"a\n" and tree.get("reference/deep/b.md") == b"b\n"
@@ -287,7 +293,8 @@ def test_a_protected_folder_replaced_by_a_symlink_or_a_file(memory: Path, cli,  
     }
     for ok in checks.values():
         _attack(figures, ok)
-    assert checks == dict.fromkeys(checks, True), (checks, proc.stderr, second.stderr, third.stderr, sorted(tree))
+    assert checks == dict.fromkeys(checks, True), (checks, proc.stderr, second.stderr, third.stderr, fourth.stderr,
+                                                   sorted(tree))
     assert (memory / "reference" / "a.md").read_text() == "a\n" and (memory / "logs" / "l.md").read_text() == "l\n"
     assert "policy: reference: read-only: protected folder replaced by a symlink" in proc.stderr
     assert "policy: reference/a.md: read-only: file deleted" in proc.stderr
