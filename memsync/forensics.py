@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from memsync.attribution import Attribution, acting, operator
 from memsync.errors import RemoteError, RepoError, UnsavedWork, UsageError
@@ -27,6 +27,7 @@ from memsync.exchange import Exchange, sync, unpushed
 from memsync.git import history
 from memsync.git.history import FilePatch, VersionChanges
 from memsync.git.merge import ConflictCopy
+from memsync.git.repo import LINK_MODE
 from memsync.git.trailers import every, first, parse
 from memsync.memory import Memory, open_memory
 from memsync.names import is_conflict_copy
@@ -34,7 +35,6 @@ from memsync.snapshot import Snapshot, take
 from memsync.sync import ensure_hub
 
 RUN_PREFIX = "run:"
-LINK_MODE = 0o120000
 
 
 class DirtyPaths(UsageError):
@@ -269,6 +269,8 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
                 assert blob is not None
                 wanted[f] = blob
         _refuse_unsafe(wanted, rev, mem)
+        for f in wanted:
+            _safe(mem.root, f)  # all refused before any is written
         result = Outcome(source=rev, version=None)
         dirty = sorted(set(wanted) & {c.path for c in mem.git.scan()})
         if dirty and not force:
@@ -407,20 +409,32 @@ def relative(mem: Memory, start: Path, path: str) -> str:
 
 
 def _safe(root: Path, rel: str) -> Path:
-    full = root / rel
-    parent = full.parent.resolve()
-    if parent != root.resolve() and root.resolve() not in parent.parents:
-        raise RepoError(f"refusing to write {rel}: it leads outside the memory",
-                        "check for symlinked folders")
-    return full
+    """`root / rel`, refused when a folder on the way is a symlink (it could lead anywhere, outside
+    the memory included) or a file; checked before anything is written, so nothing is created
+    through it. A symlink at `rel` itself is replaced, never followed."""
+    here = root
+    for part in PurePosixPath(rel).parts[:-1]:
+        here = here / part
+        try:
+            st = here.lstat()
+        except FileNotFoundError:
+            break  # what is missing is created as real folders, inside the memory
+        except OSError as exc:
+            raise RepoError(f"cannot write {rel}: {exc.strerror}", "check permissions") from exc
+        shown = here.relative_to(root).as_posix()
+        if stat.S_ISLNK(st.st_mode):
+            raise RepoError(f"refusing to write {rel}: {shown} is a symlink, and memsync never writes through one",
+                            f"remove the symlink {shown} (or move it aside), then retry")
+        if not stat.S_ISDIR(st.st_mode):
+            raise RepoError(f"cannot write {rel}: {shown} is a file now", "move it aside and retry")
+    return root / rel
 
 
 def _write(root: Path, rel: str, data: bytes, mode: int) -> None:
     """Write one file atomically (temp file + rename), exactly these bytes and this mode."""
-    full = root / rel
-    full.parent.mkdir(parents=True, exist_ok=True)
     full = _safe(root, rel)
     try:
+        full.parent.mkdir(parents=True, exist_ok=True)
         if full.is_dir() and not full.is_symlink():
             raise RepoError(f"cannot restore {rel}: a directory is there now", "move it aside and retry")
         if mode == LINK_MODE:

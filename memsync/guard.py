@@ -29,6 +29,7 @@ __all__ = [
     "BINARY_SNIFF_BYTES",
     "REWRITE_MAX_SURVIVAL",
     "REWRITE_MIN_OLD_BYTES",
+    "SEEDING_REASON",
     "SHRINK_MIN_BYTES",
     "VALID_MODES",
     "Actor",
@@ -38,6 +39,7 @@ __all__ = [
     "Mode",
     "ProtectRule",
     "Violation",
+    "allow_seeding",
     "integrity_flags",
     "is_binary",
     "parse_protect",
@@ -445,6 +447,27 @@ def _violation_reason(change: FileChange, mode: Mode) -> str | None:
     if new is None:
         return "read-only: file deleted"
     return "read-only: file changed"
+
+
+SEEDING_REASON = "read-only: file added"
+
+
+def allow_seeding(violations: Sequence[Violation], tracked: Iterable[str]) -> list[Violation]:
+    """The operator's first push into a read-only path is allowed: files added under a
+    read-only rule that matches no file yet are the reference files being seeded. (Runs never
+    get this: the policy guards runs, not the person who seeds them.)"""
+    seeding = [v for v in violations if v.reason == SEEDING_REASON]
+    if not seeding:
+        return list(violations)
+    rules = {v.rule for v in seeding}
+    occupied: set[ProtectRule] = set()
+    for path in tracked:
+        for rule in rules - occupied:
+            if rule.matches(path):
+                occupied.add(rule)
+        if occupied == rules:
+            break
+    return [v for v in violations if v.reason != SEEDING_REASON or v.rule in occupied]
 
 
 def policy_violations(changes: Iterable[FileChange], rules: Sequence[ProtectRule]) -> list[Violation]:

@@ -104,7 +104,9 @@ def parse(raw: str, base: Path | None = None) -> HubUrl:
 
 def resolve(flag: str | None, configured: str | None) -> HubUrl:
     """The hub for an operation, in the documented order."""
-    for candidate in (flag, configured, os.environ.get("MEMSYNC_REMOTE")):
+    from memsync.sealed import get
+
+    for candidate in (flag, configured, get("MEMSYNC_REMOTE")):
         if candidate:
             return parse(candidate)
     return HubUrl(str(embedded_hub_path()), "file")

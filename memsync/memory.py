@@ -65,7 +65,12 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
     config = cfgmod.load(root)
     git = GitRepo.open(root)
     hub = hubmod.resolve(remote, config.remote)
-    return Memory(root, config, git, hub)
+    mem = Memory(root, config, git, hub)
+    if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only
+        from memsync.readonly import recover
+
+        recover(mem)
+    return mem
 
 
 RUN_MARKER = "memsync-run.json"

@@ -18,9 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
+from memsync import readonly, runas, sealed
 from memsync.attribution import Attribution, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
@@ -28,7 +30,6 @@ from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError
 from memsync.exchange import sync, unpushed
 from memsync.git.hubtree import Oversize
 from memsync.git.merge import ConflictCopy
-from memsync.git.repo import file_blob_id
 from memsync.memory import Memory, open_memory, running
 from memsync.names import check_name, check_run_id, env_var_for, new_run_id
 from memsync.snapshot import Snapshot, describe, take
@@ -62,6 +63,7 @@ class MemoryOutcome:
     flags: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     read_only_changes: list[str] = field(default_factory=list)
+    read_only_kept: str | None = None  # where the command's changes to a read-only memory were moved
     error: str | None = None
 
 
@@ -79,7 +81,7 @@ class RunReport:
             return self.exit_code
         if any(m.error or m.unpushed for m in self.memories):
             return EXIT_UNSAVED
-        if any(m.blocked for m in self.memories):
+        if any(m.blocked or m.read_only_changes for m in self.memories):
             return EXIT_BLOCKED
         return 0
 
@@ -169,11 +171,9 @@ def _set_writable(mem: Memory, writable: bool) -> None:
         path = mem.root / rel
         try:
             st = path.lstat()
-            if path.is_symlink():
-                continue
             mode = st.st_mode | 0o200 if writable else st.st_mode & ~0o222
             if mode != st.st_mode:
-                path.chmod(mode)
+                readonly.chmod_nofollow(path, mode & 0o7777)
         except OSError:
             continue
 
@@ -190,8 +190,11 @@ def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def environment(run_id: str, memories: list[Memory]) -> dict[str, str]:
-    env = dict(os.environ)
+def environment(run_id: str, memories: list[Memory], keep_ssh_agent: bool = False) -> dict[str, str]:
+    """The command's environment: memsync's, minus every credential (see memsync/sealed.py)."""
+    from memsync.sealed import child_environment
+
+    env = child_environment(keep_ssh_agent)
     env["MEMSYNC_RUN_ID"] = run_id
     env["MEMSYNC_MEMORY_DIR"] = str(memories[0].root)
     for mem in memories:
@@ -261,24 +264,32 @@ class _Signals:
 
 def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
             no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
-            say: Say = lambda _m: None) -> RunReport:
+            say: Say = lambda _m: None, keep_ssh_agent: bool = False, as_user: str | None = None) -> RunReport:
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
     if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
         raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
-    if remote:
-        hubmod.parse(remote)
+    if remote and hubmod.parse(remote).password:
+        raise UsageError(f"--remote {hubmod.redact(remote)}: a credential on memsync's command line is "
+                         "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
+                         "set MEMSYNC_TOKEN instead and give the URL without it")
+    user = runas.resolve(as_user) if as_user is not None else None
+    sealed.make_undumpable()
+    with sealed.seal():
+        return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user)
+
+
+def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offline: bool, no_push: bool,
+             checkpoint: float, remote: str | None, say: Say, keep_ssh_agent: bool,
+             user: runas.RunAs | None) -> RunReport:
     memories = prepare(mounts or [], cwd, remote, offline, say)
     read_only = {m.name for m in mounts if m.read_only}
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
     bases = {mem.name: mem.git.head_oid() for mem in writable}
-    ro_before = {mem.name: _local_changes(mem) for mem in memories if mem.name in read_only}
-    for mem in memories:
-        if mem.name in read_only:
-            _set_writable(mem, False)
+    guards = {mem.name: readonly.protect(mem, rid) for mem in memories if mem.name in read_only}
     with running(writable, rid):  # watch on the same directory leaves the run its files
         shown = shown_command(command)
         say(f"run {rid}: {_plural(len(memories), 'memory', 'memories')} ready; starting {shown}")
@@ -309,17 +320,23 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
                                     on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
         watching = _Watching(monitors, say)
         checkpointer.start()
+        owners: dict[str, tuple[int, int, int, int, int]] = {}
         try:
             held_say.hold()
-            proc = subprocess.Popen(command, env=environment(rid, memories))
+            env = environment(rid, memories, keep_ssh_agent)
+            owners = {mem.name: runas.hand_over(mem.root, user) for mem in writable} if user else {}
+            extra: dict[str, Any] = user.popen_args() if user else {}
+            proc = subprocess.Popen(command, env=user.environment(env) if user else env, **extra)
         except OSError as exc:
+            _hand_back(writable, owners, say)
             checkpointer.stop()
             watching.stop()
             held_say.release()
-            _restore(memories, read_only)
+            _undo_read_only(memories, guards, outcomes, say)
             raise CommandFailedToStart(command[0], exc) from exc
         with _Signals(proc) as signals:
             code = _wait(proc)
+        _hand_back(writable, owners, say)
         checkpointer.stop()
         watching.stop()
         held_say.release()
@@ -327,9 +344,8 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         if signals.received:
             say("command stopped by signal; saving what it left")
         report = RunReport(rid, command, code, duration, list(outcomes.values()))
-        _restore(memories, read_only)
-        _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say,
-                ro_before)
+        _undo_read_only(memories, guards, outcomes, say)
+        _finish(report, writable, no_push, bases, counter, say)
         return report
 
 
@@ -379,30 +395,44 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
     return 128 - code if code < 0 else code
 
 
-def _restore(memories: list[Memory], read_only: set[str]) -> None:
+def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int, int, int, int]], say: Say) -> None:
+    for mem in writable:
+        if mem.name in owners:
+            uid, gid, mode, dev, ino = owners[mem.name]
+            try:
+                runas.hand_back(mem.root, (uid, gid, mode), (dev, ino))
+            except MemsyncError as exc:
+                say(f"{mem.name}: {exc.message}")
+
+
+def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
+                    outcomes: dict[str, MemoryOutcome], say: Say) -> None:
+    """Put every read-only memory back as the run found it; name what the command changed there."""
     for mem in memories:
-        if mem.name in read_only:
-            _set_writable(mem, True)
-
-
-def _local_changes(mem: Memory) -> dict[str, str | None]:
-    """Uncommitted paths of a memory and their content ids (None: deleted)."""
-    with mem.locked():
-        return {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan()}
-
-
-def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], no_push: bool,
-            bases: dict[str, str | None], counter: dict[str, int], say: Say,
-            ro_before: dict[str, dict[str, str | None]]) -> None:
-    rid = report.run_id
-    for mem in read_only:
-        outcome = next(o for o in report.memories if o.name == mem.name)
-        before = ro_before.get(mem.name, {})
-        after = _local_changes(mem)
-        outcome.read_only_changes = [p for p, blob in after.items() if p not in before or before[p] != blob]
+        if mem.name not in guards:
+            continue
+        outcome = outcomes[mem.name]
+        try:
+            done = readonly.undo(mem, guards[mem.name])
+        except (OSError, MemsyncError) as exc:  # the writable memories are saved all the same
+            outcome.read_only_changes = ["(not checked: the undo failed)"]
+            say(f"read-only memory {mem.name!r}: cannot undo the run's changes "
+                f"({getattr(exc, 'message', None) or getattr(exc, 'strerror', None) or exc}); "
+                "the next memsync command in it finishes the undo")
+            continue
+        outcome.read_only_changes = done.changed
+        outcome.read_only_kept = done.kept_in
+        if done.dropped_commit:
+            outcome.read_only_changes.append(f"commit {done.dropped_commit[:8]} (dropped from its branch)")
         if outcome.read_only_changes:
+            kept = f"; what it made is kept in {done.kept_in}" if done.kept_in else ""
             say(f"read-only memory {mem.name!r} was changed during the run (not saved, not pushed): "
-                + ", ".join(outcome.read_only_changes[:10]))
+                + ", ".join(outcome.read_only_changes[:10]) + f"; put back as the run found it{kept}")
+
+
+def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dict[str, str | None],
+            counter: dict[str, int], say: Say) -> None:
+    rid = report.run_id
     abandoned = False
     for mem in writable:
         outcome = next(o for o in report.memories if o.name == mem.name)

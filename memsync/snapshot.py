@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from memsync import guard
 from memsync.attribution import Attribution
-from memsync.git.repo import WorkChange, file_mode
+from memsync.git.repo import LINK_MODE, WorkChange, file_mode
 from memsync.git.trailers import compose
 from memsync.memory import Memory
-from memsync.names import conflict_copy_name, is_conflict_copy
+from memsync.names import conflict_copy_name
 
 if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
     from memsync import secrets as secretscan
@@ -182,39 +182,137 @@ def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
 
 def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: Snapshot) -> list[_Staged]:
     """A change that breaks a protect rule keeps the previous content at its path; the new
-    version is kept beside it as a conflict-style copy. Nothing is lost either way."""
+    version is kept beside it as a conflict-style copy. Nothing is lost either way. A file named
+    like a conflict copy is checked like any other; a protected folder replaced by a file or a
+    symlink is the deletion of everything under it, and that file or symlink is kept as a copy.
+    Nothing is ever written through a symlink."""
     rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     if not rules:
         return staged
-    changes = [guard.FileChange(s.change.path, s.old, s.data) for s in staged
-               if not is_conflict_copy(s.change.path)]
+    changes = [guard.FileChange(s.change.path, s.old, s.data) for s in staged]
     violations = guard.policy_violations(changes, rules)
+    if who.actor == "operator" and any(v.reason == guard.SEEDING_REASON for v in violations):
+        violations = guard.allow_seeding(violations, mem.git.tracked_paths())
     if not violations:
         return staged
+    violations += _in_the_way(staged, violations)
+    violations.sort(key=lambda v: v.path)
     snap.violations = violations
     bad = {v.path for v in violations}
     tag = who.run_id or who.actor
+    for item in list(staged):
+        if item.change.path in bad and item.old is not None:
+            _folder_aside(mem.root, item.change.path, tag, staged)
     kept: list[_Staged] = []
-    for item in staged:
+    # what stands where a folder must be (shorter paths) is moved before anything goes back under it
+    for item in sorted(staged, key=lambda s: (s.change.path not in bad, s.change.path.count("/"), s.change.path)):
         path = item.change.path
         if path not in bad:
             kept.append(item)
             continue
-        full = mem.root / path
         if item.data is not None:
             copy = conflict_copy_name(path, tag)
-            (mem.root / copy).parent.mkdir(parents=True, exist_ok=True)
-            (mem.root / copy).write_bytes(item.data)
-            kept.append(_Staged(WorkChange(copy, "added"), item.data, item.mode, None))
+            if _write_inside(mem.root, copy, item.data, item.mode):
+                kept.append(_Staged(WorkChange(copy, "added"), item.data, item.mode, None))
+            else:
+                snap.skipped.append(Skipped(path, _IN_THE_WAY))
+                continue
         if item.old is not None:
-            full.parent.mkdir(parents=True, exist_ok=True)
-            if full.is_symlink():
+            if not _write_inside(mem.root, path, item.old, _old_mode(mem, path)):
+                snap.skipped.append(Skipped(path, _IN_THE_WAY))
+        elif _real_folders(mem.root, path):
+            full = mem.root / path
+            if full.is_symlink() or full.is_file():
                 full.unlink()
-            full.write_bytes(item.old)
-        elif full.exists() or full.is_symlink():
-            full.unlink()
     return kept
 
+
+_IN_THE_WAY = "a symlink, file or folder stands in the way of the previous version; nothing written through it"
+
+
+def _old_mode(mem: Memory, path: str) -> int:
+    from memsync.git.history import blob_at
+
+    head = mem.git.head_oid()
+    found = blob_at(mem.git.repo, head, path) if head else None
+    return found[1] if found else 0o100644
+
+
+def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> list[guard.Violation]:
+    """A new file or symlink at a path where a protected folder was (its files come back)."""
+    restored = [v for v in violations if any(s.change.path == v.path and s.old is not None for s in staged)]
+    extra: list[guard.Violation] = []
+    flagged = {v.path for v in violations}
+    for item in staged:
+        path = item.change.path
+        if path in flagged or item.data is None:
+            continue
+        under = next((v for v in restored if v.path.startswith(path + "/")), None)
+        if under is not None:
+            kind = "a symlink" if item.mode == LINK_MODE else "a file"
+            extra.append(guard.Violation(path, under.rule, f"{under.rule.mode}: protected folder replaced by {kind}"))
+    return extra
+
+
+def _folder_aside(root: Path, path: str, tag: str, staged: list[_Staged]) -> None:
+    """A protected file replaced by a folder: the folder is renamed as a conflict copy of the file
+    (what it holds is committed there), so the file can come back at its path."""
+    full = root / path
+    if not (_real_folders(root, path) and full.is_dir() and not full.is_symlink()):
+        return
+    copy = conflict_copy_name(path, tag)
+    try:
+        os.rename(full, root / copy)
+    except OSError:
+        return
+    for i, item in enumerate(staged):
+        if item.change.path.startswith(path + "/"):
+            staged[i] = _Staged(WorkChange(copy + item.change.path[len(path):], "added"), item.data, item.mode, None)
+
+
+def _real_folders(root: Path, rel: str) -> bool:
+    """Every folder on the way to `rel` exists and is a real folder, not a symlink."""
+    here = root
+    for part in Path(rel).parts[:-1]:
+        here = here / part
+        try:
+            if not stat.S_ISDIR(here.lstat().st_mode):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _write_inside(root: Path, rel: str, data: bytes, mode: int) -> bool:
+    """Write `rel` (a file, or a symlink for git's link mode) without following any symlink:
+    missing folders are created, a symlink or file where a folder should be refuses the write,
+    and whatever is at `rel` itself is replaced, never written through. False: not written."""
+    try:
+        here = root
+        for part in Path(rel).parts[:-1]:
+            here = here / part
+            try:
+                st = here.lstat()
+            except FileNotFoundError:
+                here.mkdir()
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                return False
+        full = root / rel
+        if full.is_dir() and not full.is_symlink():
+            return False
+        tmp = full.with_name(f".memsync-{os.getpid()}-{full.name}")
+        tmp.unlink(missing_ok=True)
+        if mode == LINK_MODE:
+            os.symlink(os.fsdecode(data), tmp)
+        else:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+            with os.fdopen(os.open(tmp, flags, 0o755 if mode & 0o111 else 0o644), "wb") as fh:
+                fh.write(data)
+        os.replace(tmp, full)
+    except OSError:
+        return False
+    return True
 
 
 def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:

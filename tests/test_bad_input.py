@@ -194,6 +194,16 @@ def _(c: Ctx) -> Result:
     return c.cli("run", cwd=c.mem)
 
 
+@case("flag: run --as-user with an unknown user (or not as root)", 2, "--as-user no-such-user-x: ")
+def _(c: Ctx) -> Result:
+    return c.cli("run", "--as-user", "no-such-user-x", "--", "touch", "ran.md", cwd=c.mem)
+
+
+@case("flag: run --remote with a token in it", 2, "a credential on memsync's command line")
+def _(c: Ctx) -> Result:
+    return c.cli("run", "--remote", "https://me:tok-Q4wQ4wQ4w@example.invalid/hub.git", "--", "true", cwd=c.mem)
+
+
 @case("path: clone into a non-empty directory", 2, "already exists and is not empty")
 def _(c: Ctx) -> Result:
     write(c.tmp, "busy/keep.md", "mine\n")

@@ -173,8 +173,8 @@ def test_eight_memories_one_read_only(tmp_path: Path) -> None:
               "            print('denied', p.name)\n")
     work = tmp_path / "work"
     work.mkdir()
-    proc = memsync_cmd("run", *args, "--", sys.executable, "-c", script, cwd=work)
-    assert proc.returncode == 0, proc.stderr
+    proc = memsync_cmd("run", *args, "--run-id", "eight", "--", sys.executable, "-c", script, cwd=work)
+    assert proc.returncode == 9, proc.stderr  # the command changed a read-only memory
     assert f"denied {ro}" in proc.stdout or os.geteuid() == 0  # root ignores file modes
     for name in names[:-1]:
         tree = hub_tree(f"memory/{name}")
@@ -183,8 +183,12 @@ def test_eight_memories_one_read_only(tmp_path: Path) -> None:
     assert git("rev-parse", f"memory/{ro}", cwd=hub_path()) == before_ro
     assert f"read-only memory '{ro}' was changed during the run (not saved, not pushed)" in proc.stderr
     assert "touched.md" in proc.stderr
-    assert (work / "mnt" / ro / "touched.md").exists()  # left locally, not deleted
+    assert not (work / "mnt" / ro / "touched.md").exists()  # undone, and kept aside outside the memory
+    kept = Path(os.environ["MEMSYNC_HOME"]) / "runs" / "eight" / "ro" / ro
+    assert (kept / "touched.md").read_text() == f"MEMSYNC_MEMORY_{ro.upper().replace('-', '_')}_DIR\n"
+    assert (work / "mnt" / ro / "base.md").read_text() == f"{ro}\n"
     assert os.access(work / "mnt" / ro / "base.md", os.W_OK)  # permissions restored
+    assert git("status", "--porcelain", cwd=work / "mnt" / ro) == ""
 
 
 def test_remote_down_before_the_run(tmp_path: Path) -> None:
@@ -396,7 +400,8 @@ def test_read_only_changes_are_reported_once_and_block_only_when_they_conflict(t
     work = tmp_path / "work"
     work.mkdir()
     first = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "sh", "-c", "echo x > ref/new.md", cwd=work)
-    assert first.returncode == 0 and "was changed during the run" in first.stderr and "new.md" in first.stderr
+    assert first.returncode == 9 and "was changed during the run" in first.stderr and "new.md" in first.stderr
+    assert not (work / "ref" / "new.md").exists()
     second = memsync_cmd("run", "--memory", "ref-mem:ref:ro", "--", "true", cwd=work)
     assert second.returncode == 0, second.stderr
     assert "was changed during the run" not in second.stderr  # the leftover is not this run's doing

@@ -198,8 +198,9 @@ def test_read_only_memory_stays_unchanged_on_the_hub(memory: Path, tmp_path: Pat
               "time.sleep(2.5)\n")  # long enough for checkpoints (every 1 s) to happen
     run = memsync_cmd("run", "--checkpoint", "1", "--memory", f"research:{memory}:ro", "--",
                       sys.executable, "-c", script, cwd=work, env=dict(os.environ, MEMSYNC_QUIET="0.3"))
-    assert run.returncode == 0, run.stderr
+    assert run.returncode == 9, run.stderr  # the command changed a read-only memory: undone, exit 9
     assert "read-only memory 'research' was changed during the run (not saved, not pushed)" in run.stderr
+    assert git("status", "--porcelain", cwd=memory) == ""  # put back as it was
     assert git("rev-parse", "memory/research", cwd=hub_path()).strip() == before
     assert git("rev-list", "--all", cwd=hub_path()) == history, "no new object reachable on the hub"
     # the next writable run does not push the vandalism either: the local changes stay local

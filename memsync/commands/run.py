@@ -25,17 +25,22 @@ def register(app: typer.Typer, guard: Guard) -> None:
         checkpoint: Annotated[float, typer.Option("--checkpoint", help="Commit and push settled changes at "
                                                   "least this often while the command runs; 0 = off.")] = 30.0,
         remote: Annotated[str | None, typer.Option("--remote", help="Hub URL for memories cloned by this run.")] = None,
+        keep_ssh_agent: Annotated[bool, typer.Option("--keep-ssh-agent", help="Leave SSH_AUTH_SOCK in the "
+                                                     "command's environment (removed by default).")] = False,
+        as_user: Annotated[str | None, typer.Option("--as-user", help="Run CMD as this user (memsync must run "
+                                                    "as root); writable memories are lent to it for the run.")] = None,
     ) -> None:
         """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
 
         Exit code: the command's own; 8 if it succeeded but a memory could not be pushed; 9 if a
-        policy kept files out of the commit."""
+        policy kept files out of the commit or the command changed a read-only memory."""
         from memsync import run as runner
 
         cwd = Path.cwd()
         mounts = [runner.parse_mount(spec, cwd) for spec in memory or []]
         report = runner.execute(list(command or []), mounts, run_id=run_id, offline=offline, no_push=no_push,
-                                checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"))
+                                checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"),
+                                keep_ssh_agent=keep_ssh_agent, as_user=as_user)
         _summarise(report, no_push)
         raise typer.Exit(report.status)
 
@@ -54,7 +59,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
 def _summarise(report: Any, no_push: bool) -> None:
     for m in report.memories:
         if m.read_only:
-            state = "read-only, changes not saved" if m.read_only_changes else "read-only, unchanged"
+            state = "read-only, changed by the command: put back, not saved" if m.read_only_changes \
+                else "read-only, unchanged"
         elif m.error:
             state = f"NOT PUSHED: {m.error}"
         elif m.final_commit is None and not m.checkpoints:

@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 import pygit2
 from pygit2.enums import CredentialType, Option
 
+from memsync import sealed
 from memsync.errors import AuthFailed, ConfigError, HostKeyError
 from memsync.git.hostkeys import ServerIdentity, verify_ssh
 from memsync.hub import HubUrl
@@ -137,11 +138,11 @@ class Credentials:
 
 def http_secret(hub: HubUrl, username_from_url: str | None) -> HttpSecret | None:
     """The first HTTP credential found, in the documented order."""
-    token = os.environ.get("MEMSYNC_TOKEN")
+    token = sealed.get("MEMSYNC_TOKEN")
     if hub.password and token and "@" not in hub.url:
         # `https://NAME@host`: a user name when MEMSYNC_TOKEN is set, else a token (GitHub style).
         username_from_url = username_from_url or hub.password
-    user = username_from_url or os.environ.get("MEMSYNC_USER") or DEFAULT_HTTP_USER
+    user = username_from_url or sealed.get("MEMSYNC_USER") or DEFAULT_HTTP_USER
     if hub.password and hub.password != username_from_url:
         return HttpSecret("the remote URL", user, hub.password)
     if token:
@@ -251,8 +252,8 @@ def ssh_keys() -> list[SshKey]:
     sock = os.environ.get("SSH_AUTH_SOCK")
     if sock and Path(sock).exists():
         keys.append(SshKey("ssh-agent", None))
-    passphrase = os.environ.get("MEMSYNC_SSH_PASSPHRASE", "")
-    explicit = os.environ.get("MEMSYNC_SSH_KEY")
+    passphrase = sealed.get("MEMSYNC_SSH_PASSPHRASE") or ""
+    explicit = sealed.get("MEMSYNC_SSH_KEY")
     if explicit:
         path = Path(explicit).expanduser()
         if not path.is_file():

@@ -200,6 +200,20 @@ class GitRepo:
         if found is not None:
             found.delete()
 
+    def reset_branch(self, branch: str, oid: str | None) -> None:
+        """HEAD back on `branch` at `oid`, the index at its tree; the work tree is left alone
+        (a read-only memory's undo: whatever the command committed or staged there is dropped)."""
+        ref = f"refs/heads/{branch}"
+        if oid is not None:
+            self.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
+        self.repo.set_head(ref)
+        index = self.repo.index
+        if oid is None:
+            index.clear()
+        else:
+            index.read_tree(self.repo[oid].peel(pygit2.Commit).tree)
+        index.write()
+
     def head_oid(self) -> str | None:
         if self.repo.head_is_unborn:
             return None
@@ -575,6 +589,9 @@ def file_blob_id(path: Path) -> str | None:
         return str(pygit2.hashfile(str(path)))
     except (OSError, pygit2.GitError):
         return None
+
+
+LINK_MODE = int(FileMode.LINK)  # git's mode for a symlink: the blob holds its target
 
 
 def file_mode(st: os.stat_result) -> int:
