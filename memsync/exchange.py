@@ -73,22 +73,30 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
     raise RepoError("files kept changing during the merge", "retry when the writer is idle")
 
 
-def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None) -> None:
+OUTGOING = "refs/memsync/outgoing"
+
+
+def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, source: str | None = None) -> None:
     local_path = mem.hub.local_path
+    source = source or mem.local_ref
     if local_path is None:
-        transport.push(mem.git.repo, mem.hub, mem.local_ref, f"refs/heads/{mem.branch}", progress)
+        transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
         return
     with held(local_path / "memsync.lock", f"the hub {mem.hub.display}"):
         clear_stale_git_locks(local_path)
         heads = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, mem.hub)}
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")
-        transport.push(mem.git.repo, mem.hub, mem.local_ref, f"refs/heads/{mem.branch}", progress)
+        transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
 
 
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
-         progress: ProgressFn | None = None) -> Exchange:
-    """Fetch + merge (+ push) with retries; caller holds the memory's lock."""
+         progress: ProgressFn | None = None, vetted: Callable[[], list[str]] | None = None) -> Exchange:
+    """Fetch + merge (+ push) with retries; caller holds the memory's lock.
+
+    `vetted` (a run): the commits already checked; push nothing but those, the hub's, and
+    commits this process made on top of them. The exact commit checked is pushed, so a
+    `git commit` landing meanwhile cannot ride along."""
     result = Exchange()
     network_failures = 0
     for round_no in range(MAX_ROUNDS):
@@ -102,7 +110,12 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
             head = mem.git.head_oid()
             if not push or head is None or head == remote:
                 return result
-            _push_once(mem, remote, progress)
+            source = None
+            if vetted is not None:
+                _refuse_foreign(mem, head, [t for t in (remote, *vetted()) if t])
+                mem.git.set_ref(OUTGOING, head, "memsync: push")
+                source = OUTGOING
+            _push_once(mem, remote, progress, source)
         except NotFastForward:
             time.sleep(random.uniform(0.01, 0.05) * (1 + round_no))
             continue
@@ -118,6 +131,15 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
         return result
     raise RepoError(f"the hub kept moving: gave up after {MAX_ROUNDS} rounds",
                     "many writers at once; retry `memsync push`")
+
+
+def _refuse_foreign(mem: Memory, head: str, hide: list[str]) -> None:
+    from memsync.git.ownership import foreign
+
+    found = foreign(mem.git, [head], hide, mem.git.made, limit=5)
+    if found:
+        raise RepoError(f"not pushed: commit(s) memsync did not make appeared on {mem.branch} "
+                        f"({', '.join(c.short for c in found)})", "the run folds them into its next commit")
 
 
 def unpushed(mem: Memory) -> list[str]:

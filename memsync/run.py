@@ -32,6 +32,7 @@ from memsync.git.repo import file_blob_id
 from memsync.memory import Memory, open_memory, running
 from memsync.names import check_name, check_run_id, env_var_for, new_run_id
 from memsync.snapshot import Snapshot, describe, take
+from memsync.trust import RunTrust
 
 DEFAULT_CHECKPOINT = 30.0
 QUIET = float(os.environ.get("MEMSYNC_QUIET", "2.0"))
@@ -62,6 +63,9 @@ class MemoryOutcome:
     flags: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     read_only_changes: list[str] = field(default_factory=list)
+    folded: int = 0  # commits the command made itself, folded into the run's (trust.py)
+    kept_refs: list[str] = field(default_factory=list)  # where those commits stay reachable locally
+    policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
     error: str | None = None
 
 
@@ -157,6 +161,9 @@ def _pull(mem: Memory, read_only: bool) -> None:
         mem.git.ensure_layout(mem.branch, None)
         ensure_hub(mem.hub)
         if not read_only:
+            from memsync.unverified import settle
+
+            settle(mem)  # a dead run's leftovers are that run's; unchecked commits are refused
             take(mem, who)
         sync(mem, operator("Merge the remote memory before the run"), resnap, push=False)
 
@@ -281,6 +288,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
     bases = {mem.name: mem.git.head_oid() for mem in writable}
+    trusts = {mem.name: RunTrust.begin(mem, rid) for mem in writable}
     ro_before = {mem.name: _local_changes(mem) for mem in memories if mem.name in read_only}
     for mem in memories:
         if mem.name in read_only:
@@ -298,15 +306,19 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
             who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
                               (("Memsync-Command", shown),
                                ("Memsync-Checkpoint", str(counter[mem.name]))))
+            trust = trusts[mem.name]
             with mem.locked():
-                snap = take(mem, who, settle=0.0 if overdue else SETTLE, run_base=bases[mem.name])
+                trust.check(say)
+                snap = take(mem, who, settle=0.0 if overdue else SETTLE, run_base=bases[mem.name],
+                            run_flags=trust.run_flags(final=False))
                 if snap.commit is None:
                     counter[mem.name] -= 1
                 else:
+                    trust.committed(snap.run_flags, snap.flags)
                     outcomes[mem.name].checkpoints = counter[mem.name]
                     _report(snap, mem, say)
                     if not no_push:
-                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True)
+                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust)
             return bool(snap.pending)
 
         say = held_say = _HeldWhileRunning(say)
@@ -335,7 +347,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         report = RunReport(rid, command, code, duration, list(outcomes.values()))
         _restore(memories, read_only)
         _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say,
-                ro_before)
+                ro_before, trusts)
         return report
 
 
@@ -399,7 +411,7 @@ def _local_changes(mem: Memory) -> dict[str, str | None]:
 
 def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], no_push: bool,
             bases: dict[str, str | None], counter: dict[str, int], say: Say,
-            ro_before: dict[str, dict[str, str | None]]) -> None:
+            ro_before: dict[str, dict[str, str | None]], trusts: dict[str, RunTrust]) -> None:
     rid = report.run_id
     for mem in read_only:
         outcome = next(o for o in report.memories if o.name == mem.name)
@@ -418,12 +430,19 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
         if counter.get(mem.name):
             extra += (("Memsync-Checkpoints", str(counter[mem.name])),)
         who = Attribution("run", f"Run {rid} (exit {report.exit_code})", rid, extra)
+        trust = trusts[mem.name]
         try:
             with mem.locked():
-                snap = take(mem, who, run_base=bases[mem.name])
+                try:
+                    trust.check(say)
+                    snap = take(mem, who, run_base=bases[mem.name], run_flags=trust.run_flags(final=True))
+                    trust.committed(snap.run_flags, snap.flags)
+                finally:
+                    outcome.folded, outcome.kept_refs = trust.folded, trust.kept
+                    outcome.policy_kept = trust.policy_kept
                 outcome.final_commit = snap.commit
                 outcome.blocked = snap.blocked
-                outcome.flags = [f.trailer() for f in snap.flags]
+                outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags
                 _report(snap, mem, say)
                 outcome.version = mem.git.head_oid()
                 if no_push or abandoned:
@@ -431,8 +450,8 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
                         outcome.error = "interrupted: not pushed"
                         outcome.unpushed = [outcome.version[:8]] if outcome.version else []
                     continue
-                _interruptible(lambda mem=mem, who=who, outcome=outcome:  # type: ignore[misc]
-                               _deliver(mem, who, outcome, say, quiet_failure=False))
+                _interruptible(lambda mem=mem, who=who, outcome=outcome, trust=trust:  # type: ignore[misc]
+                               _deliver(mem, who, outcome, say, quiet_failure=False, trust=trust))
                 outcome.version = mem.git.head_oid()
         except (KeyboardInterrupt, Interrupted):
             abandoned = True
@@ -463,11 +482,12 @@ def _interruptible(work: Callable[[], None]) -> None:
         raise failure[0]
 
 
-def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool) -> None:
+def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool,
+             trust: RunTrust) -> None:
     from memsync.errors import RemoteError as _RemoteError
 
     try:
-        exchange = sync(mem, who, lambda: _resnap(mem, who))
+        exchange = sync(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted)
     except _RemoteError as exc:
         outcome.unpushed = unpushed(mem)
         if not quiet_failure:
@@ -476,6 +496,7 @@ def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, qu
             say(f"checkpoint push failed (will retry): {exc.message}")
         outcome.error = None
         return
+    trust.synced(exchange)
     outcome.pushed = exchange.pushed or outcome.pushed
     outcome.unpushed = []
     outcome.merged += len(exchange.merges)

@@ -26,6 +26,7 @@ from memsync.locking import held
 from memsync.memory import Memory, open_memory
 from memsync.names import check_name, check_type, is_conflict_copy
 from memsync.snapshot import Snapshot, take
+from memsync.unverified import Unverified, settle
 
 
 @dataclass
@@ -62,6 +63,7 @@ class PushResult:
     committed: bool
     snapshot: Snapshot
     exchange: Exchange
+    unverified: Unverified | None = None  # unpushed commits memsync did not make (unverified.py)
 
 
 @dataclass
@@ -186,9 +188,10 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     who = operator(message or "Update memory from the operator")
     with mem.locked():
         _prepare(mem)
+        found = settle(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
-        return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange)
+        return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange, found)
 
 
 def _resnap(mem: Memory, who: Attribution) -> None:

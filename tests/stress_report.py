@@ -30,6 +30,7 @@ ROWS = (
     "network faults", "network faults handled",
     "bad inputs tried", "bad inputs handled",
     "security attacks", "security attacks refused",
+    "agent attacks", "agent attacks stopped",
 )
 
 

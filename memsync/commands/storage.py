@@ -29,6 +29,22 @@ def _report_merges(exchange: Any) -> None:
         warn(f"conflict in {c.path}: kept yours there, the remote's as {c.copy}")
 
 
+def _report_unverified(found: Any) -> None:
+    if found is None or not found.commits:
+        return
+    n = len(found.commits)
+    if found.folded_into:
+        warn(f"{n} unpushed version(s) memsync did not make ({found.shown}) were left by run {found.folded_into}, "
+             "which stopped before its final commit: folded into one commit of that run and checked")
+        if found.snapshot is not None:
+            _report_snapshot(found.snapshot)
+    else:
+        warn(f"pushing {n} version(s) memsync did not make as they are ({found.shown}): checked for secrets "
+             "and protect rules; `memsync log` shows them as git, not as yours")
+        for secret in found.secrets:
+            warn(f"possible secret in {secret}, in a version memsync did not make; pushed (secrets: warn)")
+
+
 def _print_version(version: Any) -> None:
     if version is None:
         out("Memory is empty")
@@ -70,6 +86,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
 
         with transfer_progress() as progress:
             result = sync.push(Path.cwd(), force=force, message=message, remote=remote, progress=progress)
+        _report_unverified(result.unverified)
         _report_snapshot(result.snapshot)
         _report_merges(result.exchange)
         if not result.committed and not result.exchange.pushed:
