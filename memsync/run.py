@@ -134,6 +134,11 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
         elif not present:
             storage.clone(m.name, m.path, remote=remote)
         mem = open_memory(m.path, remote)
+        if offline and not m.read_only:
+            from memsync.unverified import settle
+
+            with mem.locked():
+                settle(mem)
         if m.read_only:
             _set_writable(mem, True)
         if not offline:
@@ -311,10 +316,10 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
                 trust.check(say)
                 snap = take(mem, who, settle=0.0 if overdue else SETTLE, run_base=bases[mem.name],
                             run_flags=trust.run_flags(final=False))
+                trust.committed(snap)
                 if snap.commit is None:
                     counter[mem.name] -= 1
                 else:
-                    trust.committed(snap.run_flags, snap.flags)
                     outcomes[mem.name].checkpoints = counter[mem.name]
                     _report(snap, mem, say)
                     if not no_push:
@@ -436,7 +441,7 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
                 try:
                     trust.check(say)
                     snap = take(mem, who, run_base=bases[mem.name], run_flags=trust.run_flags(final=True))
-                    trust.committed(snap.run_flags, snap.flags)
+                    trust.committed(snap)
                 finally:
                     outcome.folded, outcome.kept_refs = trust.folded, trust.kept
                     outcome.policy_kept = trust.policy_kept

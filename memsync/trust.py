@@ -31,6 +31,7 @@ from memsync.git import ownership
 from memsync.git.trailers import memsync_keys, quote_path
 from memsync.hub import memsync_home
 from memsync.memory import Memory
+from memsync.snapshot import Snapshot
 
 Say = Callable[[str], None]
 POLICY_FILE = f"{cfgmod.CONFIG_DIR}/{cfgmod.CONFIG_FILE}"
@@ -51,6 +52,7 @@ class RunTrust:
     kept: list[str] = field(default_factory=list)  # refs keeping the agent's own commits
     policy_kept: list[str] = field(default_factory=list)
     flagged_paths: set[tuple[str, str]] = field(default_factory=set)  # (kind, path) flagged this run
+    touched: set[str] = field(default_factory=set)  # paths the run's own commits changed
 
     @classmethod
     def begin(cls, mem: Memory, run_id: str) -> RunTrust:
@@ -112,8 +114,13 @@ class RunTrust:
         def flags(tree: str, step: list[guard.Flag]) -> list[str]:
             found = list(self.pending)
             if final and self.start is not None:
+                # Only paths this run's own commits changed: a file another run shrank, merged in
+                # at a checkpoint, is that run's flag, not this one's.
+                git = self.mem.git
+                head = git.head_oid()
+                own = self.touched | (ownership.changed_paths(git, head, tree) if head else set())
                 changes = [guard.FileChange(p, old, new) for p, old, new in
-                           ownership.changed_files(self.mem.git, self.start, tree)]
+                           ownership.changed_files(git, self.start, tree) if p in own]
                 stepped = {f.trailer() for f in step}
                 for flag in guard.integrity_flags(changes, "run"):
                     if flag.kind == "delete" or flag.trailer() in stepped:
@@ -126,11 +133,14 @@ class RunTrust:
         return flags
 
     # -- after a commit or an exchange ----------------------------------------------------------
-    def committed(self, flags: list[str], step: list[guard.Flag]) -> None:
-        """A commit was made carrying `flags` (the pending ones among them)."""
-        self.recorded += [f for f in flags if f not in self.recorded]
-        self.pending = [f for f in self.pending if f not in flags]
-        self.flagged_paths.update((f.kind, f.path) for f in step)
+    def committed(self, snap: Snapshot) -> None:
+        """A snapshot was taken: its commit carries the pending flags it was given."""
+        if snap.commit is None:
+            return
+        self.recorded += [f for f in snap.run_flags if f not in self.recorded]
+        self.pending = [f for f in self.pending if f not in snap.run_flags]
+        self.flagged_paths.update((f.kind, f.path) for f in snap.flags)
+        self.touched.update(c.path for c in snap.changes)
         self.advance()
 
     def synced(self, exchange: Exchange) -> None:

@@ -162,6 +162,13 @@ def first_parents(git: GitRepo, head: str, limit: int = 10_000) -> Iterator[str]
         commit = git.repo[commit.parent_ids[0]].peel(pygit2.Commit)
 
 
+def changed_paths(git: GitRepo, commit: str, tree: str) -> set[str]:
+    """Paths that differ between a commit's tree and `tree` (tree ids only, no content read)."""
+    repo = git.repo
+    diff = repo[commit].peel(pygit2.Commit).tree.diff_to_tree(repo[tree].peel(pygit2.Tree))
+    return {d.new_file.path or d.old_file.path for d in diff.deltas}
+
+
 def changed_files(git: GitRepo, start: str | None, tree: str) -> list[tuple[str, bytes | None, bytes | None]]:
     """(path, content at `start`, content in `tree`) for each file that differs (None: absent;
     `start` None: the empty memory)."""
@@ -185,5 +192,5 @@ def _file(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
     return file_entry(tree, path)
 
 
-__all__ = ["HeadState", "changed_files", "first_parents", "foreign", "head_state", "keep", "recorded",
+__all__ = ["HeadState", "changed_files", "changed_paths", "first_parents", "foreign", "head_state", "keep", "recorded",
            "reset_entries", "rewind", "tree_of"]
