@@ -18,6 +18,8 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -73,8 +75,55 @@ def main() -> None:
             values = samples[(op, label)]
             row.append(f"{label} {statistics.median(values):.3f} (min {min(values):.3f} max {max(values):.3f})")
         print("  " + "   ".join(row))
+    print_check_cost(root, env, args.rounds)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+def print_check_cost(root: Path, env: dict[str, str], rounds: int) -> None:
+    """The check alone, in this process (this code), without process start-up or push: its fast
+    path (no agent commit), a fold of one agent commit touching 10 files, and the snapshot scan
+    after that fold against a scan of 10 uncommitted edits (what the run does without a commit)."""
+    import subprocess
+    import time
+
+    os.environ.update(env)
+    from memsync.memory import open_memory
+    from memsync.trust import RunTrust
+
+    def sh(line: str) -> None:
+        subprocess.run(line, shell=True, cwd=root, env=env, check=True, capture_output=True)
+
+    mem = open_memory(root)
+    count = len(gen.layout(10_000))
+    times: dict[str, list[float]] = {}
+
+    def clock(name: str, work: Callable[[], object]) -> None:
+        start = time.perf_counter()
+        work()
+        times.setdefault(name, []).append(time.perf_counter() - start)
+
+    with mem.locked():
+        for r in range(rounds):
+            sh("git add -A && git commit -qm settle || true")
+            mem.git.scan()
+            trust = RunTrust.begin(mem, f"bench-{r}")
+            clock("check, no agent commit", partial(trust.check, _quiet))
+            gen.edit(root, gen.changed_paths(count, 2000 + r), f"plain {r}")
+            clock("scan, 10 edits uncommitted", mem.git.scan)
+            sh("git add -A && git commit -qm settle")
+            mem.git.scan()
+            trust = RunTrust.begin(mem, f"bench-fold-{r}")
+            gen.edit(root, gen.changed_paths(count, 1000 + r), f"agent {r}")
+            sh(f"git add -A && {AGENT_COMMIT}")
+            clock("check, 1 agent commit folded", partial(trust.check, _quiet))
+            clock("scan after the fold", mem.git.scan)
+    for name, values in times.items():
+        print(f"  {name:<32} median {statistics.median(values) * 1000:8.2f} ms")
 
 
 if __name__ == "__main__":

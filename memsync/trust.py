@@ -51,7 +51,7 @@ class RunTrust:
     folded: int = 0
     kept: list[str] = field(default_factory=list)  # refs keeping the agent's own commits
     policy_kept: list[str] = field(default_factory=list)
-    flagged_paths: set[tuple[str, str]] = field(default_factory=set)  # (kind, path) flagged this run
+    step_flags: set[str] = field(default_factory=set)  # guard flags the run's commits carry
     touched: set[str] = field(default_factory=set)  # paths the run's own commits changed
 
     @classmethod
@@ -113,21 +113,19 @@ class RunTrust:
 
         def flags(tree: str, step: list[guard.Flag]) -> list[str]:
             found = list(self.pending)
-            if final and self.start is not None:
+            # With no earlier commit in the run, this one is the whole run: its own flags say it all.
+            if final and self.start is not None and self.trusted != self.start:
                 # Only paths this run's own commits changed: a file another run shrank, merged in
                 # at a checkpoint, is that run's flag, not this one's.
                 git = self.mem.git
                 head = git.head_oid()
                 own = self.touched | (ownership.changed_paths(git, head, tree) if head else set())
                 changes = [guard.FileChange(p, old, new) for p, old, new in
-                           ownership.changed_files(git, self.start, tree) if p in own]
-                stepped = {f.trailer() for f in step}
+                           ownership.changed_files(git, self.start, tree, only=own)]
+                shown = self.step_flags | {f.trailer() for f in step}
                 for flag in guard.integrity_flags(changes, "run"):
-                    if flag.kind == "delete" or flag.trailer() in stepped:
-                        continue
-                    if (flag.kind, flag.path) in self.flagged_paths and flag.kind != "shrink":
-                        continue
-                    found.append(f"{flag.kind}-run {flag.trailer().split(' ', 1)[1]}")
+                    if flag.kind != "delete" and flag.trailer() not in shown:  # a deletion is one step
+                        found.append(f"{flag.kind}-run {flag.trailer().split(' ', 1)[1]}")
             return found
 
         return flags
@@ -139,7 +137,7 @@ class RunTrust:
             return
         self.recorded += [f for f in snap.run_flags if f not in self.recorded]
         self.pending = [f for f in self.pending if f not in snap.run_flags]
-        self.flagged_paths.update((f.kind, f.path) for f in snap.flags)
+        self.step_flags.update(f.trailer() for f in snap.flags)
         self.touched.update(c.path for c in snap.changes)
         self.advance()
 

@@ -5,11 +5,12 @@ memsync did not make come from elsewhere: the operator's own `git commit`, or an
 run was killed before its final commit (its run marker is left behind), or one that outlived its
 run. They are never relabelled as the operator's:
 
-* left by a run that died: folded into one commit attributed to that run (the branch goes back to
+* left by a run that died (with the files it left uncommitted): folded into one commit attributed
+  to that run (the branch goes back to
   the last commit memsync made or the hub has; the content, theirs plus the work tree, goes
   through the snapshot pipeline: secret scan, protect policies, guard);
 * otherwise: their whole change since the hub's version is checked first; a likely secret (under
-  `secrets: block`; reported under `warn`), a broken protect rule or a Memsync-* trailer memsync did not write refuses
+  `secrets: block`), a broken protect rule or a Memsync-* trailer memsync did not write refuses
   the push (exit 9) with the commits named; clean ones are pushed as they are, with their own
   messages (`memsync log` shows them as `git`, never as the operator).
 """
@@ -53,17 +54,17 @@ def settle(mem: Memory) -> Unverified:
     hub = git.ref_oid(mem.tracking_ref)
     made = ownership.recorded(git)
     found.commits = ownership.foreign(git, [head], [hub] if hub else [], made)
+    found.forged = [f"{c.short} {key}" for c in found.commits for key in memsync_keys(c.message)]
     dead = _dead_run(mem)
+    if dead is not None:
+        base = _base(mem, head, hub, made) if found.commits else head
+        if base is not None:
+            _fold(mem, found, dead, base)
+            return found
     if not found.commits:
         return found
-    found.forged = [f"{c.short} {key}" for c in found.commits for key in memsync_keys(c.message)]
-    base = _base(mem, head, hub, made)
-    if dead is not None and base is not None:
-        _fold(mem, found, dead, base)
-        return found
     _scan(mem, found, hub, head)
-    blocked = found.secrets if mem.config.secrets == "block" else []
-    problems = ([f"forged trailer {f}" for f in found.forged] + [f"possible secret in {s}" for s in blocked]
+    problems = ([f"forged trailer {f}" for f in found.forged] + [f"possible secret in {s}" for s in found.secrets]
                 + [f"policy: {v}" for v in found.violations])
     if problems:
         raise Blocked(f"not pushed: unpushed version(s) memsync did not make ({found.shown}) hold "
@@ -93,25 +94,31 @@ def _base(mem: Memory, head: str, hub: str | None, made: set[str]) -> str | None
 
 
 def _fold(mem: Memory, found: Unverified, run_id: str, base: str) -> None:
-    flags = [f"agent-commits {len(found.commits)} folded {found.shown}"]
-    flags += [f"forged-trailer {f}" for f in found.forged]
-    ownership.rewind(mem.git, mem.branch, base)
+    """What a dead run left (its commits memsync did not make, its uncommitted files) becomes one
+    commit of that run, through the snapshot pipeline."""
+    flags: list[str] = []
+    if found.commits:
+        flags = [f"agent-commits {len(found.commits)} folded {found.shown}"]
+        flags += [f"forged-trailer {f}" for f in found.forged]
+        ownership.rewind(mem.git, mem.branch, base)
     who = Attribution("run", f"Leftovers of run {run_id} (memsync stopped before its final commit)", run_id,
                       (("Memsync-Recovered-By", "push"),))
     found.snapshot = take(mem, who, run_flags=lambda _tree, _step: flags)
-    found.folded_into = run_id
+    found.folded_into = run_id if found.snapshot.commit else None
     (mem.git.git_dir / RUN_MARKER).unlink(missing_ok=True)
 
 
 def _scan(mem: Memory, found: Unverified, hub: str | None, head: str) -> None:
+    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    if mem.config.secrets != "block" and not rules:
+        return  # nothing could refuse them: their content is not read
     changes = ownership.changed_files(mem.git, hub, ownership.tree_of(mem.git, head))
-    if mem.config.secrets != "off":
+    if mem.config.secrets == "block":
         from memsync import secrets as secretscan
 
         for path, _old, new in changes:
             if new is not None:
                 found.secrets += [f"{f.path}:{f.line} ({f.rule})" for f in secretscan.scan_bytes(path, new)]
-    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     if rules:
         violations = guard.policy_violations([guard.FileChange(p, o, n) for p, o, n in changes], rules)
         found.violations = [f"{v.path}: {v.reason}" for v in violations]

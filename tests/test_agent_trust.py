@@ -268,7 +268,7 @@ def test_commits_left_by_a_killed_run_are_that_runs_on_the_next_push(memory: Pat
     assert proc.returncode == -9, proc.stderr
     pushed = memsync_cmd("push", cwd=memory)
     assert pushed.returncode == 0, pushed.stderr
-    assert "left by run killed" in pushed.stderr
+    assert "run killed stopped before its final commit" in pushed.stderr
     messages = hub_messages(start)
     assert messages and all("Memsync-Actor: operator" not in m for m in messages), messages
     assert "Memsync-Run-Id: killed" in messages[0] and "Memsync-Flag: forged-trailer " in messages[0]

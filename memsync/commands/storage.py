@@ -30,19 +30,20 @@ def _report_merges(exchange: Any) -> None:
 
 
 def _report_unverified(found: Any) -> None:
-    if found is None or not found.commits:
+    if found is None:
         return
     n = len(found.commits)
     if found.folded_into:
-        warn(f"{n} unpushed version(s) memsync did not make ({found.shown}) were left by run {found.folded_into}, "
-             "which stopped before its final commit: folded into one commit of that run and checked")
+        what = f"{n} version(s) memsync did not make ({found.shown}) and files" if n else "files"
+        warn(f"run {found.folded_into} stopped before its final commit; the {what} it left were committed as "
+             "that run's and checked")
         if found.snapshot is not None:
             _report_snapshot(found.snapshot)
+    elif not n:
+        return
     else:
         warn(f"pushing {n} version(s) memsync did not make as they are ({found.shown}): checked for secrets "
              "and protect rules; `memsync log` shows them as git, not as yours")
-        for secret in found.secrets:
-            warn(f"possible secret in {secret}, in a version memsync did not make; pushed (secrets: warn)")
 
 
 def _print_version(version: Any) -> None:

@@ -169,14 +169,17 @@ def changed_paths(git: GitRepo, commit: str, tree: str) -> set[str]:
     return {d.new_file.path or d.old_file.path for d in diff.deltas}
 
 
-def changed_files(git: GitRepo, start: str | None, tree: str) -> list[tuple[str, bytes | None, bytes | None]]:
+def changed_files(git: GitRepo, start: str | None, tree: str, only: set[str] | None = None
+                  ) -> list[tuple[str, bytes | None, bytes | None]]:
     """(path, content at `start`, content in `tree`) for each file that differs (None: absent;
-    `start` None: the empty memory)."""
+    `start` None: the empty memory); `only`: just these paths (others are not read)."""
     repo = git.repo
     new = repo[tree].peel(pygit2.Tree)
     diff = new.diff_to_tree(swap=True) if start is None else repo[start].peel(pygit2.Commit).tree.diff_to_tree(new)
     found: list[tuple[str, bytes | None, bytes | None]] = []
     for delta in diff.deltas:
+        if only is not None and (delta.new_file.path or delta.old_file.path) not in only:
+            continue
         sides = []
         for side in (delta.old_file, delta.new_file):
             present = side.mode not in (0, int(pygit2.enums.FileMode.TREE), int(pygit2.enums.FileMode.COMMIT))
