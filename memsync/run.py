@@ -293,7 +293,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
     bases = {mem.name: mem.git.head_oid() for mem in writable}
-    trusts = {mem.name: RunTrust.begin(mem, rid) for mem in writable}
+    trusts = {mem.name: RunTrust.begin(mem, rid) for mem in memories}
     ro_before = {mem.name: _local_changes(mem) for mem in memories if mem.name in read_only}
     for mem in memories:
         if mem.name in read_only:
@@ -421,6 +421,8 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
     for mem in read_only:
         outcome = next(o for o in report.memories if o.name == mem.name)
         before = ro_before.get(mem.name, {})
+        trusts[mem.name].check_policy(say)
+        outcome.policy_kept = trusts[mem.name].policy_kept
         after = _local_changes(mem)
         outcome.read_only_changes = [p for p, blob in after.items() if p not in before or before[p] != blob]
         if outcome.read_only_changes:

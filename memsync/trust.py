@@ -64,7 +64,7 @@ class RunTrust:
     # -- before a commit ----------------------------------------------------------------------
     def check(self, say: Say) -> None:
         """Put back what the agent did to git and to the policy file (caller holds the lock)."""
-        self._check_policy(say)
+        self.check_policy(say)
         git, mem = self.mem.git, self.mem
         state = ownership.head_state(git, mem.branch)
         if state.stash != self.start_stash and state.stash is not None:
@@ -163,7 +163,8 @@ class RunTrust:
             self.trusted = tip
 
     # -- the policy file ----------------------------------------------------------------------------
-    def _check_policy(self, say: Say) -> None:
+    def check_policy(self, say: Say) -> None:
+        """Put storage.yaml back as it was when the run started (also for read-only memories)."""
         if self.policy is None:
             return
         path = self.mem.root / POLICY_FILE

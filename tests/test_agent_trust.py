@@ -281,17 +281,63 @@ def test_push_refuses_unpushed_commits_it_did_not_make_that_fail_the_checks(memo
     attack(figures)
     write(memory, ".vm0/storage.yaml", "name: research\ntype: memory\nsecrets: block\n")
     start = hub_tip()
-    write(memory, "plain.md", "by hand\n")
-    git("-c", "user.name=me", "-c", "user.email=me@x", "add", "-A", cwd=memory)
-    git("-c", "user.name=me", "-c", "user.email=me@x", "commit", "-qm", "by hand", cwd=memory)
-    r = cli("push", cwd=memory)
-    assert r.code == 0 and "pushing 1 version(s) memsync did not make as they are" in r.err
-    assert hub_messages(start) == ["by hand"]  # pushed as it is: never relabelled as the operator's
+    me = ("-c", "user.name=me", "-c", "user.email=me@x")
     write(memory, "leak.md", f"token {TOKEN}\n")
-    git("-c", "user.name=me", "-c", "user.email=me@x", "add", "-A", cwd=memory)
-    git("-c", "user.name=me", "-c", "user.email=me@x", "commit", "-qm", "x\n\nMemsync-Actor: operator", cwd=memory)
+    git(*me, "add", "-A", cwd=memory)
+    git(*me, "commit", "-qm", "x\n\nMemsync-Actor: operator", cwd=memory)
     r = cli("push", cwd=memory)
     assert r.code == 9, r.err
     assert "forged trailer" in r.err and "possible secret in leak.md" in r.err and "git reset --soft" in r.err
+    assert TOKEN not in git("log", "-p", "--all", cwd=hub_path()) and hub_tip() == start
+    # the hint's way out: the content goes through the scan, the secret stays out
+    git("reset", "-q", "--soft", start[:8], cwd=memory)
+    r = cli("push", cwd=memory)
+    assert r.code == 9 and "kept out of the commit" in r.err
     assert TOKEN not in git("log", "-p", "--all", cwd=hub_path())
+    (memory / "leak.md").unlink()
+    write(memory, "plain.md", "by hand\n")
+    git(*me, "add", "-A", cwd=memory)
+    git(*me, "commit", "-qm", "by hand", cwd=memory)
+    r = cli("push", cwd=memory)
+    assert r.code == 0 and "pushing 1 version(s) memsync did not make as they are" in r.err, r.err
+    assert hub_messages(start)[0] == "by hand"  # pushed as it is: never relabelled as the operator's
+    stopped(figures)
+
+
+def test_agent_leaving_a_merge_in_progress_and_a_stash(memory: Path, figures: Figures) -> None:
+    attack(figures)
+    start = hub_tip()
+    script = (f"echo stashed > runs/first.md; {AGENT_GIT} stash -q; "
+              f"git checkout -qb side; echo side > summary.md; {AGENT_GIT} commit -qam side; "
+              f"git checkout -q memory/research; echo main > summary.md; {AGENT_GIT} commit -qam main; "
+              f"{AGENT_GIT} merge side >/dev/null 2>&1; test -f .git/MERGE_HEAD")
+    proc = run(memory, "merger", script)
+    assert proc.returncode == 0, proc.stderr
+    assert not (memory / ".git/MERGE_HEAD").exists()
+    assert git("status", "--porcelain", cwd=memory).strip() == ""
+    flags = newest(memory)["flags"]
+    assert "git-state merge" in flags and any(f.startswith("stash-left refs/stash ") for f in flags), flags  # type: ignore[operator,union-attr]
+    assert any(f.startswith("agent-commits 1 folded") for f in flags), flags  # type: ignore[union-attr]
+    assert b"<<<<<<<" in hub_tree()["summary.md"]  # what the agent left, as it left it
+    assert hub_tree()["runs/first.md"] == b"first run\n"  # the stash is not committed
+    assert all("Memsync-Run-Id: merger" in m for m in hub_messages(start))
+    stopped(figures)
+
+
+def test_policy_file_of_a_read_only_memory_is_put_back(memory: Path, tmp_path: Path, figures: Figures) -> None:
+    attack(figures)
+    setup = tmp_path / "ref-src"
+    setup.mkdir()
+    assert memsync_cmd("init", "--name", "ref-mem", cwd=setup).returncode == 0
+    write(setup, "a.md", "reference\n")
+    assert memsync_cmd("push", cwd=setup).returncode == 0
+    other = tmp_path / "mnt" / "ref-mem"
+    script = ('printf "name: ref-mem\\ntype: memory\\nremote: /tmp/elsewhere.git\\n" '
+              '> "$MEMSYNC_MEMORY_REF_MEM_DIR/.vm0/storage.yaml"')
+    proc = memsync_cmd("run", "--run-id", "ro-policy", "--memory", f"research:{memory}", "--memory",
+                       f"ref-mem:{other}:ro", "--", "sh", "-c", script, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "elsewhere" not in (other / ".vm0/storage.yaml").read_text()
+    kept = Path(os.environ["MEMSYNC_HOME"]) / "runs" / "ro-policy" / "ref-mem" / "storage.yaml.1"
+    assert "elsewhere" in kept.read_text() and str(kept) in proc.stderr
     stopped(figures)
