@@ -86,7 +86,11 @@ def foreign(git: GitRepo, tips: list[str], hide: list[str], made: set[str], limi
 def keep(git: GitRepo, name: str, oid: str) -> str:
     """Keep a commit reachable under refs/memsync/agent/ (local only: never pushed)."""
     ref = f"{KEPT_PREFIX}/{name}"
-    git.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
+    try:
+        git.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
+    except (ValueError, pygit2.GitError):  # a run id that is no valid ref name (`x.lock`, `.x`)
+        ref = f"{KEPT_PREFIX}/commit-{oid}"
+        git.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
     return ref
 
 
