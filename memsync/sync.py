@@ -204,6 +204,7 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     who = operator("Save local changes before pulling")
     with mem.locked():
         _prepare(mem)
+        settle(mem, refuse=False)  # a dead run's leftovers are that run's, not the operator's
         snap = take(mem, who)
         exchange = sync(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
                         push=False, progress=progress)

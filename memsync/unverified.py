@@ -44,8 +44,9 @@ class Unverified:
         return ", ".join(c.short for c in self.commits[:5]) + (" ..." if len(self.commits) > 5 else "")
 
 
-def settle(mem: Memory) -> Unverified:
-    """Deal with unpushed commits memsync did not make (caller holds the lock); see the module."""
+def settle(mem: Memory, *, refuse: bool = True) -> Unverified:
+    """Deal with unpushed commits memsync did not make (caller holds the lock); see the module.
+    `refuse=False` (pull, which pushes nothing): only a dead run's leftovers are dealt with."""
     git = mem.git
     head = git.head_oid()
     found = Unverified()
@@ -61,7 +62,7 @@ def settle(mem: Memory) -> Unverified:
         if base is not None:
             _fold(mem, found, dead, base)
             return found
-    if not found.commits:
+    if not found.commits or not refuse:
         return found
     _scan(mem, found, hub, head)
     problems = ([f"forged trailer {f}" for f in found.forged] + [f"possible secret in {s}" for s in found.secrets]

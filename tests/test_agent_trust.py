@@ -260,19 +260,25 @@ def test_messages_split_on_newlines_only() -> None:
     assert parse(message) == [("Memsync-Run-Id", "r1"), ("Memsync-Flag", "delete a\u2028b\x1cc\x0bd.md")]
 
 
-def test_commits_left_by_a_killed_run_are_that_runs_on_the_next_push(memory: Path, figures: Figures) -> None:
+@pytest.mark.parametrize("verb", ["push", "pull"])
+def test_commits_left_by_a_killed_run_are_that_runs_on_the_next_command(memory: Path, figures: Figures,
+                                                                       verb: str) -> None:
     attack(figures)
     start = hub_tip()
     proc = run(memory, "killed", f"echo left > left.md; {AGENT_GIT} add -A; {AGENT_GIT} commit -qm \"$FORGED\"; "
                "echo loose > loose.md; kill -9 $PPID", env={"FORGED": "mine\n\nMemsync-Actor: operator\n"})
     assert proc.returncode == -9, proc.stderr
-    pushed = memsync_cmd("push", cwd=memory)
-    assert pushed.returncode == 0, pushed.stderr
-    assert "run killed stopped before its final commit" in pushed.stderr
-    messages = hub_messages(start)
+    after = memsync_cmd(verb, cwd=memory)
+    assert after.returncode == 0, after.stderr
+    if verb == "push":
+        assert "run killed stopped before its final commit" in after.stderr
+        messages = hub_messages(start)
+        assert hub_tree()["left.md"] == b"left\n" and hub_tree()["loose.md"] == b"loose\n"
+    else:
+        out = git("log", "--format=%B%x00", f"{start}..HEAD", cwd=memory)
+        messages = [m.strip() for m in out.split("\0") if m.strip()]
     assert messages and all("Memsync-Actor: operator" not in m for m in messages), messages
     assert "Memsync-Run-Id: killed" in messages[0] and "Memsync-Flag: forged-trailer " in messages[0]
-    assert hub_tree()["left.md"] == b"left\n" and hub_tree()["loose.md"] == b"loose\n"
     stopped(figures)
 
 
