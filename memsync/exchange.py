@@ -139,16 +139,21 @@ def _follow_redaction(mem: Memory, theirs: str) -> Recovery | None:
     return recover(mem, theirs)
 
 
-def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, *, hub_locked: bool) -> None:
+OUTGOING = "refs/memsync/outgoing"
+
+
+def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, source: str | None = None,
+               *, hub_locked: bool = False) -> None:
     local_path = mem.hub.local_path
+    source = source or mem.local_ref
     if local_path is None:
-        transport.push(mem.git.repo, mem.hub, mem.local_ref, f"refs/heads/{mem.branch}", progress)
+        transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
         return
     with contextlib.nullcontext() if hub_locked else _hub_lock(mem):
         heads = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, mem.hub)}
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")
-        transport.push(mem.git.repo, mem.hub, mem.local_ref, f"refs/heads/{mem.branch}", progress)
+        transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
         maintenance.auto(local_path)  # every push adds a pack: keep the hub compact, still under its lock
 
 
@@ -187,16 +192,22 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
         return merged
     ours = mem.git.commit_info(previous.head).parents[0]
     folded = mem.git.reparent(merged.head, [ours, parents[1]])
+    mem.git.note_made(folded)
     mem.git.set_ref(mem.local_ref, folded, "memsync: merge")
     earlier.pop()
     return Integration("merged", folded, previous.conflicts + merged.conflicts,
-                       previous.kept_modified + merged.kept_modified)
+                       previous.kept_modified + merged.kept_modified, merged.held_back)
 
 
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
-         progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None) -> Exchange:
+         progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None,
+         vetted: Callable[[], list[str]] | None = None) -> Exchange:
     """Fetch + merge (+ push) until the hub holds our work; caller holds the memory's lock.
+
     `accept` may refuse (raise) a fetched version before anything of it reaches the work tree.
+    `vetted` (a run): the commits already checked; push nothing but those, the hub's, and
+    commits this process made on top of them. The exact commit checked is pushed, so a
+    `git commit` landing meanwhile cannot ride along.
 
     Losing the race to another writer is retried with jittered backoff until MEMSYNC_PUSH_PATIENCE
     runs out, each retry folding its merge into the previous one. On a hub on this machine the
@@ -222,7 +233,12 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
                 head = mem.git.head_oid()
                 if not push or head is None or head == remote:
                     return result
-                _push_once(mem, remote, progress, hub_locked=serial)
+                source = None
+                if vetted is not None:
+                    _refuse_foreign(mem, head, [t for t in (remote, *vetted()) if t])
+                    mem.git.set_ref(OUTGOING, head, "memsync: push")
+                    source = OUTGOING
+                _push_once(mem, remote, progress, source, hub_locked=serial)
         except NotFastForward:
             lost += 1
             if time.monotonic() >= deadline:
@@ -241,6 +257,15 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
         result.remote_head = head
         result.pushed = True
         return result
+
+
+def _refuse_foreign(mem: Memory, head: str, hide: list[str]) -> None:
+    from memsync.git.ownership import foreign
+
+    found = foreign(mem.git, [head], hide, mem.git.made, limit=5)
+    if found:
+        raise RepoError(f"not pushed: commit(s) memsync did not make appeared on {mem.branch} "
+                        f"({', '.join(c.short for c in found)})", "the run folds them into its next commit")
 
 
 def unpushed(mem: Memory) -> list[str]:

@@ -28,7 +28,7 @@ from memsync.git import history
 from memsync.git.history import FilePatch, VersionChanges
 from memsync.git.merge import ConflictCopy
 from memsync.git.repo import LINK_MODE
-from memsync.git.trailers import every, first, parse
+from memsync.git.trailers import every, first, parse, quote_path
 from memsync.memory import Memory, open_memory
 from memsync.names import is_conflict_copy
 from memsync.snapshot import Snapshot, take
@@ -288,7 +288,7 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
         if not changed:
             return _deliver(mem, result, acting(run_id, "Restore"), "restore") if result.saved_first else result
         who = acting(run_id, f"Restore {_names(changed)} as at {rev[:8]}",
-                       *[("Memsync-Restored-From", f"{rev} {p}") for p in sorted(changed)])
+                     *[("Memsync-Restored-From", f"{rev} {quote_path(p)}") for p in sorted(changed)])
         result.snapshot = take(mem, who, only=set(changed), check_integrity=False)
         result.version = result.snapshot.commit
         return _deliver(mem, result, who, "restore")

@@ -33,6 +33,7 @@ from memsync.git.merge import ConflictCopy
 from memsync.memory import Memory, open_memory, running
 from memsync.names import check_name, check_run_id, env_var_for, new_run_id
 from memsync.snapshot import Snapshot, describe, take
+from memsync.trust import RunTrust
 
 DEFAULT_CHECKPOINT = 30.0
 QUIET = float(os.environ.get("MEMSYNC_QUIET", "2.0"))
@@ -64,6 +65,9 @@ class MemoryOutcome:
     blocked: list[str] = field(default_factory=list)
     read_only_changes: list[str] = field(default_factory=list)
     read_only_kept: str | None = None  # where the command's changes to a read-only memory were moved
+    folded: int = 0  # commits the command made itself, folded into the run's (trust.py)
+    kept_refs: list[str] = field(default_factory=list)  # where those commits stay reachable locally
+    policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
     error: str | None = None
 
 
@@ -132,6 +136,11 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
         if not offline and not present:
             held = storage.clone(m.name, m.path, remote=remote).exchange.held_back
         mem = open_memory(m.path, remote)
+        if offline and not m.read_only:
+            from memsync.unverified import settle
+
+            with mem.locked():
+                settle(mem)
         if m.read_only:
             _set_writable(mem, True)
         if not offline:
@@ -161,6 +170,9 @@ def _pull(mem: Memory, read_only: bool) -> list[Oversize]:
         mem.git.ensure_layout(mem.branch, None)
         ensure_hub(mem.hub)
         if not read_only:
+            from memsync.unverified import settle
+
+            settle(mem)  # a dead run's leftovers are that run's; unchecked commits are refused
             take(mem, who)
         return sync(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back
 
@@ -289,6 +301,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
     bases = {mem.name: mem.git.head_oid() for mem in writable}
+    trusts = {mem.name: RunTrust.begin(mem, rid) for mem in writable}
+    # read-only memories: everything the command does there is undone (storage.yaml included)
     guards = {mem.name: readonly.protect(mem, rid) for mem in memories if mem.name in read_only}
     with running(writable, rid):  # watch on the same directory leaves the run its files
         shown = shown_command(command)
@@ -303,15 +317,19 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
                               (("Memsync-Command", shown),
                                ("Memsync-Checkpoint", str(counter[mem.name]))))
+            trust = trusts[mem.name]
             with mem.locked():
-                snap = take(mem, who, settle=0.0 if overdue else SETTLE, run_base=bases[mem.name])
+                trust.check(say)
+                snap = take(mem, who, settle=0.0 if overdue else SETTLE, run_base=bases[mem.name],
+                            run_flags=trust.run_flags(final=False))
+                trust.committed(snap)
                 if snap.commit is None:
                     counter[mem.name] -= 1
                 else:
                     outcomes[mem.name].checkpoints = counter[mem.name]
                     _report(snap, mem, say)
                     if not no_push:
-                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True)
+                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust)
             return bool(snap.pending)
 
         say = held_say = _HeldWhileRunning(say)
@@ -345,7 +363,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             say("command stopped by signal; saving what it left")
         report = RunReport(rid, command, code, duration, list(outcomes.values()))
         _undo_read_only(memories, guards, outcomes, say)
-        _finish(report, writable, no_push, bases, counter, say)
+        _finish(report, writable, no_push, bases, counter, say, trusts)
         return report
 
 
@@ -431,7 +449,7 @@ def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
 
 
 def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dict[str, str | None],
-            counter: dict[str, int], say: Say) -> None:
+            counter: dict[str, int], say: Say, trusts: dict[str, RunTrust]) -> None:
     rid = report.run_id
     abandoned = False
     for mem in writable:
@@ -442,12 +460,19 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
         if counter.get(mem.name):
             extra += (("Memsync-Checkpoints", str(counter[mem.name])),)
         who = Attribution("run", f"Run {rid} (exit {report.exit_code})", rid, extra)
+        trust = trusts[mem.name]
         try:
             with mem.locked():
-                snap = take(mem, who, run_base=bases[mem.name])
+                try:
+                    trust.check(say)
+                    snap = take(mem, who, run_base=bases[mem.name], run_flags=trust.run_flags(final=True))
+                    trust.committed(snap)
+                finally:
+                    outcome.folded, outcome.kept_refs = trust.folded, trust.kept
+                    outcome.policy_kept = trust.policy_kept
                 outcome.final_commit = snap.commit
                 outcome.blocked = snap.blocked
-                outcome.flags = [f.trailer() for f in snap.flags]
+                outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags
                 _report(snap, mem, say)
                 outcome.version = mem.git.head_oid()
                 if no_push or abandoned:
@@ -455,8 +480,8 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
                         outcome.error = "interrupted: not pushed"
                         outcome.unpushed = [outcome.version[:8]] if outcome.version else []
                     continue
-                _interruptible(lambda mem=mem, who=who, outcome=outcome:  # type: ignore[misc]
-                               _deliver(mem, who, outcome, say, quiet_failure=False))
+                _interruptible(lambda mem=mem, who=who, outcome=outcome, trust=trust:  # type: ignore[misc]
+                               _deliver(mem, who, outcome, say, quiet_failure=False, trust=trust))
                 outcome.version = mem.git.head_oid()
         except (KeyboardInterrupt, Interrupted):
             abandoned = True
@@ -487,11 +512,12 @@ def _interruptible(work: Callable[[], None]) -> None:
         raise failure[0]
 
 
-def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool) -> None:
+def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool,
+             trust: RunTrust) -> None:
     from memsync.errors import RemoteError as _RemoteError
 
     try:
-        exchange = sync(mem, who, lambda: _resnap(mem, who))
+        exchange = sync(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted)
     except _RemoteError as exc:
         outcome.unpushed = unpushed(mem)
         if not quiet_failure:
@@ -500,6 +526,7 @@ def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, qu
             say(f"checkpoint push failed (will retry): {exc.message}")
         outcome.error = None
         return
+    trust.synced(exchange)
     outcome.pushed = exchange.pushed or outcome.pushed
     outcome.unpushed = []
     outcome.merged += len(exchange.merges)

@@ -10,15 +10,16 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsync import guard
 from memsync.attribution import Attribution
+from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, WorkChange, file_mode
-from memsync.git.trailers import compose
+from memsync.git.trailers import compose, quote_path
 from memsync.memory import Memory
 from memsync.names import conflict_copy_name
 
@@ -42,6 +43,7 @@ class Snapshot:
     violations: list[guard.Violation] = field(default_factory=list)
     secrets: list[secretscan.Finding] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`; printable (redacted)
+    run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
 
 
 @dataclass
@@ -55,16 +57,20 @@ class _Staged:
 
 def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
          run_base: str | None = None, only: Collection[str] | None = None,
-         check_integrity: bool = True) -> Snapshot:
+         check_integrity: bool = True,
+         run_flags: Callable[[str, list[guard.Flag]], list[str]] | None = None) -> Snapshot:
     """Commit what changed as `who`; caller holds the memory's lock.
 
     `only`: just these paths (restore and revert commit exactly the files they wrote).
     `check_integrity=False`: no guard flags, for deliberate operator rewrites (a restore or a
-    revert is recorded by its own trailers; flagging it would bury the damage it repairs)."""
+    revert is recorded by its own trailers; flagging it would bury the damage it repairs).
+    `run_flags(tree, flags)`: further flags for the tree about to be committed (a run's record,
+    see trust.py); a commit is made to carry them even if no file changed."""
     snap = Snapshot()
     staged: list[_Staged] = []
     now = time.time()
-    for change in mem.git.scan(write_index=False):  # commit_index writes the index once
+    found = mem.git.scan(write_index=False)  # commit_index writes the index once
+    for change in found:
         if only is not None and change.path not in only:
             continue
         item = _read(mem, change, now, settle, snap)
@@ -85,10 +91,18 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     for item in staged:
         if item.data is not None:
             mem.git.stage(item.change.path, item.data, item.mode, item.st)
-    trailers = who.trailers([f.trailer() for f in snap.flags])
-    trailers += [("Memsync-Policy", f"{v.path}: {v.reason}") for v in snap.violations]
+    # A file kept out (blocked, too large, still being written) keeps HEAD's version in the
+    # index, even if someone `git add`ed it: only what was checked is committed.
+    kept_out = {c.path for c in found if only is None or c.path in only} - {s.change.path for s in staged}
+    if kept_out:
+        ownership.reset_entries(mem.git, sorted(kept_out))
+    if run_flags is not None:
+        snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
+    trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags)
+    trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
-    snap.commit = mem.git.commit_index(mem.branch, message, who.author(), allow_empty=allow_empty)
+    snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
+                                       allow_empty=allow_empty or bool(snap.run_flags))
     if snap.commit is not None:
         snap.changes = [s.change for s in staged]
     return snap

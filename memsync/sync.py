@@ -26,6 +26,7 @@ from memsync.locking import held
 from memsync.memory import Memory, open_memory
 from memsync.names import check_name, check_type, is_conflict_copy
 from memsync.snapshot import Snapshot, take
+from memsync.unverified import Unverified, settle
 
 
 @dataclass
@@ -64,6 +65,7 @@ class PushResult:
     snapshot: Snapshot
     exchange: Exchange
     adopted: InitResult | None = None  # push in a directory that had only a (vm0) storage.yaml
+    unverified: Unverified | None = None  # unpushed commits memsync did not make (unverified.py)
 
 
 @dataclass
@@ -211,9 +213,11 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     who = operator(message or "Update memory from the operator")
     with mem.locked():
         _prepare(mem)
+        found = settle(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
-        return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange, adopted)
+        return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange,
+                          adopted, found)
 
 
 def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
@@ -233,6 +237,7 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     who = operator("Save local changes before pulling")
     with mem.locked():
         _prepare(mem)
+        settle(mem, refuse=False)  # a dead run's leftovers are that run's, not the operator's
         snap = take(mem, who)
         exchange = sync(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
                         push=False, progress=progress)

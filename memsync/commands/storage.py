@@ -41,6 +41,23 @@ def _report_merges(exchange: Any) -> None:
              "it stays in the memory's history and later versions keep it")
 
 
+def _report_unverified(found: Any) -> None:
+    if found is None:
+        return
+    n = len(found.commits)
+    if found.folded_into:
+        what = f"{n} version(s) memsync did not make ({found.shown}) and files" if n else "files"
+        warn(f"run {found.folded_into} stopped before its final commit; the {what} it left were committed as "
+             "that run's and checked")
+        if found.snapshot is not None:
+            _report_snapshot(found.snapshot)
+    elif not n:
+        return
+    else:
+        warn(f"pushing {n} version(s) memsync did not make as they are ({found.shown}): checked for secrets "
+             "and protect rules; `memsync log` shows them as git, not as yours")
+
+
 def _print_version(version: Any) -> None:
     if version is None:
         out("Memory is empty")
@@ -92,6 +109,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
             result = sync.push(Path.cwd(), force=force, message=message, remote=remote, progress=progress)
         if result.adopted is not None:
             _report_init(result.adopted)
+        _report_unverified(result.unverified)
         _report_snapshot(result.snapshot)
         _report_merges(result.exchange)
         if not result.committed and not result.exchange.pushed:

@@ -57,6 +57,7 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
     signature = pygit2.Signature(*author) if author else committer
     oid = git.repo.create_commit(None, signature, committer, message, pygit2.Oid(hex=merged.tree),
                                  [pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs)])
+    git.note_made(str(oid))
     held = _checkout(git, str(oid), memory, max_file_size, checked=theirs)
     if git.head_oid() != ours:
         raise RepoError("the memory's branch moved during a merge", "retry the command")

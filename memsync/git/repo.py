@@ -43,6 +43,7 @@ EXCLUDES = """\
 *.tmp
 .memsync-*
 """
+MADE_LEDGER = "memsync-made"
 _EXCLUDE_MARK = "# memsync: local configuration, never committed"
 
 
@@ -79,6 +80,7 @@ class GitRepo:
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
         self._held: dict[str, str] | None = None  # held_back(), re-read when the file changes
         self._held_stamp: tuple[int, int, int] | None = None
+        self.made: set[str] = set()  # commits this process made (see git/ownership.py)
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -363,6 +365,7 @@ class GitRepo:
                                           parents)
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed("cannot write the commit", exc) from exc
+        self.note_made(str(oid))
         return str(oid)
 
     def reparent(self, oid: str, parents: list[str]) -> str:
@@ -375,6 +378,20 @@ class GitRepo:
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed("cannot write the commit", exc) from exc
         return str(new)
+
+    def note_made(self, oid: str) -> None:
+        """Record a commit memsync made: in this process, and in .git/memsync-made for later
+        commands (`push` tells them from commits it did not make)."""
+        self.made.add(oid)
+        with contextlib.suppress(OSError), open(self.git_dir / MADE_LEDGER, "a", encoding="ascii") as fh:
+            fh.write(oid + "\n")
+
+    def index_tree(self) -> str:
+        """The tree the index would commit now."""
+        try:
+            return str(self.repo.index.write_tree())
+        except (pygit2.GitError, OSError) as exc:
+            raise self._write_failed("cannot write the tree", exc) from exc
 
     # -- reading history -----------------------------------------------------------------------
     def commit_info(self, oid: str) -> CommitInfo:

@@ -1,15 +1,73 @@
-"""Commit messages with git trailers that `git interpret-trailers --parse` reads."""
+"""Commit messages with git trailers that `git interpret-trailers --parse` reads.
+
+Messages are split on "\\n" only, as git splits them: a value holding U+2028, \\x0b, \\x1c or \\x85
+(which `str.splitlines` treats as line ends) can neither end a trailer block early nor hide the
+trailers before it. Paths inside values are quoted (`quote_path`) when they would not survive.
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
-_TRAILER_RE = re.compile(r"^([A-Za-z0-9-]+): (.*)$")
+_TRAILER_RE = re.compile(r"^([A-Za-z0-9-]+): (.*)$", re.DOTALL)
+# Characters folded out of a one-line value: ASCII controls, DEL, and what other tools take for
+# a line end (NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR).
+_FOLD_RE = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]+")
+_C_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b",
+              "\f": "\\f", "\v": "\\v"}
+_C_UNESCAPES = {v[1]: k for k, v in _C_ESCAPES.items()}
+_UNSAFE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def clean_value(value: object) -> str:
-    """A trailer value is one line: fold newlines and control characters."""
-    return re.sub(r"[\x00-\x1f\x7f]+", " ", str(value)).strip()
+    """A trailer value is one line: fold newlines, control characters and line separators."""
+    return _FOLD_RE.sub(" ", str(value)).strip()
+
+
+def quote_path(path: str) -> str:
+    """A path as it may stand inside a one-line trailer value: as is when plain, else C-quoted
+    like git's quotePath (`"a\\nb.md"`, `"x\\342\\200\\250y.md"` for U+2028; non-ASCII letters
+    stay as they are). A path with a space is quoted too, so the value's other words stay apart."""
+    needs = (not path or path.startswith('"') or " " in path or ":" in path
+             or any(c in _C_ESCAPES or unicodedata.category(c) in _UNSAFE for c in path))
+    if not needs:
+        return path
+    out = []
+    for c in path:
+        if c in _C_ESCAPES:
+            out.append(_C_ESCAPES[c])
+        elif unicodedata.category(c) in _UNSAFE:
+            out.append("".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape")))
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
+def unquote_path(text: str) -> tuple[str, str]:
+    """(path, rest of the text) for a value that starts with a path written by `quote_path`:
+    a quoted path is read up to its closing quote, a plain one up to the first space."""
+    if not text.startswith('"'):
+        head, _, rest = text.partition(" ")
+        return head, rest
+    raw = bytearray()
+    i = 1
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            return raw.decode("utf-8", "surrogateescape"), text[i + 1:].lstrip(" ")
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in "01234567" and re.fullmatch(r"[0-7]{3}", text[i + 1:i + 4]):
+                raw.append(int(text[i + 1:i + 4], 8))
+                i += 4
+                continue
+            raw += _C_UNESCAPES.get(nxt, nxt).encode()
+            i += 2
+            continue
+        raw += c.encode("utf-8", "surrogateescape")
+        i += 1
+    raise ValueError(f"unterminated quoted path: {text!r}")
 
 
 def compose(subject: str, trailers: list[tuple[str, str]], body: str = "") -> str:
@@ -22,17 +80,27 @@ def compose(subject: str, trailers: list[tuple[str, str]], body: str = "") -> st
 
 
 def parse(message: str) -> list[tuple[str, str]]:
-    """Trailers of a message: the `Key: value` lines of its last paragraph."""
-    paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
+    """Trailers of a message: the `Key: value` lines of its last paragraph (lines split on "\\n"
+    only, as git does)."""
+    paragraphs = [p for p in message.strip("\n \t").split("\n\n") if p.strip("\n \t")]
     if len(paragraphs) < 2:
         return []
     found: list[tuple[str, str]] = []
-    for line in paragraphs[-1].splitlines():
-        match = _TRAILER_RE.match(line.strip())
+    for line in paragraphs[-1].split("\n"):
+        match = _TRAILER_RE.match(line.strip(" \t\r"))
         if not match:
             return []
         found.append((match.group(1), match.group(2)))
     return found
+
+
+def memsync_keys(message: str) -> list[str]:
+    """The Memsync-* trailer keys a message carries (each once, in order)."""
+    keys: list[str] = []
+    for key, _ in parse(message):
+        if key.lower().startswith("memsync-") and key not in keys:
+            keys.append(key)
+    return keys
 
 
 def first(trailers: list[tuple[str, str]], key: str) -> str | None:
