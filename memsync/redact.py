@@ -87,6 +87,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         extra += [(REWRITTEN, f"{o} {n}") for o, n in done.commits.items()]
         message = compose(subject, operator(subject, *extra).trailers([]))
         record = rewrite.record(mem.git, done.tip, message)
+        mem.git.note_made(record)
         _push_with_lease(mem, head, record)
         rewrite.move_to(mem.git, mem.branch, record, mem.name, mem.config.max_file_size)
         mem.git.set_ref(mem.tracking_ref, record, "memsync: redact")

@@ -78,6 +78,12 @@ def recover(mem: Memory, theirs: str) -> Recovery | None:
             f"the hub's history was rewritten, but its redaction record does not match this memory's "
             f"history (version {(mismatched or unmapped)[0][:8]}); nothing was changed here",
             "ask the hub's owner, or `memsync clone` the memory afresh and copy your files over")
+    from memsync.git.ownership import recorded
+
+    made = recorded(git)
+    for old, new in done.commits.items():  # a rewritten version of memsync's commit is memsync's
+        if old in made:
+            git.note_made(new)
     rewrite.move_to(git, mem.branch, done.tip, mem.name, mem.config.max_file_size)
     replayed = sum(1 for old in done.commits if old not in commits)
     return Recovery(ours, done.tip, replayed, rewrite.purge(git.git_dir))

@@ -342,8 +342,9 @@ def test_policy_file_of_a_read_only_memory_is_put_back(memory: Path, tmp_path: P
               '> "$MEMSYNC_MEMORY_REF_MEM_DIR/.vm0/storage.yaml"')
     proc = memsync_cmd("run", "--run-id", "ro-policy", "--memory", f"research:{memory}", "--memory",
                        f"ref-mem:{other}:ro", "--", "sh", "-c", script, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 9, proc.stderr  # a read-only memory changed: put back, and said so
     assert "elsewhere" not in (other / ".vm0/storage.yaml").read_text()
-    kept = Path(os.environ["MEMSYNC_HOME"]) / "runs" / "ro-policy" / "ref-mem" / "storage.yaml.1"
-    assert "elsewhere" in kept.read_text() and str(kept) in proc.stderr
+    kept_in = Path(os.environ["MEMSYNC_HOME"]) / "runs" / "ro-policy" / "ro" / "ref-mem"
+    kept = [p for p in kept_in.rglob("*") if p.is_file() and "elsewhere" in p.read_text(errors="replace")]
+    assert kept and str(kept_in) in proc.stderr and ".vm0/storage.yaml" in proc.stderr
     stopped(figures)
