@@ -78,8 +78,8 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None) -
     if local_path is None:
         transport.push(mem.git.repo, mem.hub, mem.local_ref, f"refs/heads/{mem.branch}", progress)
         return
-    with held(local_path / "memsync.lock", f"the hub {mem.hub.display}"):
-        clear_stale_git_locks(local_path)
+    with held(local_path / "memsync.lock", f"the hub {mem.hub.display}") as tenure:
+        clear_stale_git_locks(local_path, tenure, f"the hub {mem.hub.display}")
         heads = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, mem.hub)}
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")

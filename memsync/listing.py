@@ -44,7 +44,7 @@ def memory_names(refs: Iterable[str]) -> list[str]:
 def _cache_repo(hub: HubUrl) -> pygit2.Repository:
     path = hubmod.memsync_home() / "cache" / (hashlib.sha256(hub.url.encode()).hexdigest()[:16] + ".git")
     if not (path / "HEAD").exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         return pygit2.init_repository(str(path), bare=True)
     return pygit2.Repository(str(path))
 
@@ -66,8 +66,7 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
                                     "check the URL; create a bare repository with `git init --bare`") from exc
         prefix = "refs/heads/"
     else:
-        home = hubmod.memsync_home()
-        home.mkdir(parents=True, exist_ok=True)
+        home = hubmod.ensure_home()
         with held(home / "cache.lock", "the listing cache"):
             repo = _cache_repo(hub)
             transport.fetch(repo, hub, ["+refs/heads/memory/*:refs/hub/memory/*",

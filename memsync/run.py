@@ -62,6 +62,7 @@ class MemoryOutcome:
     flags: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     read_only_changes: list[str] = field(default_factory=list)
+    left_out: int = 0  # files the final snapshot did not commit (too large, ignored, ...)
     error: str | None = None
 
 
@@ -423,6 +424,7 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
                 snap = take(mem, who, run_base=bases[mem.name])
                 outcome.final_commit = snap.commit
                 outcome.blocked = snap.blocked
+                outcome.left_out = snap.left_out
                 outcome.flags = [f.trailer() for f in snap.flags]
                 _report(snap, mem, say)
                 outcome.version = mem.git.head_oid()

@@ -9,6 +9,7 @@ import typer
 
 from memsync.commands import Guard
 from memsync.output import err, human_size, out, print_json, warn
+from memsync.textsafe import clean, quote_path
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL: a path, file://, git://, "
                                                "http(s)://, ssh:// or user@host:path.")]
@@ -26,7 +27,7 @@ def _report_merges(exchange: Any) -> None:
     for merge in exchange.merges:
         err(f"merged remote version {merge.head[:8]}" if merge.head else "merged")
     for c in exchange.conflicts:
-        warn(f"conflict in {c.path}: kept yours there, the remote's as {c.copy}")
+        warn(f"conflict in {quote_path(c.path)}: kept yours there, the remote's as {quote_path(c.copy)}")
 
 
 def _print_version(version: Any) -> None:
@@ -73,7 +74,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
         _report_snapshot(result.snapshot)
         _report_merges(result.exchange)
         if not result.committed and not result.exchange.pushed:
-            out("No changes: the remote already has this version")
+            left = result.snapshot.left_out  # never "No changes" while files stay uncommitted
+            out(f"Nothing committed: {left} left out (see the warnings above); the remote already has "
+                "this version" if left else "No changes: the remote already has this version")
         _print_version(result.version)
         if result.snapshot.blocked:
             from memsync.errors import Blocked
@@ -149,6 +152,20 @@ def register(app: typer.Typer, guard: Guard) -> None:
                for m in found])
 
 
+def _print_left_out(r: Any) -> None:
+    from memsync.snapshot import SHOWN_PATHS
+
+    for paths, title in ((r.too_large, "Too large to commit (over max_file_size)"),
+                         (r.ignored, "Ignored by .gitignore rules (never committed)")):
+        if not paths:
+            continue
+        out(f"{title}: {len(paths)}")
+        for path in paths[:SHOWN_PATHS]:
+            out(f"  {quote_path(path)}")
+        if len(paths) > SHOWN_PATHS:
+            out(f"  ... and {len(paths) - SHOWN_PATHS} more")
+
+
 def _print_status(r: Any) -> None:
     out(f"Memory: {r.name} ({r.type}) at {r.root}")
     out(f"Remote: {r.remote} [{r.branch}]")
@@ -160,7 +177,7 @@ def _print_status(r: Any) -> None:
         out(f"Updated: {v.updated}")
         if r.last_run is not None:
             code = f", exit {r.last_run.exit_code}" if r.last_run.exit_code is not None else ""
-            out(f"Last run: {r.last_run.run_id} (version {r.last_run.version}{code})")
+            out(f"Last run: {clean(r.last_run.run_id)} (version {r.last_run.version}{clean(code)})")
         else:
             out("Last run: none")
     elif r.remote_error is None:
@@ -170,15 +187,16 @@ def _print_status(r: Any) -> None:
     if r.uncommitted:
         out(f"Uncommitted: {len(r.uncommitted)} change(s)")
         for c in r.uncommitted[:20]:
-            out(f"  {c.kind:<8} {c.path}")
+            out(f"  {c.kind:<8} {quote_path(c.path)}")
         if len(r.uncommitted) > 20:
             out(f"  ... and {len(r.uncommitted) - 20} more")
     else:
         out("Uncommitted: none")
+    _print_left_out(r)
     if r.conflicts:
         copies = "conflict copy" if len(r.conflicts) == 1 else "conflict copies"
         out(f"Conflicts: {len(r.conflicts)} {copies} to review")
         for path in r.conflicts:
-            out(f"  {path}")
+            out(f"  {quote_path(path)}")
     else:
         out("Conflicts: none")
