@@ -195,3 +195,21 @@ def test_server_messages_on_the_sideband_are_escaped(git_daemon: GitDaemon, tmp_
     assert_safe("push stdout", proc.stdout)
     assert len([line for line in proc.stderr.splitlines() if line.startswith("error:")]) == 1
     figures.add("security attacks refused")
+
+
+def test_paths_are_quoted_as_git_quotes_them(tmp_path: Path) -> None:
+    """Byte for byte what `git ls-files` prints (core.quotePath=false) for names with controls,
+    quotes and backslashes; C1 controls and bidi overrides, which git leaves alone, are quoted too."""
+    from memsync.textsafe import clean, quote_path
+
+    repo = tmp_path / "names"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    names = ["plain.md", "café.md", "tab\there", "esc\x1b[31m", 'quote"d', "back\\slash", "bell\x07\r\x08\x7f"]
+    for name in names:
+        (repo / name).write_text("x")
+    git("add", "-A", cwd=repo)
+    shown = git("-c", "core.quotePath=false", "ls-files", cwd=repo).splitlines()
+    assert sorted(quote_path(n) for n in names) == sorted(shown)
+    assert quote_path("a\x9bb\u202ec\u2066") == '"a\\302\\233b\\342\\200\\256c\\342\\201\\246"'
+    assert clean("run\x1b]0;x\x07") == "run\\033]0;x\\a" and clean("[red]ok[/red]") == "[red]ok[/red]"
