@@ -165,6 +165,26 @@ def test_a_lock_held_by_a_live_git_is_not_deleted(memory: Path, figures: Figures
     figures.add("security attacks refused")
 
 
+def test_a_foreign_lock_is_kept_until_it_is_ten_minutes_old(memory: Path, figures: Figures) -> None:
+    """`git commit` waiting in an editor holds index.lock closed: no process has it open, and no
+    memsync left it, so only its age can say it is orphaned."""
+    figures.add("security attacks")
+    lock = memory / ".git" / "index.lock"
+    lock.write_text("")
+    old = time.time() - 120
+    os.utime(lock, (old, old))
+    write(memory, "waiting.md", "x\n")
+    proc = memsync_cmd("push", cwd=memory, env=dict(os.environ, MEMSYNC_LOCK_TIMEOUT="1"))
+    assert proc.returncode == 6 and "10 minutes" in proc.stderr, proc.stderr
+    assert lock.exists()
+    figures.add("security attacks refused")
+    older = time.time() - 11 * 60
+    os.utime(lock, (older, older))
+    proc = memsync_cmd("push", cwd=memory)
+    assert proc.returncode == 0, proc.stderr
+    assert not lock.exists() and hub_tree()["waiting.md"] == b"x\n"
+
+
 def test_a_lock_left_by_a_killed_memsync_is_recovered(memory: Path, figures: Figures) -> None:
     """A memsync killed (kill -9) while holding the memory's lock and inside a git write."""
     hold = ("import sys, time; from pathlib import Path; from memsync.memory import open_memory;"
