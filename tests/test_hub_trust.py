@@ -165,6 +165,35 @@ def test_a_lock_held_by_a_live_git_is_not_deleted(memory: Path, figures: Figures
     figures.add("security attacks refused")
 
 
+def test_a_real_git_commit_in_its_editor_keeps_its_lock(memory: Path, figures: Figures) -> None:
+    """`git commit -a` holds index.lock (closed) while its editor is open: memsync must not take
+    it away, or git's commit fails when the editor returns."""
+    figures.add("security attacks")
+    write(memory, "by-git.md", "staged by git\n")
+    git("add", "by-git.md", cwd=memory)
+    write(memory, "summary.md", "edited, committed by git -a\n")
+    marker = memory / ".git" / "editor-open"
+    editor = f"sh -c 'touch {marker}; sleep 5; echo by git > \"$1\"' --"
+    commit = subprocess.Popen(["git", "-c", f"core.editor={editor}", "-c", "user.name=a", "-c", "user.email=a@b",
+                               "commit", "-q", "-a"], cwd=memory, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    deadline = time.monotonic() + 20
+    while not marker.exists():
+        assert time.monotonic() < deadline and commit.poll() is None
+        time.sleep(0.05)
+    assert (memory / ".git" / "index.lock").exists()
+    proc = memsync_cmd("push", cwd=memory, env=dict(os.environ, MEMSYNC_LOCK_TIMEOUT="2"))
+    assert proc.returncode == 6, proc.stderr
+    assert "index.lock is held by another git command" in proc.stderr
+    _, errors = commit.communicate(timeout=30)
+    assert commit.returncode == 0, errors  # git's own commit went through
+    marker.unlink()
+    assert memsync_cmd("push", cwd=memory).returncode == 0
+    assert hub_tree()["by-git.md"] == b"staged by git\n"
+    assert hub_tree()["summary.md"] == b"edited, committed by git -a\n"
+    figures.add("security attacks refused")
+
+
 def test_a_foreign_lock_is_kept_until_it_is_ten_minutes_old(memory: Path, figures: Figures) -> None:
     """`git commit` waiting in an editor holds index.lock closed: no process has it open, and no
     memsync left it, so only its age can say it is orphaned."""
