@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pygit2
 
@@ -20,7 +21,7 @@ from memsync import hub as hubmod
 from memsync.git import transport
 from memsync.git.repo import GitRepo
 from memsync.hub import HubUrl
-from memsync.locking import held
+from memsync.locking import clear_stale_git_locks, held
 
 _BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
 
@@ -67,8 +68,9 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
         prefix = "refs/heads/"
     else:
         home = hubmod.ensure_home()
-        with held(home / "cache.lock", "the listing cache"):
+        with held(home / "cache.lock", "the listing cache") as tenure:
             repo = _cache_repo(hub)
+            clear_stale_git_locks(Path(repo.path), tenure, "the listing cache")  # a killed `list`
             transport.fetch(repo, hub, ["+refs/heads/memory/*:refs/hub/memory/*",
                                         "+refs/heads/artifact/*:refs/hub/artifact/*"])
         prefix = "refs/hub/"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+from tests.servers import GitDaemon, make_bare_hub
 from tests.stress_report import Figures, figures
 
 pytestmark = pytest.mark.stress
@@ -271,3 +273,28 @@ def test_an_existing_embedded_hub_gets_the_protection_and_nothing_else(tmp_path:
     assert "receive.denydeletes=false" in config and "core.logallrefupdates=true" in config
     after = {line for line in (hub / "config").read_text().splitlines()}
     assert before <= after and len(after - before) <= 2
+
+
+def test_a_killed_list_does_not_break_the_listing_cache(git_daemon: GitDaemon, tmp_path: Path) -> None:
+    """`memsync list` of a network hub fetches into a cache under MEMSYNC_HOME: a list killed
+    mid-fetch leaves a ref lock there, which the next list recovers from."""
+    make_bare_hub(git_daemon.base_path / "hub.git")
+    url = git_daemon.url("hub.git")
+    root = tmp_path / "research"
+    root.mkdir()
+    assert memsync_cmd("init", "--name", "research", "--remote", url, cwd=root).returncode == 0
+    write(root, "a.md", "a\n")
+    assert memsync_cmd("push", cwd=root).returncode == 0
+    assert memsync_cmd("list", "--remote", url, cwd=tmp_path).returncode == 0
+    home = Path(os.environ["MEMSYNC_HOME"])
+    (cache,) = (home / "cache").glob("*.git")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (home / "cache.lock").write_text(f"{dead.pid} {socket.gethostname()} {time.time() - 30:.3f}\n")
+    lock = cache / "refs" / "hub" / "memory" / "research.lock"
+    lock.write_text("half")
+    write(root, "b.md", "b\n")
+    assert memsync_cmd("push", cwd=root).returncode == 0
+    proc = memsync_cmd("list", "--remote", url, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not lock.exists()
