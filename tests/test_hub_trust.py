@@ -54,10 +54,10 @@ def test_files_hidden_by_a_hub_gitignore_are_reported(memory: Path, tmp_path: Pa
     assert "not committed: 3 new files or folders ignored by .gitignore rules" in run.stderr, run.stderr
     for path in ("notes.log", "scratch/", "deep/found.md"):
         assert path in run.stderr
-    assert "nothing committed, 3 left out" in run.stderr
+    assert "nothing committed, 3 files left out" in run.stderr
     push = memsync_cmd("push", cwd=memory)
     assert push.returncode == 0 and "No changes" not in push.stdout, push.stdout
-    assert "Nothing committed: 3 left out" in push.stdout
+    assert "Nothing committed: 3 files left out" in push.stdout
     status = memsync_cmd("status", cwd=memory)
     assert "Ignored by .gitignore rules (never committed): 3" in status.stdout, status.stdout
     data = json.loads(memsync_cmd("status", "--json", cwd=memory).stdout)
@@ -79,7 +79,7 @@ def test_status_lists_files_over_max_file_size(memory: Path, figures: Figures) -
     assert json.loads(memsync_cmd("status", "--json", cwd=memory).stdout)["too_large"] == ["big.bin"]
     push = memsync_cmd("push", cwd=memory)
     assert "not committed: big.bin (5000 bytes" in push.stderr
-    assert "No changes" not in push.stdout and "Nothing committed: 1 left out" in push.stdout
+    assert "No changes" not in push.stdout and "Nothing committed: 1 file left out" in push.stdout
     figures.add("security attacks refused")
 
 

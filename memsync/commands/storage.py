@@ -75,7 +75,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
         _report_merges(result.exchange)
         if not result.committed and not result.exchange.pushed:
             left = result.snapshot.left_out  # never "No changes" while files stay uncommitted
-            out(f"Nothing committed: {left} left out (see the warnings above); the remote already has "
+            files = "1 file" if left == 1 else f"{left} files"
+            out(f"Nothing committed: {files} left out (see the warnings above); the remote already has "
                 "this version" if left else "No changes: the remote already has this version")
         _print_version(result.version)
         if result.snapshot.blocked:
