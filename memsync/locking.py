@@ -106,17 +106,24 @@ def _acquire(lock_file: Path, wait: float) -> tuple[Callable[[], None], Tenure]:
 
 
 def _record(fd: int) -> Tenure:
-    """Read the previous holder's record (left only if it died holding the lock), write ours."""
+    """Read the previous holder's record (left only if it died holding the lock), write ours.
+    Ours keeps a dead holder's start time, so that dying in turn before its orphans are cleared
+    still leaves them recognisable."""
     try:
         previous = os.pread(fd, 256, 0).decode("utf-8", "replace").split()
+    except OSError:
+        previous = []
+    try:
+        crashed: float | None = float(previous[2]) if len(previous) >= 3 else None
+    except ValueError:
+        crashed = None
+    since = time.time() if crashed is None else min(crashed, time.time())
+    try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()} {time.time():.3f}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()} {since:.3f}\n".encode(), 0)
     except OSError:  # a read-only file system: no records, foreign-lock rules only
         return Tenure()
-    try:
-        return Tenure(float(previous[2])) if len(previous) >= 3 else Tenure()
-    except ValueError:
-        return Tenure()
+    return Tenure(crashed)
 
 
 def _unlock(fd: int) -> None:
