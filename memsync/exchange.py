@@ -161,8 +161,9 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
 def _hub_lock(mem: Memory) -> Iterator[None]:
     local_path = mem.hub.local_path
     assert local_path is not None
-    with held(local_path / "memsync.lock", f"the hub {mem.hub.display}", push_patience()):
-        clear_stale_git_locks(local_path)
+    what = f"the hub {mem.hub.display}"
+    with held(local_path / "memsync.lock", what, push_patience()) as tenure:
+        clear_stale_git_locks(local_path, tenure, what)
         yield
 
 

@@ -45,6 +45,14 @@ def memsync_home() -> Path:
     return base / "memsync"
 
 
+def ensure_home() -> Path:
+    """MEMSYNC_HOME, created private (0700) on first use: it holds the embedded hub and the
+    caches of other hubs, which no other user should read or plant files in."""
+    home = memsync_home()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return home
+
+
 def embedded_hub_path() -> Path:
     return memsync_home() / "hub.git"
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pygit2
 
@@ -21,7 +22,7 @@ from memsync.git import transport
 from memsync.git.hubtree import TreeTooLarge
 from memsync.git.repo import GitRepo
 from memsync.hub import HubUrl
-from memsync.locking import held
+from memsync.locking import clear_stale_git_locks, held
 
 _BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
 
@@ -46,7 +47,7 @@ def memory_names(refs: Iterable[str]) -> list[str]:
 def _cache_repo(hub: HubUrl) -> pygit2.Repository:
     path = hubmod.memsync_home() / "cache" / (hashlib.sha256(hub.url.encode()).hexdigest()[:16] + ".git")
     if not (path / "HEAD").exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         return pygit2.init_repository(str(path), bare=True)
     return pygit2.Repository(str(path))
 
@@ -70,10 +71,10 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
                                     "check the URL; create a bare repository with `git init --bare`") from exc
         prefix = "refs/heads/"
     else:
-        home = hubmod.memsync_home()
-        home.mkdir(parents=True, exist_ok=True)
-        with held(home / "cache.lock", "the listing cache"):
+        home = hubmod.ensure_home()
+        with held(home / "cache.lock", "the listing cache") as tenure:
             repo = _cache_repo(hub)
+            clear_stale_git_locks(Path(repo.path), tenure, "the listing cache")  # a killed `list`
             transport.fetch(repo, hub, ["+refs/heads/memory/*:refs/hub/memory/*",
                                         "+refs/heads/artifact/*:refs/hub/artifact/*"])
         prefix = "refs/hub/"

@@ -12,7 +12,7 @@ from memsync import hub as hubmod
 from memsync import maintenance
 from memsync.config import StorageConfig
 from memsync.errors import ConfigError, NotAMemory
-from memsync.git.repo import GitRepo
+from memsync.git.repo import GitRepo, write_private
 from memsync.hub import HubUrl
 from memsync.locking import clear_stale_git_locks, held
 
@@ -44,8 +44,8 @@ class Memory:
     def locked(self, timeout: float | None = None) -> Iterator[None]:
         """The memory's lock; stale git lock files left by a killed process are cleared.
         `timeout`: how long to wait for it (default MEMSYNC_LOCK_TIMEOUT), then LockBusy."""
-        with held(self.git.git_dir / "memsync.lock", f"memory {self.name!r}", timeout):
-            clear_stale_git_locks(self.git.git_dir)
+        with held(self.git.git_dir / "memsync.lock", f"memory {self.name!r}", timeout) as tenure:
+            clear_stale_git_locks(self.git.git_dir, tenure, f"memory {self.name!r}", timeout)
             yield
             maintenance.auto(self.git.git_dir)
 
@@ -86,7 +86,7 @@ def running(memories: list[Memory], run_id: str) -> Iterator[None]:
     marks = []
     for mem in memories:
         mark = mem.git.git_dir / RUN_MARKER
-        mark.write_text(json.dumps({"run_id": run_id, "pid": os.getpid()}), encoding="utf-8")
+        write_private(mark, json.dumps({"run_id": run_id, "pid": os.getpid()}).encode())
         marks.append(mark)
     try:
         yield

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from memsync.textsafe import clean, terminal
+
 if TYPE_CHECKING:  # pygit2 stays out of start-up (`memsync --version`)
     from memsync.git.transport import ProgressFn
 
@@ -27,13 +29,16 @@ def human_size(n: int) -> str:
 
 
 def out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+    """Results on stdout. Any control or bidi character a renderer left in (text from the hub)
+    is escaped here, so nothing reaches the terminal raw (see textsafe)."""
+    sys.stdout.write(terminal(line, newlines=True) + "\n")
     sys.stdout.flush()
 
 
 def err(line: str) -> None:
-    """memsync's own messages: whole lines on stderr, flushed at once (never mid-line)."""
-    sys.stderr.write(line + "\n")
+    """memsync's own messages: whole lines on stderr, flushed at once (never mid-line); one line
+    each, whatever the text inside holds."""
+    sys.stderr.write(terminal(line) + "\n")
     sys.stderr.flush()
 
 
@@ -59,13 +64,17 @@ def print_json(obj: Any, stream: TextIO | None = None) -> None:
 
 def table(headers: list[str], rows: list[list[str]]) -> None:
     """Aligned columns, never truncated (scripts and logs read them), header in bold on a terminal."""
+    rows = [[clean(cell) for cell in row] for row in rows]
     widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
 
     def line(cells: list[str]) -> str:
         return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
 
     head = line(headers)
-    out(f"\033[1m{head}\033[0m" if sys.stdout.isatty() else head)
+    if sys.stdout.isatty():
+        sys.stdout.write(f"\033[1m{head}\033[0m\n")  # memsync's own escape, written past out()
+    else:
+        out(head)
     for row in rows:
         out(line(row))
 

@@ -68,6 +68,7 @@ class MemoryOutcome:
     folded: int = 0  # commits the command made itself, folded into the run's (trust.py)
     kept_refs: list[str] = field(default_factory=list)  # where those commits stay reachable locally
     policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
+    left_out: int = 0  # files the final snapshot did not commit (too large, ignored, ...)
     error: str | None = None
 
 
@@ -472,6 +473,7 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
                     outcome.policy_kept = trust.policy_kept
                 outcome.final_commit = snap.commit
                 outcome.blocked = snap.blocked
+                outcome.left_out = snap.left_out
                 outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags
                 _report(snap, mem, say)
                 outcome.version = mem.git.head_oid()

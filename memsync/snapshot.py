@@ -44,6 +44,12 @@ class Snapshot:
     secrets: list[secretscan.Finding] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`; printable (redacted)
     run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
+    ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
+
+    @property
+    def left_out(self) -> int:
+        """Files in the tree this snapshot did not commit (reported, never silent)."""
+        return len(self.skipped) + len(self.ignored) + len(self.blocked)
 
 
 @dataclass
@@ -79,6 +85,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     if only is None:
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in mem.git.nested]
+        snap.ignored = list(mem.git.ignored)
     _scan_secrets(mem, staged, snap)
     staged = _apply_policies(mem, who, staged, snap)
     changes = [guard.FileChange(s.change.path, s.old, s.data,
@@ -335,15 +342,35 @@ def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
     return not mem.git.path_in(run_base, path)
 
 
+SHOWN_PATHS = 10
+
+
+def ignored_line(paths: list[str]) -> str:
+    """`not committed: 3 new files ignored by .gitignore rules: a.log, b.log, build/`"""
+    from memsync.textsafe import quote_path
+
+    shown = ", ".join(quote_path(p) for p in paths[:SHOWN_PATHS])
+    more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
+    noun = "new file or folder" if len(paths) == 1 else "new files or folders"
+    return (f"not committed: {len(paths)} {noun} ignored by .gitignore rules: {shown}{more} "
+            "(`git check-ignore -v PATH` names the rule)")
+
+
 def describe(snap: Snapshot) -> list[str]:
     """What a snapshot has to tell its user, one line each (callers add `warning:` and context)."""
-    lines = [f"not committed: {_shown(item.path)} ({item.reason})" for item in snap.skipped]
+    from memsync.textsafe import clean, quote_path
+
+    lines = [f"not committed: {quote_path(_shown(item.path))} ({item.reason})" for item in snap.skipped]
+    if snap.ignored:
+        lines.append(ignored_line(snap.ignored))
     for finding in snap.secrets:
         verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
-        where = f"the file name {finding.path}" if finding.line == 0 else f"{finding.path}:{finding.line}"
-        lines.append(f"possible secret ({finding.rule}) in {where}, {verb}: {finding.preview}")
-    lines += [f"integrity flag: {flag.trailer()}" for flag in snap.flags]
-    lines += [f"policy: {v.path}: {v.reason}; the new version was kept beside it" for v in snap.violations]
+        shown = quote_path(finding.path)
+        where = f"the file name {shown}" if finding.line == 0 else f"{shown}:{finding.line}"
+        lines.append(f"possible secret ({finding.rule}) in {where}, {verb}: {clean(finding.preview)}")
+    lines += [f"integrity flag: {clean(flag.trailer())}" for flag in snap.flags]
+    lines += [f"policy: {quote_path(v.path)}: {v.reason}; the new version was kept beside it"
+              for v in snap.violations]
     return lines
 
 

@@ -99,6 +99,8 @@ class StatusReport:
     uncommitted: list[WorkChange] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     remote_error: str | None = None
+    too_large: list[str] = field(default_factory=list)  # changed files over max_file_size: never committed
+    ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
 
 
 def ensure_hub(hub: HubUrl) -> None:
@@ -106,7 +108,7 @@ def ensure_hub(hub: HubUrl) -> None:
     if hub.local_path is not None and hub.local_path == hubmod.embedded_hub_path():
         home = hubmod.memsync_home()
         try:
-            home.mkdir(parents=True, exist_ok=True)
+            hubmod.ensure_home()
         except OSError as exc:
             raise RepoError(f"cannot create {home}: {exc.strerror}",
                             "set MEMSYNC_HOME to a writable directory") from exc
@@ -372,4 +374,21 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
             branch=mem.branch, remote_version=remote_version,
             last_run=last_run(git, remote_oid) if remote_oid else None, local_version=head,
-            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error)
+            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
+            too_large=_too_large(mem, changes), ignored=list(git.ignored))
+
+
+def _too_large(mem: Memory, changes: list[WorkChange]) -> list[str]:
+    import stat
+
+    found = []
+    for change in changes:
+        if change.kind == "deleted":
+            continue
+        try:
+            st = (mem.root / change.path).lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size > mem.config.max_file_size:
+            found.append(change.path)
+    return found

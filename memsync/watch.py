@@ -110,6 +110,7 @@ class Watcher:
         self._failures = 0
         self._offline = False
         self._report_lock = threading.Lock()
+        self._ignored_shown: list[str] = []  # ignored files are reported when that list changes
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> WatchSummary:
@@ -228,6 +229,10 @@ class Watcher:
             raise LockBusy(f"run {run_id} is using this memory; its changes are committed by the run, "
                            "watch resumes when it ends")
         snap = take(self.mem, COMMIT, settle=self.settle if settle is None else settle)
+        if snap.ignored == self._ignored_shown:
+            snap.ignored = []  # said already; `memsync status` keeps listing them
+        else:
+            self._ignored_shown = list(snap.ignored)
         _report_snapshot(snap, self.mem, lambda m: self._say(m, "warning"))
         if snap.commit is not None:
             self.monitor.forget_expected()

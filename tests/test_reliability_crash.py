@@ -198,8 +198,10 @@ def _check_checkpoints(w: World, rid: str) -> list[str]:
         return []
     oid, committed, _ = max(checkpoints, key=lambda c: int(c[2]))
     in_checkpoint = tree_ids(oid)
+    # an empty file is one the killed agent had just truncated: not finished, so not settled
     settled = {rel: blob for rel, blob in disk_ids(w.sandbox, "agent").items()
-               if float((w.sandbox / rel).read_text()) < int(committed) - 1.5}  # settle + 1 s clock
+               if (stamp := (w.sandbox / rel).read_text().strip())
+               and float(stamp) < int(committed) - 1.5}  # settle + 1 s clock
     late = sorted(rel for rel, blob in settled.items() if in_checkpoint.get(rel) != blob)
     return [f"files written before the last checkpoint are missing from it: {late[:3]}"] if late else []
 

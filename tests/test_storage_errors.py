@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -170,6 +171,13 @@ def test_read_only_directory_as_unprivileged_user(tmp_path: Path) -> None:
 
 
 def test_stale_git_lock_files_are_recovered(memory: Path, cli) -> None:
+    # what a memsync killed while holding the memory's and the hub's lock leaves: its record in
+    # memsync.lock (pid, host, start) and git lock files made after it started
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    started = time.time() - 120
+    for holder in (memory / ".git" / "memsync.lock", hub_path() / "memsync.lock"):
+        holder.write_text(f"{dead.pid} {socket.gethostname()} {started:.3f}\n")
     for lock in (memory / ".git" / "index.lock", memory / ".git" / "refs" / "heads" / "memory" / "research.lock",
                  hub_path() / "refs" / "heads" / "memory" / "research.lock"):
         lock.write_text("left by a killed process")

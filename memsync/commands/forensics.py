@@ -10,6 +10,7 @@ from typer.core import TyperCommand
 
 from memsync.commands import Guard
 from memsync.output import err, out, print_json, warn
+from memsync.textsafe import clean, quote_path, terminal
 
 Segment = tuple[str, str]  # (text, rich style); the style is used on a terminal only
 
@@ -46,7 +47,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
             print_json(result)
             return
         if not result.versions:
-            what = f" of {result.path}" if result.path else ""
+            what = f" of {quote_path(result.path)}" if result.path else ""
             out(f"No versions{what} match" if (run or flagged or path) else "No versions yet")
             return
         for entry in result.versions:
@@ -99,7 +100,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         else:
             out(f"Restored from {result.source[:8]} as version {result.version[:8]}:")
         for f in result.files:
-            out(f"  {f.path}  {f.size} bytes  sha256 {f.sha256}")
+            out(f"  {quote_path(f.path)}  {f.size} bytes  sha256 {f.sha256}")
         _report_push(result)
 
     @app.command()
@@ -123,24 +124,25 @@ def register(app: typer.Typer, guard: Guard) -> None:
             return
         out(f"Reverted {what} as version {result.version[:8]}:")
         for f in result.files:
-            out(f"  {f.state:<8} {f.path}")
+            out(f"  {f.state:<8} {quote_path(f.path)}")
         for c in result.conflicts:
-            warn(f"{c.path} changed since {what}: kept the current content there, "
-                 f"the reverted one as {c.copy}")
+            warn(f"{quote_path(c.path)} changed since {what}: kept the current content there, "
+                 f"the reverted one as {quote_path(c.copy)}")
         for p in result.kept_modified:
-            warn(f"{p} changed since {what}: kept the current content (a change beats a deletion)")
+            warn(f"{quote_path(p)} changed since {what}: kept the current content (a change beats a deletion)")
         _report_push(result)
 
 
 # -- log -----------------------------------------------------------------------------------------
 def _log_line(e: Any) -> list[Segment]:
-    actor = e.actor
+    actor = clean(e.actor)  # trailers and names come from the hub: escaped (see textsafe)
     if e.run_id:
-        actor = f"run {e.run_id}" + (f" checkpoint {e.checkpoint}" if e.checkpoint is not None else "")
+        actor = f"run {clean(e.run_id)}" + (f" checkpoint {clean(str(e.checkpoint))}"
+                                              if e.checkpoint is not None else "")
     if e.merge:
         actor = f"merge by {actor}"
     parts: list[Segment] = [(e.version, "yellow"), (f"  {e.time}  ", ""), (f"{actor:<34}", "bold")]
-    parts.append((f"  exit {e.exit_code}" if e.exit_code is not None else "", "red" if e.exit_code else ""))
+    parts.append((f"  exit {clean(str(e.exit_code))}" if e.exit_code is not None else "", "red" if e.exit_code else ""))
     if e.file is not None:
         if e.file.state == "deleted":
             parts.append(("  deleted", "red"))
@@ -150,16 +152,16 @@ def _log_line(e: Any) -> list[Segment]:
         files = "file" if e.files_changed == 1 else "files"
         parts.append((f"  {e.files_changed} {files}  +{e.bytes_added} -{e.bytes_removed} bytes", ""))
     for flag in e.flags:
-        parts.append((f"  FLAG {flag}", "bold red"))
+        parts.append((f"  FLAG {clean(flag)}", "bold red"))
     for policy in e.policies:
-        parts.append((f"  POLICY {policy}", "bold magenta"))
+        parts.append((f"  POLICY {clean(policy)}", "bold magenta"))
     if e.copies:
-        parts.append((f"  kept both: {', '.join(e.copies)}", "cyan"))
+        parts.append((f"  kept both: {', '.join(quote_path(c) for c in e.copies)}", "cyan"))
     for restored in e.restored_from:
         sha, _, path = restored.partition(" ")
-        parts.append((f"  restored {path} from {sha[:8]}", "green"))
+        parts.append((f"  restored {quote_path(path)} from {clean(sha[:8])}", "green"))
     if e.reverted:
-        parts.append((f"  reverted {', '.join(r[:8] for r in e.reverted)}", "green"))
+        parts.append((f"  reverted {', '.join(clean(r[:8]) for r in e.reverted)}", "green"))
     return parts
 
 
@@ -170,7 +172,9 @@ def _emit(parts: list[Segment]) -> None:
     from rich.console import Console
     from rich.text import Text
 
-    Console(highlight=False, soft_wrap=True).print(Text.assemble(*parts))
+    # Text, never a markup string: `[red]` or `[link=...]` in a path is shown as written
+    safe = [(terminal(text), style) for text, style in parts]
+    Console(highlight=False, soft_wrap=True).print(Text.assemble(*safe))
 
 
 # -- diff ----------------------------------------------------------------------------------------
@@ -200,7 +204,7 @@ def _print_patches(patches: list[Any]) -> None:
     console = Console(highlight=False, soft_wrap=True)
     for p in patches:
         for line in p.data.decode("utf-8", "replace").splitlines():
-            console.print(Text(line, style=_diff_style(line)))
+            console.print(Text(terminal(line), style=_diff_style(line)))
 
 
 def _diff_style(line: str) -> str:
@@ -216,13 +220,14 @@ def _diff_style(line: str) -> str:
 
 
 def _print_stat(patches: list[Any]) -> None:
-    width = max((len(p.path) for p in patches), default=0)
+    names = [quote_path(p.path) for p in patches]
+    width = max((len(name) for name in names), default=0)
     added = deleted = 0
-    for p in patches:
+    for p, name in zip(patches, names, strict=True):
         added, deleted = added + p.added, deleted + p.deleted
         bar = "+" * min(p.added, 40) + "-" * min(p.deleted, 40)
         change = "Bin" if p.binary else f"{p.added + p.deleted:>5} {bar}"
-        _emit([(f" {p.path:<{width}} | ", ""), (change, "green" if p.added >= p.deleted else "red")])
+        _emit([(f" {name:<{width}} | ", ""), (change, "green" if p.added >= p.deleted else "red")])
     files = "file" if len(patches) == 1 else "files"
     out(f" {len(patches)} {files} changed, {added} insertions(+), {deleted} deletions(-)")
 

@@ -64,7 +64,8 @@ def _summarise(report: Any, no_push: bool) -> None:
         elif m.error:
             state = f"NOT PUSHED: {m.error}"
         elif m.final_commit is None and not m.checkpoints:
-            state = "no changes"
+            state = (f"nothing committed, {_n(m.left_out, 'file', 'files')} left out (see the warnings)"
+                     if m.left_out else "no changes")
         elif no_push:
             state = "committed locally (--no-push)"
         else:

@@ -9,6 +9,7 @@ import typer
 
 from memsync.commands import Guard
 from memsync.output import err, human_size, out, print_json, warn
+from memsync.textsafe import clean, quote_path
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL: a path, file://, git://, "
                                                "http(s)://, ssh:// or user@host:path.")]
@@ -32,12 +33,12 @@ def _report_merges(exchange: Any) -> None:
         err(f"merged remote version {merge.head[:8]}" if merge.head else "merged")
     for c in exchange.conflicts:
         if c.reason == "file/directory clash":
-            warn(f"conflict at {c.path}: a file and a directory; the directory stays there, the file is "
-                 f"kept as {c.copy}")
+            warn(f"conflict at {quote_path(c.path)}: a file and a directory; the directory stays there, the file "
+                 f"is kept as {quote_path(c.copy)}")
         else:
-            warn(f"conflict in {c.path}: kept yours there, the remote's as {c.copy}")
+            warn(f"conflict in {quote_path(c.path)}: kept yours there, the remote's as {quote_path(c.copy)}")
     for held in exchange.held_back:
-        warn(f"not checked out: {held.path} ({human_size(held.size)}, larger than max_file_size); "
+        warn(f"not checked out: {quote_path(held.path)} ({human_size(held.size)}, larger than max_file_size); "
              "it stays in the memory's history and later versions keep it")
 
 
@@ -113,7 +114,10 @@ def register(app: typer.Typer, guard: Guard) -> None:
         _report_snapshot(result.snapshot)
         _report_merges(result.exchange)
         if not result.committed and not result.exchange.pushed:
-            out("No changes: the remote already has this version")
+            left = result.snapshot.left_out  # never "No changes" while files stay uncommitted
+            files = "1 file" if left == 1 else f"{left} files"
+            out(f"Nothing committed: {files} left out (see the warnings above); the remote already has "
+                "this version" if left else "No changes: the remote already has this version")
         _print_version(result.version)
         if result.snapshot.blocked:
             from memsync.errors import Blocked
@@ -214,6 +218,20 @@ def register(app: typer.Typer, guard: Guard) -> None:
                 warn(f"{m.name}: {m.error}")
 
 
+def _print_left_out(r: Any) -> None:
+    from memsync.snapshot import SHOWN_PATHS
+
+    for paths, title in ((r.too_large, "Too large to commit (over max_file_size)"),
+                         (r.ignored, "Ignored by .gitignore rules (never committed)")):
+        if not paths:
+            continue
+        out(f"{title}: {len(paths)}")
+        for path in paths[:SHOWN_PATHS]:
+            out(f"  {quote_path(path)}")
+        if len(paths) > SHOWN_PATHS:
+            out(f"  ... and {len(paths) - SHOWN_PATHS} more")
+
+
 def _print_status(r: Any) -> None:
     out(f"Memory: {r.name} ({r.type}) at {r.root}")
     out(f"Remote: {r.remote} [{r.branch}]")
@@ -225,7 +243,7 @@ def _print_status(r: Any) -> None:
         out(f"Updated: {v.updated}")
         if r.last_run is not None:
             code = f", exit {r.last_run.exit_code}" if r.last_run.exit_code is not None else ""
-            out(f"Last run: {r.last_run.run_id} (version {r.last_run.version}{code})")
+            out(f"Last run: {clean(r.last_run.run_id)} (version {r.last_run.version}{clean(code)})")
         else:
             out("Last run: none")
     elif r.remote_error is None:
@@ -235,15 +253,16 @@ def _print_status(r: Any) -> None:
     if r.uncommitted:
         out(f"Uncommitted: {len(r.uncommitted)} change(s)")
         for c in r.uncommitted[:20]:
-            out(f"  {c.kind:<8} {c.path}")
+            out(f"  {c.kind:<8} {quote_path(c.path)}")
         if len(r.uncommitted) > 20:
             out(f"  ... and {len(r.uncommitted) - 20} more")
     else:
         out("Uncommitted: none")
+    _print_left_out(r)
     if r.conflicts:
         copies = "conflict copy" if len(r.conflicts) == 1 else "conflict copies"
         out(f"Conflicts: {len(r.conflicts)} {copies} to review")
         for path in r.conflicts:
-            out(f"  {path}")
+            out(f"  {quote_path(path)}")
     else:
         out("Conflicts: none")

@@ -85,15 +85,17 @@ def _display() -> Iterator[tuple[Report, float | None]]:
     from rich.live import Live
     from rich.text import Text
 
+    from memsync.textsafe import terminal
+
     console = Console(stderr=True)
     with Live(console=console, auto_refresh=False, transient=True) as live:
 
         def report(event: WatchEvent) -> None:
             if event.message:
                 line = Text(f"{time.strftime('%H:%M:%S')} ", style="dim")
-                line.append(event.message, style="yellow" if event.level == "warning" else "")
+                line.append(terminal(event.message), style="yellow" if event.level == "warning" else "")
                 live.console.print(line)
-            line = Text(status_line(event.status, time.time()), no_wrap=True, overflow="ellipsis")
+            line = Text(terminal(status_line(event.status, time.time())), no_wrap=True, overflow="ellipsis")
             live.update(line, refresh=True)
 
         yield report, 1.0

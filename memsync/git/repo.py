@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 import pygit2
-from pygit2.enums import DiffOption, FileMode, RepositoryState
+from pygit2.enums import DeltaStatus, DiffOption, FileMode, RepositoryState
 
 from memsync.errors import RepoError
 from memsync.git.hubtree import tree_totals
@@ -45,6 +45,19 @@ EXCLUDES = """\
 """
 MADE_LEDGER = "memsync-made"
 _EXCLUDE_MARK = "# memsync: local configuration, never committed"
+_OWN_NAMES = tuple(line.replace("\\", "") for line in EXCLUDES.splitlines()
+                   if line and not line.startswith(("#", "/")))
+
+
+def own_exclude(path: str) -> bool:
+    """Whether memsync's own exclude rules (EXCLUDES) hide `path`: those are not news to report."""
+    import fnmatch
+
+    path = path.rstrip("/")
+    if path == ".vm0" or path.startswith(".vm0/"):
+        return True
+    name = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in _OWN_NAMES)
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,7 @@ class GitRepo:
         self.root = root
         self._stats_memo: dict[str, tuple[int, int]] = {}
         self.nested: list[str] = []  # directories with their own .git, seen by the last scan
+        self.ignored: list[str] = []  # untracked files and dirs ("dir/") hidden by ignore rules, same scan
         self._stats_versions: dict[str, tuple[int, int]] | None = None
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
         self._held: dict[str, str] | None = None  # held_back(), re-read when the file changes
@@ -228,8 +242,10 @@ class GitRepo:
         `write_index=False`: the caller commits next, and commit_index writes the index once."""
         index = self.repo.index
         index.read(force=False)
+        # Ignored entries come from the same walk (an ignored directory is one "dir/" entry, not
+        # descended into): a .gitignore from the hub must not hide a run's files silently.
         flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
-                 | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE)
+                 | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED)
         head = None if self.repo.head_is_unborn else self.repo.head.peel(pygit2.Commit).tree
         candidates: set[str] = set()
         if head is not None:
@@ -237,8 +253,14 @@ class GitRepo:
                 candidates.update((delta.old_file.path, delta.new_file.path))
         else:
             candidates.update(entry.path for entry in index)
+        ignored: list[str] = []
         for delta in index.diff_to_workdir(flags=flags).deltas:
+            if delta.status == DeltaStatus.IGNORED:
+                if not own_exclude(delta.new_file.path):
+                    ignored.append(delta.new_file.path)
+                continue
             candidates.update((delta.old_file.path, delta.new_file.path))
+        self.ignored = sorted(ignored)
         self._index_dirty = True  # commit_index writes it (again, and reports a failure)
         if write_index:
             with contextlib.suppress(pygit2.GitError):
@@ -436,17 +458,14 @@ class GitRepo:
         if self._stats_versions is None:
             self._stats_versions = {}
             with contextlib.suppress(OSError, ValueError, TypeError):
-                loaded = json.loads((self.git_dir / _STATS_FILE).read_text(encoding="utf-8"))
+                loaded = json.loads(read_private(self.git_dir / _STATS_FILE))
                 self._stats_versions = {str(k): (int(v[0]), int(v[1])) for k, v in loaded.items()}
         return self._stats_versions
 
     def _save_stats_cache(self, cache: dict[str, tuple[int, int]]) -> None:
         keep = dict(list(cache.items())[-_STATS_KEEP:])
-        target = self.git_dir / _STATS_FILE
-        tmp = target.with_name(f"{_STATS_FILE}.{os.getpid()}.tmp")
         with contextlib.suppress(OSError):  # only a cache: a read-only hub just recounts
-            tmp.write_text(json.dumps({k: list(v) for k, v in keep.items()}), encoding="utf-8")
-            os.replace(tmp, target)
+            write_private(self.git_dir / _STATS_FILE, json.dumps({k: list(v) for k, v in keep.items()}).encode())
 
     def tracked_paths(self) -> list[str]:
         return [entry.path for entry in self.repo.index]
@@ -478,6 +497,34 @@ class GitRepo:
             if delta.status != pygit2.enums.DeltaStatus.DELETED:
                 found[delta.new_file.path] = str(delta.new_file.id)
         return found
+
+
+def write_private(target: Path, data: bytes) -> None:
+    """Replace `target` with `data` through a fresh temp file beside it (mkstemp: O_EXCL, so a
+    symlink or file planted in a shared hub is never followed or written through)."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_private(path: Path, limit: int = 16 * 1024 * 1024) -> bytes:
+    """A cache file's bytes, never through a symlink and never from a FIFO or device (which
+    would block or never end): OSError otherwise."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return fh.read(limit)
 
 
 _STATS_FILE = "memsync-tree-stats.json"

@@ -224,12 +224,39 @@ def _raced(message: str) -> bool:
 
 
 def ensure_bare(path: Path) -> None:
-    """Create the embedded hub on first use."""
-    if (path / "HEAD").exists():
-        return
-    path.mkdir(parents=True, exist_ok=True)
+    """Create the embedded hub on first use (private, 0700), protected as a server should be."""
+    if not (path / "HEAD").exists():
+        try:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            pygit2.init_repository(str(path), bare=True)
+        except (pygit2.GitError, OSError) as exc:
+            raise RemoteError(f"cannot create the hub at {path}: {exc}",
+                              "check MEMSYNC_HOME is writable") from exc
+    protect_hub(path)
+
+
+# A push through git (receive-pack) may never rewind or delete a memory's branch. memsync itself
+# never needs either: it never force-pushes and never deletes a branch.
+HUB_PROTECTION = ("receive.denyNonFastForwards", "receive.denyDeletes")
+
+
+def protect_hub(path: Path) -> list[str]:
+    """Set HUB_PROTECTION on a bare hub where unset; returns the keys set. A value its owner
+    set (even `false`) is kept, and nothing else in the config changes."""
+    config_file = path / "config"
     try:
-        pygit2.init_repository(str(path), bare=True)
-    except pygit2.GitError as exc:
-        raise RemoteError(f"cannot create the hub at {path}: {exc}",
-                          "check MEMSYNC_HOME is writable") from exc
+        text = config_file.read_text(encoding="utf-8", errors="replace").lower()
+    except OSError:
+        return []
+    if all(key.split(".")[1].lower() in text for key in HUB_PROTECTION):
+        return []  # the cheap check every command makes; the exact one below only when needed
+    added: list[str] = []
+    try:
+        config = pygit2.Config(str(config_file))
+        for key in HUB_PROTECTION:
+            if key not in config:
+                config[key] = True
+                added.append(key)
+    except (pygit2.GitError, OSError):  # a read-only hub: memsync's own pushes need neither key
+        return added
+    return added
