@@ -86,10 +86,10 @@ def measure(name: str, memory: Path, rounds: int, results: dict[str, dict[str, o
         for p in paths:
             with open(p, "a", encoding="utf-8") as fh:
                 fh.write(f"- bench round {r}\n")
-        samples["push 10 changed"].append(timed(cli + ["push"], memory, env).seconds)
-        samples["status"].append(timed(cli + ["status"], memory, env).seconds)
+        samples["push 10 changed"].append(timed([*cli, "push"], memory, env).seconds)
+        samples["status"].append(timed([*cli, "status"], memory, env).seconds)
         dest = memory.parent / f"clone-{r}"
-        samples["clone"].append(timed(cli + ["clone", "longlived", str(dest)], memory.parent, env).seconds)
+        samples["clone"].append(timed([*cli, "clone", "longlived", str(dest)], memory.parent, env).seconds)
         shutil.rmtree(dest)
     results[name] = {
         **{k: round(statistics.median(v), 4) for k, v in samples.items()},
