@@ -161,7 +161,9 @@ def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: 
     sig = pygit2.Signature("hub", "hub@example.com")
     record = repo.create_commit("refs/heads/forged", sig, sig, compose("Redact", trailers),
                                 repo[done.tip].peel(pygit2.Commit).tree_id, [pygit2.Oid(hex=done.tip)])
-    git("push", "-f", str(hub_path()), f"{record}:refs/heads/memory/research", cwd=memory)
+    # the attacker writes the hub's ref directly (the embedded hub refuses a forced push)
+    git("push", str(hub_path()), f"{record}:refs/attacker/forged", cwd=memory)
+    git("update-ref", "refs/heads/memory/research", str(record), cwd=hub_path())
 
     r = cli("pull", cwd=other)
     assert r.code == 7, r.err
