@@ -65,6 +65,7 @@ class LogEntry:
     exit_code: int | None
     checkpoint: int | None
     merge: bool
+    end: bool  # the run's closing version: its outcome (exit code, duration) is in its trailers
     subject: str
     files_changed: int
     bytes_added: int
@@ -149,7 +150,8 @@ def _entry(mem: Memory, v: VersionChanges, rel: str | None) -> LogEntry:
         run_id=first(trailers, "Memsync-Run-Id"),
         exit_code=_int(first(trailers, "Memsync-Exit-Code")),
         checkpoint=_int(first(trailers, "Memsync-Checkpoint")),
-        merge=merge, subject=v.message.split("\n", 1)[0].strip(),
+        merge=merge, end=actor == "run" and not merge and first(trailers, "Memsync-Exit-Code") is not None,
+        subject=v.message.split("\n", 1)[0].strip(),
         files_changed=len(v.deltas),
         bytes_added=sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
         bytes_removed=sum(max(d.old_size - d.new_size, 0) for d in v.deltas),
@@ -194,7 +196,7 @@ def run_versions(mem: Memory, run_id: str) -> list[str]:
                 found.append(oid)
     if not found:
         raise UsageError(f"run {run_id!r} made no version in this memory's history",
-                         "a run that changed nothing makes none; `memsync pull` fetches newer runs; "
+                         "`memsync pull` fetches newer runs; "
                          "`memsync log` lists the runs")
     return found[::-1]
 

@@ -53,7 +53,8 @@ class MemoryOutcome:
     root: str
     read_only: bool
     checkpoints: int = 0
-    final_commit: str | None = None
+    final_commit: str | None = None  # the run's record: always made, empty if nothing was left to commit
+    files_changed: int = 0  # files the final commit changed (checkpoints counted apart)
     version: str | None = None  # the memory's head after the run (a merge, if others wrote too)
     pushed: bool = False
     unpushed: list[str] = field(default_factory=list)
@@ -420,8 +421,11 @@ def _finish(report: RunReport, writable: list[Memory], read_only: list[Memory], 
         who = Attribution("run", f"Run {rid} (exit {report.exit_code})", rid, extra)
         try:
             with mem.locked():
-                snap = take(mem, who, run_base=bases[mem.name])
+                # Always a commit, empty if the checkpoints already saved everything: the run's
+                # outcome (exit code, duration, checkpoints) must reach the hub in its trailers.
+                snap = take(mem, who, run_base=bases[mem.name], allow_empty=True)
                 outcome.final_commit = snap.commit
+                outcome.files_changed = len(snap.changes)
                 outcome.blocked = snap.blocked
                 outcome.flags = [f.trailer() for f in snap.flags]
                 _report(snap, mem, say)

@@ -79,7 +79,7 @@ class LastRun:
     run_id: str
     version: str
     time: int
-    exit_code: str | None
+    exit_code: int | None  # None: the run is still going, or was killed before it could record one
 
 
 @dataclass
@@ -358,7 +358,8 @@ def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
         trailers = parse(info.message)
         if first(trailers, "Memsync-Actor") == "run":
             run_id = first(trailers, "Memsync-Run-Id") or "?"
-            return LastRun(run_id, info.short, info.time, first(trailers, "Memsync-Exit-Code"))
+            code = first(trailers, "Memsync-Exit-Code")
+            return LastRun(run_id, info.short, info.time, int(code) if code and code.lstrip("-").isdigit() else None)
         if n >= limit:
             break
     return None

@@ -136,7 +136,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
 def _log_line(e: Any) -> list[Segment]:
     actor = e.actor
     if e.run_id:
-        actor = f"run {e.run_id}" + (f" checkpoint {e.checkpoint}" if e.checkpoint is not None else "")
+        actor = f"run {e.run_id}" + (f" checkpoint {e.checkpoint}" if e.checkpoint is not None else
+                                     " end" if e.end else "")
     if e.merge:
         actor = f"merge by {actor}"
     parts: list[Segment] = [(e.version, "yellow"), (f"  {e.time}  ", ""), (f"{actor:<34}", "bold")]

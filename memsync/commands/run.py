@@ -57,12 +57,12 @@ def _summarise(report: Any, no_push: bool) -> None:
             state = "read-only, changes not saved" if m.read_only_changes else "read-only, unchanged"
         elif m.error:
             state = f"NOT PUSHED: {m.error}"
-        elif m.final_commit is None and not m.checkpoints:
-            state = "no changes"
         elif no_push:
             state = "committed locally (--no-push)"
         else:
             state = "pushed"
+        if not m.read_only and not m.files_changed and not m.checkpoints:
+            state = f"no changes, run recorded; {state}"
         head = m.version if m.final_commit or m.merged or m.checkpoints else None
         version = f" {head[:8]}" if head else ""
         extra = f", {_n(m.checkpoints, 'checkpoint', 'checkpoints')}" if m.checkpoints else ""
