@@ -27,7 +27,7 @@ from memsync.git import history
 from memsync.git.history import FilePatch, VersionChanges
 from memsync.git.merge import ConflictCopy
 from memsync.git.trailers import every, first, parse
-from memsync.memory import Memory, open_memory
+from memsync.memory import Memory, open_memory, refuse_during_run
 from memsync.names import is_conflict_copy
 from memsync.snapshot import Snapshot, take
 from memsync.sync import ensure_hub
@@ -257,6 +257,7 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
         raise UsageError("nothing to restore", "name the files: memsync restore PATH... --at REV")
     mem = open_memory(start, remote)
     with mem.locked():
+        refuse_during_run(mem, "restore", as_run=run_id)
         _prepare(mem)
         rev = _point(mem, at)
         wanted: dict[str, tuple[bytes, int]] = {}
@@ -306,6 +307,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
     undone content is kept beside it as NAME.conflict-revert-<UTC>.EXT."""
     mem = open_memory(start, remote)
     with mem.locked():
+        refuse_during_run(mem, "revert")
         _prepare(mem)
         head = _head(mem)
         repo = mem.git.repo

@@ -22,7 +22,8 @@ from types import FrameType
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
-from memsync.attribution import Attribution, operator
+from memsync import memory
+from memsync.attribution import Attribution, acting, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
 from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
@@ -102,10 +103,13 @@ def parse_mount(spec: str, cwd: Path) -> Mount:
     return Mount(name, (cwd / path).resolve() if not path.is_absolute() else path, read_only)
 
 
-def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say) -> list[Memory]:
-    """Clone or pull every memory before the command runs; stop on the first failure."""
-    from memsync import sync as storage
+def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
+            run_id: str | None = None, claim: bool = False) -> list[Memory]:
+    """Clone or pull every memory before the command runs; stop on the first failure.
 
+    `claim`: the run `run_id` takes ownership of each memory first (a second run in the same
+    directory waits up to the lock timeout, then exit 6). Without it, a memory owned by another
+    live run is refused; one owned by the run `run_id` itself (a tool server inside it) is joined."""
     if not mounts:
         root = cfgmod.find_root(cwd)
         if root is None:
@@ -119,32 +123,54 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
             raise UsageError(f"memory {m.name!r} or path {m.path} is mounted twice")
         seen.update((m.name, str(m.path)))
     memories: list[Memory] = []
-    for m in mounts:
-        present = cfgmod.find_root(m.path) == m.path
-        if present and cfgmod.load(m.path).name != m.name:
-            raise UsageError(f"{m.path} holds the memory {cfgmod.load(m.path).name!r}, not {m.name!r}",
-                             "give another PATH in --memory NAME:PATH")
-        if offline:
-            if not present:
-                raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
-                                 "run once without --offline to clone it")
-        elif not present:
-            storage.clone(m.name, m.path, remote=remote)
-        mem = open_memory(m.path, remote)
-        if m.read_only:
-            _set_writable(mem, True)
-        if not offline:
-            _pull(mem, m.read_only)
-        memories.append(mem)
+    claimed: list[Memory] = []
+    try:
+        for m in mounts:
+            memories.append(_prepare_one(m, remote, offline, run_id, claim, claimed))
+    except BaseException:
+        for mem in claimed:
+            memory.release(mem, run_id or "")
+        raise
     if offline:
         say("offline: running on the local copies; nothing was pulled")
     return memories
 
 
-def _pull(mem: Memory, read_only: bool) -> None:
-    from memsync.sync import ensure_hub
+def _prepare_one(m: Mount, remote: str | None, offline: bool, run_id: str | None, claim: bool,
+                 claimed: list[Memory]) -> Memory:
+    from memsync import sync as storage
 
-    who = operator("Save local changes before the run")
+    present = cfgmod.find_root(m.path) == m.path
+    if present and cfgmod.load(m.path).name != m.name:
+        raise UsageError(f"{m.path} holds the memory {cfgmod.load(m.path).name!r}, not {m.name!r}",
+                         "give another PATH in --memory NAME:PATH")
+    if offline:
+        if not present:
+            raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
+                             "run once without --offline to clone it")
+    elif not present:
+        storage.clone(m.name, m.path, remote=remote)
+    mem = open_memory(m.path, remote)
+    joined = False
+    if claim and run_id is not None:
+        if memory.claim(mem, run_id):
+            claimed.append(mem)
+        else:
+            joined = True
+    else:
+        memory.refuse_during_run(mem, "pull", as_run=run_id)
+        joined = run_id is not None and memory.run_in_progress(mem) == run_id
+    if m.read_only:
+        _set_writable(mem, True)
+    if not offline:
+        # Joining the run that owns the memory: its uncommitted files are that run's work.
+        who = acting(run_id, "Save the run's changes") if joined else operator("Save local changes before the run")
+        _pull(mem, m.read_only, who)
+    return mem
+
+
+def _pull(mem: Memory, read_only: bool, who: Attribution) -> None:
+    from memsync.sync import ensure_hub
 
     def resnap() -> None:
         if read_only:
@@ -277,7 +303,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     cwd = Path.cwd()
     if remote:
         hubmod.parse(remote)
-    memories = prepare(mounts or [], cwd, remote, offline, say)
+    memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True)
     read_only = {m.name for m in mounts if m.read_only}
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
@@ -286,7 +312,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     for mem in memories:
         if mem.name in read_only:
             _set_writable(mem, False)
-    with running(writable, rid):  # watch on the same directory leaves the run its files
+    with running(memories, rid):  # the run owns its memories: watch, push, pull... leave it its files
         shown = shown_command(command)
         say(f"run {rid}: {_plural(len(memories), 'memory', 'memories')} ready; starting {shown}")
         started = time.monotonic()

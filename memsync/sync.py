@@ -23,7 +23,7 @@ from memsync.git.trailers import first, parse
 from memsync.git.transport import ProgressFn
 from memsync.hub import HubUrl
 from memsync.locking import held
-from memsync.memory import Memory, open_memory
+from memsync.memory import Memory, open_memory, refuse_during_run
 from memsync.names import check_name, check_type, is_conflict_copy
 from memsync.snapshot import Snapshot, take
 
@@ -208,6 +208,7 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     mem = open_memory(path, remote)
     who = operator(message or "Update memory from the operator")
     with mem.locked():
+        refuse_during_run(mem, "push")
         _prepare(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
@@ -230,6 +231,7 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     mem = open_memory(path, remote)
     who = operator("Save local changes before pulling")
     with mem.locked():
+        refuse_during_run(mem, "pull")
         _prepare(mem)
         snap = take(mem, who)
         exchange = sync(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
