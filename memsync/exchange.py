@@ -26,6 +26,7 @@ from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
+from memsync.merge_policy import strategy_for
 
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
 DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers
@@ -70,7 +71,8 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
         trailers = who.trailers([])
         message = compose(subject, trailers)
         try:
-            result = integrate(mem.git, mem.branch, theirs, tag, message, who.author())
+            result = integrate(mem.git, mem.branch, theirs, tag, message, who.author(),
+                               strategy_for=lambda path: strategy_for(mem.config.merge, path))
         except WorktreeChanged:
             resnapshot()
             time.sleep(0.05)

@@ -8,6 +8,7 @@ branch, which the next snapshot simply commits: no ref ever contradicts the file
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -34,7 +35,8 @@ class Integration:
 
 
 def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
-              message: str, author: tuple[str, str] | None = None) -> Integration:
+              message: str, author: tuple[str, str] | None = None,
+              strategy_for: Callable[[str], str] | None = None) -> Integration:
     ours = git.head_oid()
     ref = f"refs/heads/{branch}"
     if ours == theirs:
@@ -45,7 +47,7 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
         _checkout(git, theirs)
         git.set_ref(ref, theirs, "memsync: fast-forward")
         return Integration("fast-forward", theirs)
-    merged = merge_keep_both(git.repo, ours, theirs, their_tag)
+    merged = merge_keep_both(git.repo, ours, theirs, their_tag, strategy_for=strategy_for)
     committer = git.operator_signature()
     signature = pygit2.Signature(*author) if author else committer
     oid = git.repo.create_commit(None, signature, committer, message, pygit2.Oid(hex=merged.tree),
