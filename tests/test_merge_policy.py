@@ -59,8 +59,8 @@ def test_jsonl_appends_merge_by_union_by_default(memory: Path, tmp_path: Path, c
 def test_policy_from_storage_yaml(memory: Path, tmp_path: Path, cli, strategy: str, expected: bytes,  # type: ignore[no-untyped-def]
                                   copies: int) -> None:
     policy = f'merge:\n  - {{path: "notes/**", strategy: {strategy}}}\n'
-    _, result = _diverge(cli, memory, tmp_path, "notes/a.md", "# Notes\n", "# Notes\nmine\n", "# Notes\ntheirs\n",
-                         policy)
+    _diverge(cli, memory, tmp_path, "notes/a.md", "# Notes\n", "# Notes\nmine\n", "# Notes\ntheirs\n",
+              policy)
     tree = hub_tree()
     assert tree["notes/a.md"] == expected
     kept = [p for p in tree if p.startswith("notes/a.conflict-")]
