@@ -16,12 +16,14 @@ from typing import Any
 from memsync.errors import ConfigError
 from memsync.merge_policy import MergeRule
 from memsync.names import check_name, check_type, valid_branch
+from memsync.pacing import PushRate
 
 CONFIG_DIR = ".vm0"
 CONFIG_FILE = "storage.yaml"
 SECRETS_POLICIES = ("warn", "block", "off")
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
-KNOWN_KEYS = ("name", "type", "remote", "branch", "protect", "max_file_size", "secrets", "merge")
+KNOWN_KEYS = ("name", "type", "remote", "branch", "protect", "max_file_size", "secrets", "merge",
+              "max_push_rate")
 
 
 @dataclass
@@ -34,6 +36,7 @@ class StorageConfig:
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     secrets: str = "warn"
     merge: list[MergeRule] = field(default_factory=list)  # see merge_policy.py
+    max_push_rate: PushRate | None = None  # see pacing.py
     warnings: list[str] = field(default_factory=list, compare=False)
 
     @property
@@ -173,6 +176,15 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
         raise ConfigError(f"{where}{_key_line(where, 'merge')}: {exc}",
                           f"write e.g. `merge: [{{path: \"*.jsonl\", strategy: union}}]`; strategies: "
                           f"{', '.join(STRATEGIES)} (see the README, Configuration: merge)") from exc
+    rate = data.get("max_push_rate")
+    if rate is not None:
+        from memsync.pacing import parse_rate
+
+        try:
+            cfg.max_push_rate = parse_rate(str(rate))
+        except ValueError as exc:
+            raise ConfigError(f"{where}{_key_line(where, 'max_push_rate')}: `max_push_rate` {exc}",
+                              "write e.g. `max_push_rate: 6/min` (also /s, /h)") from exc
     return cfg
 
 

@@ -22,7 +22,7 @@ from types import FrameType
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
-from memsync import memory
+from memsync import memory, pacing
 from memsync.attribution import Attribution, acting, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
@@ -294,7 +294,7 @@ class _Signals:
 
 def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
             no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
-            say: Say = lambda _m: None) -> RunReport:
+            say: Say = lambda _m: None, max_push_rate: str | None = None) -> RunReport:
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
     if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
@@ -303,6 +303,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     cwd = Path.cwd()
     if remote:
         hubmod.parse(remote)
+    pacing.resolve(max_push_rate, None)  # a bad flag stops the run before anything is pulled
     memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True)
     read_only = {m.name for m in mounts if m.read_only}
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
@@ -318,6 +319,9 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         started = time.monotonic()
         counter = {mem.name: 0 for mem in writable}
         by_root = {str(mem.root.resolve()): mem for mem in writable}
+        pacer = pacing.PushPacer({mem.name: pacing.resolve(max_push_rate, mem.config.max_push_rate)
+                                  for mem in writable})
+        last_who: dict[str, Attribution] = {}
 
         def checkpoint_action(monitor: ChangeMonitor, overdue: bool) -> bool:
             mem = by_root[str(monitor.root)]
@@ -332,14 +336,26 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
                 else:
                     outcomes[mem.name].checkpoints = counter[mem.name]
                     _report(snap, mem, say)
-                    if not no_push:
+                    last_who[mem.name] = who
+                    if not no_push and pacer.may_push(mem.name):  # else it goes with a later push
                         _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True)
+                        pacer.pushed(mem.name)
             return bool(snap.pending)
+
+        def push_deferred() -> None:
+            for name in pacer.due():
+                mem = next(m for m in writable if m.name == name)
+                try:
+                    with mem.locked():
+                        _deliver(mem, last_who[name], outcomes[name], say, quiet_failure=True)
+                finally:
+                    pacer.pushed(name)  # an attempt counts: a failing hub is not retried every tick
 
         say = held_say = _HeldWhileRunning(say)
         monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
         checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(QUIET, checkpoint), max_interval=checkpoint,
-                                    on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
+                                    on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"),
+                                    extra=push_deferred)
         watching = _Watching(monitors, say)
         checkpointer.start()
         try:
@@ -359,6 +375,9 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         duration = time.monotonic() - started
         if signals.received:
             say("command stopped by signal; saving what it left")
+        if pacer.deferred_total:
+            say(f"max push rate: {_plural(pacer.deferred_total, 'checkpoint', 'checkpoints')} waited for a "
+                "later push")
         report = RunReport(rid, command, code, duration, list(outcomes.values()))
         _restore(memories, read_only)
         _finish(report, writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say,

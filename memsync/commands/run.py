@@ -25,6 +25,10 @@ def register(app: typer.Typer, guard: Guard) -> None:
         checkpoint: Annotated[float, typer.Option("--checkpoint", help="Commit and push settled changes at "
                                                   "least this often while the command runs; 0 = off.")] = 30.0,
         remote: Annotated[str | None, typer.Option("--remote", help="Hub URL for memories cloned by this run.")] = None,
+        max_push_rate: Annotated[str | None, typer.Option(
+            "--max-push-rate", help="Push checkpoints at most this often, e.g. 6/min (also /s, /h); the others "
+            "wait for the next push, the final push always happens. Default: $MEMSYNC_MAX_PUSH_RATE, "
+            "else storage.yaml max_push_rate, else no limit.")] = None,
     ) -> None:
         """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
 
@@ -35,7 +39,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
         cwd = Path.cwd()
         mounts = [runner.parse_mount(spec, cwd) for spec in memory or []]
         report = runner.execute(list(command or []), mounts, run_id=run_id, offline=offline, no_push=no_push,
-                                checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"))
+                                checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"),
+                                max_push_rate=max_push_rate)
         _summarise(report, no_push)
         raise typer.Exit(report.status)
 
