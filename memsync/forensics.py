@@ -17,7 +17,6 @@ import os
 import stat
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from memsync.attribution import Attribution, acting, operator
@@ -31,6 +30,7 @@ from memsync.memory import Memory, open_memory, refuse_during_run
 from memsync.names import is_conflict_copy
 from memsync.snapshot import Snapshot, take
 from memsync.sync import ensure_hub
+from memsync.timefmt import rfc3339
 
 RUN_PREFIX = "run:"
 LINK_MODE = 0o120000
@@ -146,7 +146,7 @@ def _entry(mem: Memory, v: VersionChanges, rel: str | None) -> LogEntry:
     added = [d.path for d in v.deltas if d.kind == "added"]
     copies = v.created if merge else [p for p in added if is_conflict_copy(p)]
     entry = LogEntry(
-        version=v.oid[:8], oid=v.oid, time=_utc(v.time), actor=actor,
+        version=v.oid[:8], oid=v.oid, time=rfc3339(v.time), actor=actor,
         run_id=first(trailers, "Memsync-Run-Id"),
         exit_code=_int(first(trailers, "Memsync-Exit-Code")),
         checkpoint=_int(first(trailers, "Memsync-Checkpoint")),
@@ -172,10 +172,6 @@ def _file_state(mem: Memory, v: VersionChanges, rel: str) -> FileState:
     existed = parent is not None and history.blob_at(mem.git.repo, parent, rel) is not None
     data = blob[0]
     return FileState(rel, "modified" if existed else "added", len(data), hashlib.sha256(data).hexdigest())
-
-
-def _utc(ts: int) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _int(value: str | None) -> int | None:

@@ -12,7 +12,6 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import pygit2
 
@@ -21,6 +20,7 @@ from memsync.git import transport
 from memsync.git.repo import GitRepo
 from memsync.hub import HubUrl
 from memsync.locking import held
+from memsync.timefmt import rfc3339
 
 _BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
 
@@ -32,7 +32,7 @@ class MemoryInfo:
     version: str
     files: int
     size: int
-    updated: str
+    updated: str  # RFC 3339, UTC
     last_run: str | None
 
 
@@ -86,6 +86,6 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
         info = git.commit_info(oid)
         run = last_run(git, oid)
         found.append(MemoryInfo(match.group(2), match.group(1), oid[:8], files, size,
-                                datetime.fromtimestamp(info.time, timezone.utc).isoformat(timespec="seconds"),
+                                rfc3339(info.time),
                                 run.run_id if run else None))
     return hub.display, sorted(found, key=lambda m: (m.name, m.type))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from memsync import config as cfgmod
@@ -26,6 +25,7 @@ from memsync.locking import held
 from memsync.memory import Memory, open_memory, refuse_during_run
 from memsync.names import check_name, check_type, is_conflict_copy
 from memsync.snapshot import Snapshot, take
+from memsync.timefmt import rfc3339
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Version:
     oid: str
     files: int
     size: int
-    time: int
+    time: str  # RFC 3339, UTC: 2026-11-23T14:00:00Z
 
     @property
     def short(self) -> str:
@@ -43,7 +43,7 @@ class Version:
 
     @property
     def updated(self) -> str:
-        return datetime.fromtimestamp(self.time, timezone.utc).isoformat(timespec="seconds")
+        return self.time
 
 
 @dataclass
@@ -78,7 +78,7 @@ class PullResult:
 class LastRun:
     run_id: str
     version: str
-    time: int
+    time: str  # RFC 3339, UTC
     exit_code: int | None  # None: the run is still going, or was killed before it could record one
 
 
@@ -97,6 +97,9 @@ class StatusReport:
     uncommitted: list[WorkChange] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     remote_error: str | None = None
+    # True when the remote could not be reached (remote_error) and remote_version / last_run are
+    # as of the last successful fetch
+    remote_cached: bool = False
 
 
 def ensure_hub(hub: HubUrl) -> None:
@@ -116,7 +119,7 @@ def _version(git: GitRepo, oid: str | None) -> Version | None:
     if oid is None:
         return None
     files, size = git.tree_stats(oid)
-    return Version(oid, files, size, git.commit_info(oid).time)
+    return Version(oid, files, size, rfc3339(git.commit_info(oid).time))
 
 
 # -- init ----------------------------------------------------------------------------------------
@@ -361,7 +364,8 @@ def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
         if first(trailers, "Memsync-Actor") == "run":
             run_id = first(trailers, "Memsync-Run-Id") or "?"
             code = first(trailers, "Memsync-Exit-Code")
-            return LastRun(run_id, info.short, info.time, int(code) if code and code.lstrip("-").isdigit() else None)
+            exit_code = int(code) if code and code.lstrip("-").isdigit() else None
+            return LastRun(run_id, info.short, rfc3339(info.time), exit_code)
         if n >= limit:
             break
     return None
@@ -391,4 +395,5 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
             branch=mem.branch, remote_version=_version(git, remote_oid),
             last_run=last_run(git, remote_oid) if remote_oid else None, local_version=head,
-            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error)
+            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
+            remote_cached=error is not None and remote_oid is not None)

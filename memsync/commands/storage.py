@@ -189,6 +189,8 @@ def _print_status(r: Any) -> None:
         out(f"Files: {v.files}")
         out(f"Size: {human_size(v.size)}")
         out(f"Updated: {v.updated}")
+        if r.remote_cached:
+            out("(as of the last successful fetch: the remote could not be reached)")
         if r.last_run is not None:
             code = f", exit {r.last_run.exit_code}" if r.last_run.exit_code is not None else ""
             out(f"Last run: {r.last_run.run_id} (version {r.last_run.version}{code})")
