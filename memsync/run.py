@@ -110,6 +110,19 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
     `claim`: the run `run_id` takes ownership of each memory first (a second run in the same
     directory waits up to the lock timeout, then exit 6). Without it, a memory owned by another
     live run is refused; one owned by the run `run_id` itself (a tool server inside it) is joined."""
+    claimed: list[Memory] = []
+    try:
+        return _prepare(mounts, cwd, remote, offline, say, run_id, claim, claimed)
+    except BaseException:
+        for mem in claimed:
+            memory.release(mem, run_id or "")
+        raise
+
+
+def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
+             run_id: str | None, claim: bool, claimed: list[Memory]) -> list[Memory]:
+    from memsync import sync as storage
+
     if not mounts:
         root = cfgmod.find_root(cwd)
         if root is None:
@@ -123,54 +136,46 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
             raise UsageError(f"memory {m.name!r} or path {m.path} is mounted twice")
         seen.update((m.name, str(m.path)))
     memories: list[Memory] = []
-    claimed: list[Memory] = []
-    try:
-        for m in mounts:
-            memories.append(_prepare_one(m, remote, offline, run_id, claim, claimed))
-    except BaseException:
-        for mem in claimed:
-            memory.release(mem, run_id or "")
-        raise
+    for m in mounts:
+        present = cfgmod.find_root(m.path) == m.path
+        if present and cfgmod.load(m.path).name != m.name:
+            raise UsageError(f"{m.path} holds the memory {cfgmod.load(m.path).name!r}, not {m.name!r}",
+                             "give another PATH in --memory NAME:PATH")
+        if offline:
+            if not present:
+                raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
+                                 "run once without --offline to clone it")
+        elif not present:
+            storage.clone(m.name, m.path, remote=remote)
+        mem = open_memory(m.path, remote)
+        joined = _own(mem, run_id, claim, claimed)
+        if m.read_only:
+            _set_writable(mem, True)
+        if not offline:
+            _pull(mem, m.read_only, run_id if joined else None)
+        memories.append(mem)
     if offline:
         say("offline: running on the local copies; nothing was pulled")
     return memories
 
 
-def _prepare_one(m: Mount, remote: str | None, offline: bool, run_id: str | None, claim: bool,
-                 claimed: list[Memory]) -> Memory:
-    from memsync import sync as storage
-
-    present = cfgmod.find_root(m.path) == m.path
-    if present and cfgmod.load(m.path).name != m.name:
-        raise UsageError(f"{m.path} holds the memory {cfgmod.load(m.path).name!r}, not {m.name!r}",
-                         "give another PATH in --memory NAME:PATH")
-    if offline:
-        if not present:
-            raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
-                             "run once without --offline to clone it")
-    elif not present:
-        storage.clone(m.name, m.path, remote=remote)
-    mem = open_memory(m.path, remote)
-    joined = False
+def _own(mem: Memory, run_id: str | None, claim: bool, claimed: list[Memory]) -> bool:
+    """Claim the memory for the run (or check that no other run owns it); True if the run
+    `run_id` already owned it (this process joins it, e.g. a tool server inside the run)."""
     if claim and run_id is not None:
         if memory.claim(mem, run_id):
             claimed.append(mem)
-        else:
-            joined = True
-    else:
-        memory.refuse_during_run(mem, "pull", as_run=run_id)
-        joined = run_id is not None and memory.run_in_progress(mem) == run_id
-    if m.read_only:
-        _set_writable(mem, True)
-    if not offline:
-        # Joining the run that owns the memory: its uncommitted files are that run's work.
-        who = acting(run_id, "Save the run's changes") if joined else operator("Save local changes before the run")
-        _pull(mem, m.read_only, who)
-    return mem
+            return False
+        return True
+    memory.refuse_during_run(mem, "pull", as_run=run_id)
+    return run_id is not None and memory.run_in_progress(mem) == run_id
 
 
-def _pull(mem: Memory, read_only: bool, who: Attribution) -> None:
+def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> None:
     from memsync.sync import ensure_hub
+
+    # Joining the run that owns the memory: its uncommitted files are that run's work.
+    who = acting(joined_run, "Save the run's changes") if joined_run else operator("Save local changes before the run")
 
     def resnap() -> None:
         if read_only:

@@ -61,7 +61,7 @@ def test_max_push_rate_batches_checkpoints_and_the_final_push_happens(memory: Pa
 def test_without_a_limit_checkpoints_push_as_they_come(memory: Path, tmp_path: Path) -> None:
     proc, pushes_during = _run_watching_hub(memory, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert pushes_during >= 3
+    assert pushes_during >= 2, "checkpoints pushed while the run went on"
 
 
 def test_rate_from_storage_yaml_and_bad_values(memory: Path, tmp_path: Path) -> None:
