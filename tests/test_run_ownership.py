@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+from tests.stress_report import Figures, figures
+
+__all__ = ["figures"]
 
 # Writes its file, then waits (without writing) until the test lets it finish.
 AGENT = ("import os, pathlib, time\n"
@@ -126,3 +129,35 @@ def test_a_stale_mark_with_a_reused_pid_does_not_block(memory: Path, pid_reused:
     done = memsync_cmd("push", cwd=memory)
     assert done.returncode == 0, done.stderr
     assert hub_tree()["summary.md"] == b"# Summary\n\nby the operator\n"
+
+
+def test_an_agent_cannot_pass_its_work_off_as_the_operators(memory: Path, figures: Figures) -> None:
+    """The agent runs `memsync push` itself, inside its run: refused (exit 6), and its file is
+    committed by the run, not by an operator push."""
+    figures.add("security attacks")
+    script = ("echo 'agent work' > sneaky.md; memsync_exit=0; "
+              f"{sys.executable} -m memsync push -m 'operator edit' || memsync_exit=$?; "
+              "echo $memsync_exit > ../agent-push-exit")
+    proc = memsync_cmd("run", "--run-id", "agent-1", "--checkpoint", "0", "--", "sh", "-c", script, cwd=memory)
+    assert proc.returncode == 0, proc.stderr
+    assert (memory.parent / "agent-push-exit").read_text().strip() == "6"
+    authors = git("log", "--format=%an", "memory/research", "--", "sneaky.md", cwd=hub_path()).splitlines()
+    assert authors == ["memsync run agent-1"]
+    figures.add("security attacks refused")
+
+
+def test_a_tool_call_of_the_run_itself_goes_on(memory: Path) -> None:
+    """What the MCP server does inside a run: a restore acting as the run that owns the memory."""
+    first = git("rev-parse", "HEAD", cwd=memory).strip()
+    write(memory, "summary.md", "# Summary\n\nchanged\n")
+    assert memsync_cmd("push", cwd=memory).returncode == 0
+    code = ("import os, pathlib; from memsync import forensics; "
+            "out = forensics.restore(pathlib.Path(os.environ['MEMSYNC_MEMORY_DIR']), ['summary.md'], "
+            f"'{first}', run_id=os.environ['MEMSYNC_RUN_ID']); print(out.version)")
+    proc = memsync_cmd("run", "--run-id", "tool-1", "--checkpoint", "0", "--", sys.executable, "-c", code,
+                       cwd=memory)
+    assert proc.returncode == 0, proc.stderr
+    assert hub_tree()["summary.md"] == b"# Summary\n\nfirst line\n"
+    restored = git("log", "-1", "--format=%an%n%(trailers:key=Memsync-Restored-From,valueonly)",
+                   "memory/research", "--", "summary.md", cwd=hub_path())
+    assert restored.startswith("memsync run tool-1\n") and first in restored
