@@ -371,7 +371,11 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
             watching.stop()
             held_say.release()
             _restore(memories, read_only)
-            raise CommandFailedToStart(command[0], exc) from exc
+            failed = CommandFailedToStart(command[0], exc)
+            # Recorded all the same: exit 127 on the hub says why the run did nothing.
+            _finish(RunReport(rid, command, failed.exit_code, time.monotonic() - started, list(outcomes.values())),
+                    writable, [m for m in memories if m.name in read_only], no_push, bases, counter, say, ro_before)
+            raise failed from exc
         with _Signals(proc) as signals:
             code = _wait(proc)
         checkpointer.stop()

@@ -81,6 +81,13 @@ def test_run_that_changes_nothing_leaves_a_record(memory: Path) -> None:
     assert "no changes, run recorded" in proc.stderr
 
 
+def test_command_that_cannot_start_is_recorded(memory: Path) -> None:
+    proc = memsync_cmd("run", "--run-id", "missing-1", "--", "no-such-program-xyz", cwd=memory)
+    assert proc.returncode == 127, proc.stderr
+    found = trailers("memory/research", hub_path())
+    assert (found["Memsync-Run-Id"], found["Memsync-Exit-Code"]) == ("missing-1", "127")
+
+
 def test_failed_run_quiet_before_exit_has_its_exit_code_on_the_hub(memory: Path) -> None:
     """The checkpoint saves every file; the run then fails after a quiet spell. Its exit code
     was nowhere before (no final commit was made); now the closing version carries it."""
