@@ -34,6 +34,7 @@ class MemoryInfo:
     size: int
     updated: str  # RFC 3339, UTC
     last_run: str | None
+    last_exit_code: int | None = None  # of that run; None: still running, or killed before its end
 
 
 def memory_names(refs: Iterable[str]) -> list[str]:
@@ -87,5 +88,5 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
         run = last_run(git, oid)
         found.append(MemoryInfo(match.group(2), match.group(1), oid[:8], files, size,
                                 rfc3339(info.time),
-                                run.run_id if run else None))
+                                run.run_id if run else None, run.exit_code if run else None))
     return hub.display, sorted(found, key=lambda m: (m.name, m.type))

@@ -42,7 +42,7 @@ STATUS = _obj({
 LIST = _obj({"remote": {"type": "string"}, "memories": {"type": "array", "items": _obj({
     "name": {"type": "string"}, "type": {"enum": ["memory", "artifact"]}, "version": SHORT,
     "files": {"type": "integer"}, "size": {"type": "integer"}, "updated": TIME,
-    "last_run": {"type": ["string", "null"]}})}})
+    "last_run": {"type": ["string", "null"]}, "last_exit_code": EXIT})}})
 FILE_STATE = _obj({"path": {"type": "string"}, "state": {"enum": ["added", "modified", "deleted"]},
                    "size": {"type": ["integer", "null"]}, "sha256": {"type": ["string", "null"]}})
 STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -79,7 +79,7 @@ def test_every_json_output_matches_its_schema(memory: Path, tmp_path: Path) -> N
     jsonschema.validate(_json("log", "x.md", "--json", cwd=memory), LOG)
     listing = _json("list", "--json", cwd=tmp_path)
     jsonschema.validate(listing, LIST)
-    assert listing["memories"][0]["last_run"] == "failing"
+    assert (listing["memories"][0]["last_run"], listing["memories"][0]["last_exit_code"]) == ("failing", 5)
     jsonschema.validate(_json("gc", "--json", cwd=memory), GC)
 
 
