@@ -22,7 +22,7 @@ from memsync.git.trailers import first, parse
 from memsync.git.transport import ProgressFn
 from memsync.hub import HubUrl
 from memsync.locking import held
-from memsync.memory import Memory, open_memory, refuse_during_run
+from memsync.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
 from memsync.names import check_name, check_type, is_conflict_copy
 from memsync.snapshot import Snapshot, take
 from memsync.timefmt import rfc3339
@@ -100,6 +100,7 @@ class StatusReport:
     # True when the remote could not be reached (remote_error) and remote_version / last_run are
     # as of the last successful fetch
     remote_cached: bool = False
+    running: RunMark | None = None  # the `memsync run` that owns this directory now, if any
 
 
 def ensure_hub(hub: HubUrl) -> None:
@@ -396,4 +397,4 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             branch=mem.branch, remote_version=_version(git, remote_oid),
             last_run=last_run(git, remote_oid) if remote_oid else None, local_version=head,
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
-            remote_cached=error is not None and remote_oid is not None)
+            remote_cached=error is not None and remote_oid is not None, running=live_run(mem))

@@ -38,6 +38,8 @@ STATUS = _obj({
                                                     "kind": {"enum": ["added", "modified", "deleted"]}})},
     "conflicts": {"type": "array", "items": {"type": "string"}},
     "remote_error": {"type": ["string", "null"]}, "remote_cached": {"type": "boolean"},
+    "running": _nullable(_obj({"run_id": {"type": "string"}, "pid": {"type": "integer"},
+                               "started": {"type": ["string", "null"]}})),
 })
 LIST = _obj({"remote": {"type": "string"}, "memories": {"type": "array", "items": _obj({
     "name": {"type": "string"}, "type": {"enum": ["memory", "artifact"]}, "version": SHORT,

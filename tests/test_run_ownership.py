@@ -57,6 +57,10 @@ def test_operator_verbs_refuse_during_a_run_and_the_run_keeps_its_files(memory: 
             assert f"error: memory 'research' is in use by run owner-1 (pid {proc.pid})" in done.stderr
             assert "hint: wait for the run to end" in done.stderr
         assert "runs/owned.md" not in hub_tree(), "nothing of the run reached the hub as the operator's"
+        status = memsync_cmd("status", "--json", cwd=memory)
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["running"]["run_id"] == "owner-1"
+        assert f"Run in progress: owner-1 (pid {proc.pid})" in memsync_cmd("status", cwd=memory).stdout
     finally:
         _finish(proc, go)
     log = git("log", "--format=%an", "memory/research", "--", "runs/owned.md", cwd=hub_path()).splitlines()

@@ -198,6 +198,8 @@ def _print_status(r: Any) -> None:
             out("Last run: none")
     elif r.remote_error is None:
         out("Version: none (not pushed yet)")
+    if r.running is not None:
+        out(f"Run in progress: {r.running.run_id} (pid {r.running.pid}); push, pull, restore and revert wait for it")
     local = r.local_version[:8] if r.local_version else "none"
     out(f"Local: {local}, {r.ahead} ahead, {r.behind} behind")
     if r.uncommitted:
