@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from memsync.errors import ConfigError
+from memsync.merge_policy import MergeRule
 from memsync.names import check_name, check_type, valid_branch
+from memsync.pacing import PushRate
 
 CONFIG_DIR = ".vm0"
 CONFIG_FILE = "storage.yaml"
 SECRETS_POLICIES = ("warn", "block", "off")
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
-KNOWN_KEYS = ("name", "type", "remote", "branch", "protect", "max_file_size", "secrets")
+KNOWN_KEYS = ("name", "type", "remote", "branch", "protect", "max_file_size", "secrets", "merge",
+              "max_push_rate")
 
 
 @dataclass
@@ -32,6 +35,8 @@ class StorageConfig:
     protect: list[dict[str, str]] = field(default_factory=list)
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     secrets: str = "warn"
+    merge: list[MergeRule] = field(default_factory=list)  # see merge_policy.py
+    max_push_rate: PushRate | None = None  # see pacing.py
     warnings: list[str] = field(default_factory=list, compare=False)
 
     @property
@@ -163,7 +168,33 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}", "see the README, Configuration: protect") from exc
     cfg.protect = protect
+    from memsync.merge_policy import STRATEGIES, parse_rules
+
+    try:
+        cfg.merge = parse_rules(data.get("merge"))
+    except ValueError as exc:
+        raise ConfigError(f"{where}{_key_line(where, 'merge')}: {exc}",
+                          f"write e.g. `merge: [{{path: \"*.jsonl\", strategy: union}}]`; strategies: "
+                          f"{', '.join(STRATEGIES)} (see the README, Configuration: merge)") from exc
+    rate = data.get("max_push_rate")
+    if rate is not None:
+        from memsync.pacing import parse_rate
+
+        try:
+            cfg.max_push_rate = parse_rate(str(rate))
+        except ValueError as exc:
+            raise ConfigError(f"{where}{_key_line(where, 'max_push_rate')}: `max_push_rate` {exc}",
+                              "write e.g. `max_push_rate: 6/min` (also /s, /h)") from exc
     return cfg
+
+
+def _key_line(where: str, key: str) -> str:
+    """`:N`, the line of a top-level `key:` in the file `where`, for error messages."""
+    try:
+        lines = Path(where).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return next((f":{n}" for n, line in enumerate(lines, 1) if line.startswith(f"{key}:")), "")
 
 
 def _opt_str(data: dict[Any, Any], key: str, where: str) -> str | None:

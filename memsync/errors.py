@@ -32,6 +32,7 @@ __all__ = [
     "RemoteError",
     "RemoteUnreachable",
     "RepoError",
+    "RunInProgress",
     "UnsavedWork",
     "UsageError",
 ]
@@ -120,6 +121,15 @@ class PushRejected(MemsyncError):
 
 class LockBusy(MemsyncError):
     exit_code = EXIT_BUSY
+
+
+class RunInProgress(LockBusy):
+    """A `memsync run` owns the memory directory: its files are the run's until it ends."""
+
+    def __init__(self, name: str, run_id: str, pid: int, hint: str) -> None:
+        super().__init__(f"memory {name!r} is in use by run {run_id} (pid {pid})", hint)
+        self.run_id = run_id
+        self.pid = pid
 
 
 class RepoError(MemsyncError):

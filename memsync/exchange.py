@@ -29,6 +29,7 @@ from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
+from memsync.merge_policy import strategy_for
 
 if TYPE_CHECKING:  # imported only when a fetch finds diverged histories
     from memsync.redaction import Recovery
@@ -120,7 +121,8 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
         message = compose(subject, trailers)
         try:
             result = integrate(mem.git, mem.branch, theirs, tag, message, who.author(), memory=mem.name,
-                               max_file_size=mem.config.max_file_size)
+                               max_file_size=mem.config.max_file_size,
+                               strategy_for=lambda path: strategy_for(mem.config.merge, path))
         except WorktreeChanged:
             resnapshot()
             time.sleep(0.05)

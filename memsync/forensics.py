@@ -18,7 +18,6 @@ import stat
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from memsync.attribution import Attribution, acting, operator
@@ -29,10 +28,11 @@ from memsync.git.history import FilePatch, VersionChanges
 from memsync.git.merge import ConflictCopy
 from memsync.git.repo import LINK_MODE
 from memsync.git.trailers import every, first, parse, quote_path
-from memsync.memory import Memory, open_memory
+from memsync.memory import Memory, open_memory, refuse_during_run
 from memsync.names import is_conflict_copy
 from memsync.snapshot import Snapshot, take
 from memsync.sync import ensure_hub
+from memsync.timefmt import rfc3339
 
 RUN_PREFIX = "run:"
 
@@ -66,6 +66,7 @@ class LogEntry:
     exit_code: int | None
     checkpoint: int | None
     merge: bool
+    end: bool  # the run's closing version: its outcome (exit code, duration) is in its trailers
     subject: str
     files_changed: int
     bytes_added: int
@@ -146,11 +147,12 @@ def _entry(mem: Memory, v: VersionChanges, rel: str | None) -> LogEntry:
     added = [d.path for d in v.deltas if d.kind == "added"]
     copies = v.created if merge else [p for p in added if is_conflict_copy(p)]
     entry = LogEntry(
-        version=v.oid[:8], oid=v.oid, time=_utc(v.time), actor=actor,
+        version=v.oid[:8], oid=v.oid, time=rfc3339(v.time), actor=actor,
         run_id=first(trailers, "Memsync-Run-Id"),
         exit_code=_int(first(trailers, "Memsync-Exit-Code")),
         checkpoint=_int(first(trailers, "Memsync-Checkpoint")),
-        merge=merge, subject=v.message.split("\n", 1)[0].strip(),
+        merge=merge, end=actor == "run" and not merge and first(trailers, "Memsync-Exit-Code") is not None,
+        subject=v.message.split("\n", 1)[0].strip(),
         files_changed=len(v.deltas),
         bytes_added=sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
         bytes_removed=sum(max(d.old_size - d.new_size, 0) for d in v.deltas),
@@ -173,10 +175,6 @@ def _file_state(mem: Memory, v: VersionChanges, rel: str) -> FileState:
     return FileState(rel, "modified" if existed else "added", len(data), hashlib.sha256(data).hexdigest())
 
 
-def _utc(ts: int) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -195,7 +193,7 @@ def run_versions(mem: Memory, run_id: str) -> list[str]:
                 found.append(oid)
     if not found:
         raise UsageError(f"run {run_id!r} made no version in this memory's history",
-                         "a run that changed nothing makes none; `memsync pull` fetches newer runs; "
+                         "`memsync pull` fetches newer runs; "
                          "`memsync log` lists the runs")
     return found[::-1]
 
@@ -256,6 +254,7 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
         raise UsageError("nothing to restore", "name the files: memsync restore PATH... --at REV")
     mem = open_memory(start, remote)
     with mem.locked():
+        refuse_during_run(mem, "restore", as_run=run_id)
         _prepare(mem)
         rev = _point(mem, at)
         wanted: dict[str, tuple[bytes, int]] = {}
@@ -308,6 +307,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
     undone content is kept beside it as NAME.conflict-revert-<UTC>.EXT."""
     mem = open_memory(start, remote)
     with mem.locked():
+        refuse_during_run(mem, "revert")
         _prepare(mem)
         head = _head(mem)
         repo = mem.git.repo

@@ -12,7 +12,6 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pygit2
@@ -23,6 +22,7 @@ from memsync.git.hubtree import TreeTooLarge
 from memsync.git.repo import GitRepo
 from memsync.hub import HubUrl
 from memsync.locking import clear_stale_git_locks, held
+from memsync.timefmt import rfc3339
 
 _BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
 
@@ -34,9 +34,10 @@ class MemoryInfo:
     version: str
     files: int
     size: int
-    updated: str
+    updated: str  # RFC 3339, UTC
     last_run: str | None
     error: str | None = None  # the version could not be read (e.g. a tree past memsync's limits)
+    last_exit_code: int | None = None  # of that run; None: still running, or killed before its end
 
 
 def memory_names(refs: Iterable[str]) -> list[str]:
@@ -96,6 +97,6 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
         info = git.commit_info(oid)
         run = last_run(git, oid)
         found.append(MemoryInfo(match.group(2), match.group(1), oid[:8], files, size,
-                                datetime.fromtimestamp(info.time, timezone.utc).isoformat(timespec="seconds"),
-                                run.run_id if run else None, error))
+                                rfc3339(info.time),
+                                run.run_id if run else None, error, run.exit_code if run else None))
     return hub.display, sorted(found, key=lambda m: (m.name, m.type))

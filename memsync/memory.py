@@ -11,8 +11,8 @@ from memsync import config as cfgmod
 from memsync import hub as hubmod
 from memsync import maintenance
 from memsync.config import StorageConfig
-from memsync.errors import ConfigError, NotAMemory
-from memsync.git.repo import GitRepo, write_private
+from memsync.errors import ConfigError, NotAMemory, RunInProgress
+from memsync.git.repo import GitRepo, read_private, write_private
 from memsync.hub import HubUrl
 from memsync.locking import clear_stale_git_locks, held
 
@@ -76,40 +76,120 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
 RUN_MARKER = "memsync-run.json"
 
 
-@contextmanager
-def running(memories: list[Memory], run_id: str) -> Iterator[None]:
-    """Mark the memories as in use by a run (in .git, never committed) for its duration, so
-    that `memsync watch` on the same directory does not commit the run's files as its own."""
-    import json
+@dataclass(frozen=True)
+class RunMark:
+    """The `memsync run` that owns a memory directory while it runs (a file in .git, never
+    committed). A mark whose process is gone is stale and ignored: a kill -9 never blocks."""
+
+    run_id: str
+    pid: int
+    started: str | None = None  # the process's start time (Linux), so a reused pid is not taken for it
+
+
+def _process_started(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None  # field 22: start time in clock ticks
+
+
+def _alive(mark: RunMark) -> bool:
     import os
 
-    marks = []
-    for mem in memories:
-        mark = mem.git.git_dir / RUN_MARKER
-        write_private(mark, json.dumps({"run_id": run_id, "pid": os.getpid()}).encode())
-        marks.append(mark)
     try:
-        yield
-    finally:
-        for mark in marks:
-            mark.unlink(missing_ok=True)
+        os.kill(mark.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, another user's
+    return mark.started is None or _process_started(mark.pid) in (None, mark.started)
+
+
+def live_run(mem: Memory) -> RunMark | None:
+    """The live run that owns this memory, if any."""
+    import json
+
+    try:
+        data = json.loads(read_private(mem.git.git_dir / RUN_MARKER, 4096).decode("utf-8"))
+        mark = RunMark(str(data["run_id"]), int(data["pid"]), data.get("started"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return mark if _alive(mark) else None
 
 
 def run_in_progress(mem: Memory) -> str | None:
     """The id of a live `memsync run` using this memory, if any (a dead run's mark is stale)."""
+    mark = live_run(mem)
+    return mark.run_id if mark is not None else None
+
+
+def refuse_during_run(mem: Memory, verb: str, as_run: str | None = None) -> None:
+    """Operator verbs (push, pull, restore, revert) refuse while a run owns the memory: they would
+    commit the run's half-written files as the operator's. `as_run`: the caller acts for that run
+    (an agent's tool call inside it), which may go on."""
+    mark = live_run(mem)
+    if mark is not None and mark.run_id != as_run:
+        raise RunInProgress(mem.name, mark.run_id, mark.pid,
+                            f"wait for the run to end (it commits and pushes its own files), then `memsync {verb}` "
+                            f"again; a run whose process is gone no longer counts")
+
+
+def claim(mem: Memory, run_id: str) -> bool:
+    """Mark the memory as owned by this process's run `run_id`, waiting up to the lock timeout
+    while another live run owns it (then RunInProgress). False: the run already owns it (a tool
+    server inside the run, on the same directory), so nothing was marked."""
     import json
     import os
+    import time
 
-    mark = mem.git.git_dir / RUN_MARKER
+    from memsync.locking import lock_timeout
+
+    wait = lock_timeout()
+    deadline = time.monotonic() + wait
+    while True:
+        with mem.locked():
+            mark = live_run(mem)
+            if mark is None:
+                started = _process_started(os.getpid())
+                text = json.dumps({"run_id": run_id, "pid": os.getpid(), "started": started})
+                write_private(mem.git.git_dir / RUN_MARKER, text.encode())
+                return True
+            if mark.run_id == run_id:
+                return False
+        if time.monotonic() >= deadline:
+            raise RunInProgress(mem.name, mark.run_id, mark.pid,
+                                f"waited {wait:.0f}s; runs in one memory directory take turns: give each its own "
+                                "directory (--memory NAME:PATH), or set MEMSYNC_LOCK_TIMEOUT to wait longer")
+        time.sleep(0.2)
+
+
+def release(mem: Memory, run_id: str) -> None:
+    """Remove this process's mark for `run_id` (never another run's)."""
+    import os
+
+    mark_file = mem.git.git_dir / RUN_MARKER
     try:
-        data = json.loads(mark.read_text(encoding="utf-8"))
-        pid, run_id = int(data["pid"]), str(data["run_id"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        import json
+
+        data = json.loads(read_private(mark_file, 4096).decode("utf-8"))
+        ours = data.get("run_id") == run_id and int(data.get("pid", -1)) == os.getpid()
+    except (OSError, ValueError, TypeError, AttributeError):
+        return
+    if ours:
+        mark_file.unlink(missing_ok=True)
+
+
+@contextmanager
+def running(memories: list[Memory], run_id: str) -> Iterator[None]:
+    """The run `run_id` owns these memories (claimed by `claim`, marked here if not yet) until the
+    block ends, so that watch, push, pull, restore and revert leave the run its files."""
+    for mem in memories:
+        if live_run(mem) is None:
+            claim(mem, run_id)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass  # alive, another user's
-    return run_id
+        yield
+    finally:
+        for mem in memories:
+            release(mem, run_id)

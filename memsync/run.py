@@ -22,8 +22,8 @@ from typing import Any
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
-from memsync import readonly, runas, sealed
-from memsync.attribution import Attribution, operator
+from memsync import memory, pacing, readonly, runas, sealed
+from memsync.attribution import Attribution, acting, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
 from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
@@ -55,7 +55,8 @@ class MemoryOutcome:
     root: str
     read_only: bool
     checkpoints: int = 0
-    final_commit: str | None = None
+    final_commit: str | None = None  # the run's record: always made, empty if nothing was left to commit
+    files_changed: int = 0  # files the final commit changed (checkpoints counted apart)
     version: str | None = None  # the memory's head after the run (a merge, if others wrote too)
     pushed: bool = False
     unpushed: list[str] = field(default_factory=list)
@@ -108,8 +109,24 @@ def parse_mount(spec: str, cwd: Path) -> Mount:
     return Mount(name, (cwd / path).resolve() if not path.is_absolute() else path, read_only)
 
 
-def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say) -> list[Memory]:
-    """Clone or pull every memory before the command runs; stop on the first failure."""
+def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
+            run_id: str | None = None, claim: bool = False) -> list[Memory]:
+    """Clone or pull every memory before the command runs; stop on the first failure.
+
+    `claim`: the run `run_id` takes ownership of each memory first (a second run in the same
+    directory waits up to the lock timeout, then exit 6). Without it, a memory owned by another
+    live run is refused; one owned by the run `run_id` itself (a tool server inside it) is joined."""
+    claimed: list[Memory] = []
+    try:
+        return _prepare(mounts, cwd, remote, offline, say, run_id, claim, claimed)
+    except BaseException:
+        for mem in claimed:
+            memory.release(mem, run_id or "")
+        raise
+
+
+def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
+             run_id: str | None, claim: bool, claimed: list[Memory]) -> list[Memory]:
     from memsync import sync as storage
 
     if not mounts:
@@ -137,15 +154,16 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
         if not offline and not present:
             held = storage.clone(m.name, m.path, remote=remote).exchange.held_back
         mem = open_memory(m.path, remote)
-        if offline and not m.read_only:
+        if not m.read_only:
             from memsync.unverified import settle
 
-            with mem.locked():
-                settle(mem)
+            with mem.locked():  # a dead run's leftovers are that run's: settled before this run claims it
+                settle(mem, refuse=offline)
+        joined = _own(mem, run_id, claim, claimed)
         if m.read_only:
             _set_writable(mem, True)
         if not offline:
-            held += _pull(mem, m.read_only)
+            held += _pull(mem, m.read_only, run_id if joined else None)
         for h in held:
             say(f"{m.name}/{h.path} not checked out: {h.size} bytes, larger than max_file_size")
         memories.append(mem)
@@ -154,10 +172,23 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
     return memories
 
 
-def _pull(mem: Memory, read_only: bool) -> list[Oversize]:
+def _own(mem: Memory, run_id: str | None, claim: bool, claimed: list[Memory]) -> bool:
+    """Claim the memory for the run (or check that no other run owns it); True if the run
+    `run_id` already owned it (this process joins it, e.g. a tool server inside the run)."""
+    if claim and run_id is not None:
+        if memory.claim(mem, run_id):
+            claimed.append(mem)
+            return False
+        return True
+    memory.refuse_during_run(mem, "pull", as_run=run_id)
+    return run_id is not None and memory.run_in_progress(mem) == run_id
+
+
+def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[Oversize]:
     from memsync.sync import ensure_hub
 
-    who = operator("Save local changes before the run")
+    # Joining the run that owns the memory: its uncommitted files are that run's work.
+    who = acting(joined_run, "Save the run's changes") if joined_run else operator("Save local changes before the run")
 
     def resnap() -> None:
         if read_only:
@@ -277,7 +308,8 @@ class _Signals:
 
 def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
             no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
-            say: Say = lambda _m: None, keep_ssh_agent: bool = False, as_user: str | None = None) -> RunReport:
+            say: Say = lambda _m: None, keep_ssh_agent: bool = False, as_user: str | None = None,
+            max_push_rate: str | None = None) -> RunReport:
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
     if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
@@ -288,16 +320,18 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         raise UsageError(f"--remote {hubmod.redact(remote)}: a credential on memsync's command line is "
                          "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
                          "set MEMSYNC_TOKEN instead and give the URL without it")
+    pacing.resolve(max_push_rate, None)  # a bad flag stops the run before anything is pulled
     user = runas.resolve(as_user) if as_user is not None else None
     sealed.make_undumpable()
     with sealed.seal():
-        return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user)
+        return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user,
+                        max_push_rate)
 
 
 def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offline: bool, no_push: bool,
              checkpoint: float, remote: str | None, say: Say, keep_ssh_agent: bool,
-             user: runas.RunAs | None) -> RunReport:
-    memories = prepare(mounts or [], cwd, remote, offline, say)
+             user: runas.RunAs | None, max_push_rate: str | None) -> RunReport:
+    memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True)
     read_only = {m.name for m in mounts if m.read_only}
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
@@ -305,12 +339,15 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
     trusts = {mem.name: RunTrust.begin(mem, rid) for mem in writable}
     # read-only memories: everything the command does there is undone (storage.yaml included)
     guards = {mem.name: readonly.protect(mem, rid) for mem in memories if mem.name in read_only}
-    with running(writable, rid):  # watch on the same directory leaves the run its files
+    with running(memories, rid):  # the run owns its memories: watch, push, pull... leave it its files
         shown = shown_command(command)
         say(f"run {rid}: {_plural(len(memories), 'memory', 'memories')} ready; starting {shown}")
         started = time.monotonic()
         counter = {mem.name: 0 for mem in writable}
         by_root = {str(mem.root.resolve()): mem for mem in writable}
+        pacer = pacing.PushPacer({mem.name: pacing.resolve(max_push_rate, mem.config.max_push_rate)
+                                  for mem in writable})
+        last_who: dict[str, Attribution] = {}
 
         def checkpoint_action(monitor: ChangeMonitor, overdue: bool) -> bool:
             mem = by_root[str(monitor.root)]
@@ -329,14 +366,26 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                 else:
                     outcomes[mem.name].checkpoints = counter[mem.name]
                     _report(snap, mem, say)
-                    if not no_push:
+                    last_who[mem.name] = who
+                    if not no_push and pacer.may_push(mem.name):  # else it goes with a later push
                         _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust)
+                        pacer.pushed(mem.name)
             return bool(snap.pending)
+
+        def push_deferred() -> None:
+            for name in pacer.due():
+                mem = next(m for m in writable if m.name == name)
+                try:
+                    with mem.locked():
+                        _deliver(mem, last_who[name], outcomes[name], say, quiet_failure=True, trust=trusts[name])
+                finally:
+                    pacer.pushed(name)  # an attempt counts: a failing hub is not retried every tick
 
         say = held_say = _HeldWhileRunning(say)
         monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
         checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(QUIET, checkpoint), max_interval=checkpoint,
-                                    on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"))
+                                    on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"),
+                                    extra=push_deferred)
         watching = _Watching(monitors, say)
         checkpointer.start()
         owners: dict[str, tuple[int, int, int, int, int]] = {}
@@ -352,7 +401,11 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             watching.stop()
             held_say.release()
             _undo_read_only(memories, guards, outcomes, say)
-            raise CommandFailedToStart(command[0], exc) from exc
+            failed = CommandFailedToStart(command[0], exc)
+            # Recorded all the same: exit 127 on the hub says why the run did nothing.
+            _finish(RunReport(rid, command, failed.exit_code, time.monotonic() - started, list(outcomes.values())),
+                    writable, no_push, bases, counter, say, trusts)
+            raise failed from exc
         with _Signals(proc) as signals:
             code = _wait(proc)
         _hand_back(writable, owners, say)
@@ -362,6 +415,9 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
         duration = time.monotonic() - started
         if signals.received:
             say("command stopped by signal; saving what it left")
+        if pacer.deferred_total:
+            say(f"max push rate: {_plural(pacer.deferred_total, 'checkpoint', 'checkpoints')} waited for a "
+                "later push")
         report = RunReport(rid, command, code, duration, list(outcomes.values()))
         _undo_read_only(memories, guards, outcomes, say)
         _finish(report, writable, no_push, bases, counter, say, trusts)
@@ -466,12 +522,16 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
             with mem.locked():
                 try:
                     trust.check(say)
-                    snap = take(mem, who, run_base=bases[mem.name], run_flags=trust.run_flags(final=True))
+                    # Always a commit, empty if the checkpoints already saved everything: the run's
+                    # outcome (exit code, duration, checkpoints) must reach the hub in its trailers.
+                    snap = take(mem, who, run_base=bases[mem.name], run_flags=trust.run_flags(final=True),
+                                allow_empty=True)
                     trust.committed(snap)
                 finally:
                     outcome.folded, outcome.kept_refs = trust.folded, trust.kept
                     outcome.policy_kept = trust.policy_kept
                 outcome.final_commit = snap.commit
+                outcome.files_changed = len(snap.changes)
                 outcome.blocked = snap.blocked
                 outcome.left_out = snap.left_out
                 outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from memsync import config as cfgmod
@@ -23,9 +22,10 @@ from memsync.git.trailers import first, parse
 from memsync.git.transport import ProgressFn
 from memsync.hub import HubUrl
 from memsync.locking import held
-from memsync.memory import Memory, open_memory
+from memsync.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
 from memsync.names import check_name, check_type, is_conflict_copy
 from memsync.snapshot import Snapshot, take
+from memsync.timefmt import rfc3339
 from memsync.unverified import Unverified, settle
 
 
@@ -36,7 +36,7 @@ class Version:
     oid: str
     files: int
     size: int
-    time: int
+    time: str  # RFC 3339, UTC: 2026-11-23T14:00:00Z
 
     @property
     def short(self) -> str:
@@ -44,7 +44,7 @@ class Version:
 
     @property
     def updated(self) -> str:
-        return datetime.fromtimestamp(self.time, timezone.utc).isoformat(timespec="seconds")
+        return self.time
 
 
 @dataclass
@@ -80,8 +80,8 @@ class PullResult:
 class LastRun:
     run_id: str
     version: str
-    time: int
-    exit_code: str | None
+    time: str  # RFC 3339, UTC
+    exit_code: int | None  # None: the run is still going, or was killed before it could record one
 
 
 @dataclass
@@ -101,6 +101,10 @@ class StatusReport:
     remote_error: str | None = None
     too_large: list[str] = field(default_factory=list)  # changed files over max_file_size: never committed
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
+    # True when the remote could not be reached (remote_error) and remote_version / last_run are
+    # as of the last successful fetch
+    remote_cached: bool = False
+    running: RunMark | None = None  # the `memsync run` that owns this directory now, if any
 
 
 def ensure_hub(hub: HubUrl) -> None:
@@ -120,7 +124,7 @@ def _version(git: GitRepo, oid: str | None) -> Version | None:
     if oid is None:
         return None
     files, size = git.tree_stats(oid)
-    return Version(oid, files, size, git.commit_info(oid).time)
+    return Version(oid, files, size, rfc3339(git.commit_info(oid).time))
 
 
 # -- init ----------------------------------------------------------------------------------------
@@ -214,6 +218,7 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     mem = open_memory(path, remote)
     who = operator(message or "Update memory from the operator")
     with mem.locked():
+        refuse_during_run(mem, "push")
         _prepare(mem)
         found = settle(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
@@ -238,6 +243,7 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     mem = open_memory(path, remote)
     who = operator("Save local changes before pulling")
     with mem.locked():
+        refuse_during_run(mem, "pull")
         _prepare(mem)
         settle(mem, refuse=False)  # a dead run's leftovers are that run's, not the operator's
         snap = take(mem, who)
@@ -340,7 +346,9 @@ def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
         trailers = parse(info.message)
         if first(trailers, "Memsync-Actor") == "run":
             run_id = first(trailers, "Memsync-Run-Id") or "?"
-            return LastRun(run_id, info.short, info.time, first(trailers, "Memsync-Exit-Code"))
+            code = first(trailers, "Memsync-Exit-Code")
+            exit_code = int(code) if code and code.lstrip("-").isdigit() else None
+            return LastRun(run_id, info.short, rfc3339(info.time), exit_code)
         if n >= limit:
             break
     return None
@@ -375,7 +383,8 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             branch=mem.branch, remote_version=remote_version,
             last_run=last_run(git, remote_oid) if remote_oid else None, local_version=head,
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
-            too_large=_too_large(mem, changes), ignored=list(git.ignored))
+            too_large=_too_large(mem, changes), ignored=list(git.ignored),
+            remote_cached=error is not None and remote_oid is not None, running=live_run(mem))
 
 
 def _too_large(mem: Memory, changes: list[WorkChange]) -> list[str]:

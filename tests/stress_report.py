@@ -23,6 +23,7 @@ STRESS = os.environ.get("MEMSYNC_STRESS") == "1"
 ROWS = (
     "runs attempted", "runs completed", "runs lost",
     "lines appended", "lines present",
+    "structured-merge writers", "jsonl lines appended", "jsonl lines present", "conflict copies of union files",
     "summary rewrites", "summary rewrites kept", "conflicts kept", "merge commits on the hub",
     "pushes at once", "pushed commits on the hub",
     "crash trials", "crash trials killed mid-command", "crash trials recovered", "crash trials corrupted",

@@ -53,7 +53,9 @@ def test_story4_destructive_overwrite_is_flagged_and_restored(memory: Path, cli)
     before_read = head(memory)
     code, _ = run(memory, RUN2, "print(len(open('crdts.md', 'rb').read()))")
     assert code == 0
-    assert head(memory) == before_read, "a run that only reads creates no version"
+    assert git("rev-parse", "HEAD^{tree}", cwd=memory) == git("rev-parse", f"{before_read}^{{tree}}", cwd=memory), \
+        "a run that only reads changes no file"
+    assert f"Memsync-Run-Id: {RUN2}" in trailers(memory), "but it leaves its record (an empty version)"
     write(memory, "../damaged.bin", damaged)
     code, err = run(memory, RUN3, "import shutil; shutil.copy('../damaged.bin', 'crdts.md')")
     assert code == 0
@@ -219,7 +221,7 @@ def test_log_lines_json_limit_and_run_filter(memory: Path, cli) -> None:
     r = cli("log", cwd=memory)
     lines = r.out.splitlines()
     assert len(lines) == 2
-    assert re.match(r"^[0-9a-f]{8}  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  run adder +exit 0  1 file  \+100 -0 bytes$",
+    assert re.match(r"^[0-9a-f]{8}  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  run adder end +exit 0  1 file  \+100 -0 bytes$",
                     lines[0])
     assert " operator " in lines[1] and "2 files" in lines[1]
     assert cli("log", "-n", "1", cwd=memory).out.splitlines() == lines[:1]
@@ -228,7 +230,7 @@ def test_log_lines_json_limit_and_run_filter(memory: Path, cli) -> None:
     assert set(data) == {"memory", "path", "head", "versions"} and data["memory"] == "research"
     [entry] = data["versions"]
     assert {"version", "oid", "time", "actor", "run_id", "exit_code", "files_changed", "bytes_added",
-            "bytes_removed", "flags", "policies", "copies", "merge", "file"} <= set(entry)
+            "bytes_removed", "flags", "policies", "copies", "merge", "end", "file"} <= set(entry)
     assert entry["oid"] == head(memory) and entry["exit_code"] == 0 and entry["bytes_added"] == 100
     assert cli("log", "--run", "nobody", cwd=memory).out.strip() == "No versions match"
 

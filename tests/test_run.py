@@ -68,13 +68,50 @@ def test_killed_child_gives_137(memory: Path) -> None:
     assert trailers("memory/research", hub_path())["Memsync-Exit-Code"] == "137"
 
 
-def test_no_commit_when_nothing_changed(memory: Path) -> None:
+def test_run_that_changes_nothing_leaves_a_record(memory: Path) -> None:
     before = commits(hub_path())
-    proc = memsync_cmd("run", "--", "cat", "summary.md", cwd=memory)
+    proc = memsync_cmd("run", "--run-id", "idle-1", "--", "cat", "summary.md", cwd=memory)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "# Summary\n\nfirst line\n"
-    assert commits(hub_path()) == before
-    assert "no changes" in proc.stderr
+    assert commits(hub_path()) == before + 1  # an empty commit: the record of the run
+    assert git("diff", "--stat", "memory/research~1", "memory/research", cwd=hub_path()) == ""
+    found = trailers("memory/research", hub_path())
+    assert found["Memsync-Run-Id"] == "idle-1"
+    assert found["Memsync-Exit-Code"] == "0"
+    assert "no changes, run recorded" in proc.stderr
+
+
+def test_command_that_cannot_start_is_recorded(memory: Path) -> None:
+    proc = memsync_cmd("run", "--run-id", "missing-1", "--", "no-such-program-xyz", cwd=memory)
+    assert proc.returncode == 127, proc.stderr
+    found = trailers("memory/research", hub_path())
+    assert (found["Memsync-Run-Id"], found["Memsync-Exit-Code"]) == ("missing-1", "127")
+
+
+def test_failed_run_quiet_before_exit_has_its_exit_code_on_the_hub(memory: Path) -> None:
+    """The checkpoint saves every file; the run then fails after a quiet spell. Its exit code
+    was nowhere before (no final commit was made); now the closing version carries it."""
+    script = "echo partial > notes.md; sleep 2.5; exit 3"
+    proc = memsync_cmd("run", "--run-id", "quiet-3", "--checkpoint", "1", "--", "sh", "-c", script, cwd=memory,
+                       env=dict(os.environ, MEMSYNC_QUIET="0.3", MEMSYNC_SETTLE="0.1"))
+    assert proc.returncode == 3, proc.stderr
+    assert hub_tree()["notes.md"] == b"partial\n"
+    found = trailers("memory/research", hub_path())
+    assert found["Memsync-Exit-Code"] == "3"
+    assert found["Memsync-Checkpoints"] == "1"
+    assert "Memsync-Duration" in found
+    status = memsync_cmd("status", "--json", cwd=memory)
+    assert status.returncode == 0, status.stderr
+    import json
+
+    last = json.loads(status.stdout)["last_run"]
+    assert (last["run_id"], last["exit_code"]) == ("quiet-3", 3)
+    assert "exit 3" in memsync_cmd("status", cwd=memory).stdout
+    lines = memsync_cmd("log", "--run", "quiet-3", cwd=memory).stdout.splitlines()
+    assert "run quiet-3 end" in lines[0] and "exit 3" in lines[0]
+    assert "run quiet-3 checkpoint 1" in lines[-1]
+    entries = json.loads(memsync_cmd("log", "--run", "quiet-3", "--json", cwd=memory).stdout)["versions"]
+    assert [(e["end"], e["checkpoint"]) for e in entries] == [(True, None), (False, 1)]
 
 
 def test_environment_of_the_command(memory: Path, tmp_path: Path) -> None:

@@ -137,8 +137,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
 def _log_line(e: Any) -> list[Segment]:
     actor = clean(e.actor)  # trailers and names come from the hub: escaped (see textsafe)
     if e.run_id:
-        actor = f"run {clean(e.run_id)}" + (f" checkpoint {clean(str(e.checkpoint))}"
-                                              if e.checkpoint is not None else "")
+        actor = f"run {clean(e.run_id)}" + (f" checkpoint {clean(str(e.checkpoint))}" if e.checkpoint is not None
+                                              else " end" if e.end else "")
     if e.merge:
         actor = f"merge by {actor}"
     parts: list[Segment] = [(e.version, "yellow"), (f"  {e.time}  ", ""), (f"{actor:<34}", "bold")]

@@ -29,6 +29,10 @@ def register(app: typer.Typer, guard: Guard) -> None:
                                                      "command's environment (removed by default).")] = False,
         as_user: Annotated[str | None, typer.Option("--as-user", help="Run CMD as this user (memsync must run "
                                                     "as root); writable memories are lent to it for the run.")] = None,
+        max_push_rate: Annotated[str | None, typer.Option(
+            "--max-push-rate", help="Push checkpoints at most this often, e.g. 6/min (also /s, /h); the others "
+            "wait for the next push, the final push always happens. Default: $MEMSYNC_MAX_PUSH_RATE, "
+            "else storage.yaml max_push_rate, else no limit.")] = None,
     ) -> None:
         """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
 
@@ -40,7 +44,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         mounts = [runner.parse_mount(spec, cwd) for spec in memory or []]
         report = runner.execute(list(command or []), mounts, run_id=run_id, offline=offline, no_push=no_push,
                                 checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"),
-                                keep_ssh_agent=keep_ssh_agent, as_user=as_user)
+                                keep_ssh_agent=keep_ssh_agent, as_user=as_user, max_push_rate=max_push_rate)
         _summarise(report, no_push)
         raise typer.Exit(report.status)
 
@@ -63,13 +67,14 @@ def _summarise(report: Any, no_push: bool) -> None:
                 else "read-only, unchanged"
         elif m.error:
             state = f"NOT PUSHED: {m.error}"
-        elif m.final_commit is None and not m.checkpoints:
-            state = (f"nothing committed, {_n(m.left_out, 'file', 'files')} left out (see the warnings)"
-                     if m.left_out else "no changes")
         elif no_push:
             state = "committed locally (--no-push)"
         else:
             state = "pushed"
+        if not m.read_only and not m.files_changed and not m.checkpoints:
+            what = (f"nothing committed, {_n(m.left_out, 'file', 'files')} left out (see the warnings)"
+                    if m.left_out else "no changes")
+            state = f"{what}, run recorded; {state}"
         head = m.version if m.final_commit or m.merged or m.checkpoints else None
         version = f" {head[:8]}" if head else ""
         extra = f", {_n(m.checkpoints, 'checkpoint', 'checkpoints')}" if m.checkpoints else ""

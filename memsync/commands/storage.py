@@ -241,6 +241,8 @@ def _print_status(r: Any) -> None:
         out(f"Files: {v.files}")
         out(f"Size: {human_size(v.size)}")
         out(f"Updated: {v.updated}")
+        if r.remote_cached:
+            out("(as of the last successful fetch: the remote could not be reached)")
         if r.last_run is not None:
             code = f", exit {r.last_run.exit_code}" if r.last_run.exit_code is not None else ""
             out(f"Last run: {clean(r.last_run.run_id)} (version {r.last_run.version}{clean(code)})")
@@ -248,6 +250,8 @@ def _print_status(r: Any) -> None:
             out("Last run: none")
     elif r.remote_error is None:
         out("Version: none (not pushed yet)")
+    if r.running is not None:
+        out(f"Run in progress: {r.running.run_id} (pid {r.running.pid}); push, pull, restore and revert wait for it")
     local = r.local_version[:8] if r.local_version else "none"
     out(f"Local: {local}, {r.ahead} ahead, {r.behind} behind")
     if r.uncommitted:

@@ -8,6 +8,7 @@ branch, which the next snapshot simply commits: no ref ever contradicts the file
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,7 +38,8 @@ class Integration:
 
 def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
               message: str, author: tuple[str, str] | None = None, *,
-              memory: str = "", max_file_size: int | None = None) -> Integration:
+              memory: str = "", max_file_size: int | None = None,
+              strategy_for: Callable[[str], str] | None = None) -> Integration:
     """Bring `theirs` into the work tree. Every tree that reaches it is checked first
     (hubtree.check_tree): a refused version leaves work tree, index and branch untouched."""
     ours = git.head_oid()
@@ -52,7 +54,7 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
         return Integration("fast-forward", theirs, held_back=held)
     ours_tree = git.repo[ours].peel(pygit2.Commit).tree
     check_tree(git.repo, git.repo[theirs].peel(pygit2.Commit).tree, ours_tree, version=theirs, memory=memory)
-    merged = merge_keep_both(git.repo, ours, theirs, their_tag)
+    merged = merge_keep_both(git.repo, ours, theirs, their_tag, strategy_for=strategy_for)
     committer = git.operator_signature()
     signature = pygit2.Signature(*author) if author else committer
     oid = git.repo.create_commit(None, signature, committer, message, pygit2.Oid(hex=merged.tree),

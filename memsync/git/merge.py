@@ -1,17 +1,21 @@
 """Three-way merge that never loses a side (BRIEF rule 1).
 
-libgit2 merges in memory (honouring `.gitattributes` `merge=union`); every conflict it leaves is
-resolved by keeping the local (ours) version at the path and the other side as a sibling
-`NAME.conflict-<tag>-<UTC>.EXT`. A modification beats a deletion.
+libgit2 merges in memory (honouring `.gitattributes` `merge=union`); a conflict it leaves in a
+file whose merge policy (storage.yaml `merge:`, see merge_policy.py) is union, ours or theirs is
+resolved by merging that file again with that favour; every other conflict is resolved by keeping
+the local (ours) version at the path and the other side as a sibling `NAME.conflict-<tag>-<UTC>.EXT`.
+A modification beats a deletion.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pygit2
+from pygit2.enums import MergeFavor
 
 from memsync.errors import RepoError
 from memsync.names import conflict_copy_name, host_name
@@ -31,19 +35,47 @@ class MergeResult:
     kept_modified: list[str] = field(default_factory=list)  # modification beat a deletion
 
 
+_FAVOR = {"union": MergeFavor.UNION, "ours": MergeFavor.OURS, "theirs": MergeFavor.THEIRS}
+
+
 def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: str,
-                    now: datetime | None = None) -> MergeResult:
+                    now: datetime | None = None,
+                    strategy_for: Callable[[str], str] | None = None) -> MergeResult:
     if repo.merge_base(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs)) is None:
         raise RepoError(
             "the local memory and the remote share no history",
             "clone the remote memory into a new directory, or rename this one (`name:` in .vm0/storage.yaml)",
         )
     index = repo.merge_commits(ours, theirs)
-    return keep_both(repo, index, their_tag, now)
+    settled = _by_policy(repo, index, ours, theirs, strategy_for) if strategy_for else {}
+    return keep_both(repo, index, their_tag, now, settled=settled)
+
+
+def _by_policy(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: str,
+               strategy_for: Callable[[str], str]) -> dict[str, pygit2.IndexEntry]:
+    """Conflicting files (both sides changed them) whose policy is union/ours/theirs, merged again
+    with that favour; what libgit2 still cannot merge (a binary file) stays a conflict."""
+    if index.conflicts is None:
+        return {}
+    wanted: dict[str, list[str]] = {}
+    for _, mine, other in index.conflicts:
+        if mine is not None and other is not None and mine.path == other.path:
+            strategy = strategy_for(mine.path)
+            if strategy in _FAVOR:
+                wanted.setdefault(strategy, []).append(mine.path)
+    settled: dict[str, pygit2.IndexEntry] = {}
+    for strategy, paths in wanted.items():
+        again = repo.merge_commits(ours, theirs, favor=_FAVOR[strategy])
+        left = {e.path for c in (again.conflicts or []) for e in c if e is not None}
+        for path in paths:
+            if path not in left and path in again:
+                settled[path] = again[path]
+    return settled
 
 
 def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
-              now: datetime | None = None, our_tag: str | None = None) -> MergeResult:
+              now: datetime | None = None, our_tag: str | None = None,
+              settled: dict[str, pygit2.IndexEntry] | None = None) -> MergeResult:
     """Resolve every conflict of a merged index (ours at the path, theirs as a sibling copy;
     a modification beats a deletion) and write its tree. Also used by `memsync revert`.
 
@@ -59,7 +91,9 @@ def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
             for entry in (ancestor, mine, other):
                 if entry is not None:
                     _drop_conflict(collection, entry.path)
-            if mine is not None and other is not None:
+            if mine is not None and settled and mine.path in settled:
+                resolved.append((settled[mine.path], our_tag or host_name(), False))  # merged by its policy
+            elif mine is not None and other is not None:
                 resolved.append((mine, our_tag or host_name(), False))
                 resolved.append((other, their_tag, True))
                 result.conflicts.append(ConflictCopy(mine.path, other.path,

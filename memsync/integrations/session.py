@@ -80,14 +80,16 @@ class MemorySession:
 
         mount = runner.Mount(self.name, self.path, self.read_only)
         try:
-            mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append)
+            mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append,
+                                  run_id=self.run_id)
         except MemoryNotFound:
             if not self.create or self.read_only:
                 raise
             from memsync import sync
 
             sync.init(self.path, name=self.name, remote=self.remote)
-            mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append)
+            mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append,
+                                  run_id=self.run_id)
         self._mem = mems[0]
         self._base = self._mem.git.head_oid()
         if not self.read_only:

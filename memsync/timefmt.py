@@ -1,0 +1,10 @@
+"""The one time format memsync shows and writes in JSON: RFC 3339 in UTC, to the second."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def rfc3339(timestamp: float) -> str:
+    """`2026-11-23T14:00:00Z`."""
+    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
