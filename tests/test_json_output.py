@@ -40,11 +40,14 @@ STATUS = _obj({
     "remote_error": {"type": ["string", "null"]}, "remote_cached": {"type": "boolean"},
     "running": _nullable(_obj({"run_id": {"type": "string"}, "pid": {"type": "integer"},
                                "started": {"type": ["string", "null"]}})),
+    "too_large": {"type": "array", "items": {"type": "string"}},
+    "ignored": {"type": "array", "items": {"type": "string"}},
 })
 LIST = _obj({"remote": {"type": "string"}, "memories": {"type": "array", "items": _obj({
     "name": {"type": "string"}, "type": {"enum": ["memory", "artifact"]}, "version": SHORT,
     "files": {"type": "integer"}, "size": {"type": "integer"}, "updated": TIME,
-    "last_run": {"type": ["string", "null"]}, "last_exit_code": EXIT})}})
+    "last_run": {"type": ["string", "null"]}, "last_exit_code": EXIT,
+    "error": {"type": ["string", "null"]}}, optional=("error",))}})
 FILE_STATE = _obj({"path": {"type": "string"}, "state": {"enum": ["added", "modified", "deleted"]},
                    "size": {"type": ["integer", "null"]}, "sha256": {"type": ["string", "null"]}})
 STRINGS = {"type": "array", "items": {"type": "string"}}
