@@ -135,6 +135,9 @@ def _app_for(words: list[str]) -> typer.Typer:
     """The app with only the command being run: typer inspects the signature of every command it
     builds (~12 ms for all of them, on every invocation). Anything else (no command, an option
     first, an unknown name) gets the whole app, so help and "no such command" stay the same."""
+    from memsync.commands import register_for
+
+    register_for(app, handle_errors, words)
     if not words or words[0].startswith("-"):
         return app
     from typer.main import get_command_name

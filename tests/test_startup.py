@@ -52,3 +52,13 @@ def test_a_number_on_the_command_line_needs_no_pydantic(memory: Path) -> None:
     found = imported("run", "--offline", "--no-push", "--checkpoint", "0", "--", sys.executable, "-c", "pass",
                      cwd=memory)
     assert "pydantic" not in found
+
+
+def test_the_integrations_cost_the_core_commands_nothing(memory: Path) -> None:
+    """hooks, mcp, redact and completion are imported only when they are the command being run."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsync", "status"], cwd=memory,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "memsync.commands.storage" in loaded
+    assert not loaded & {"memsync.commands.hooks", "memsync.commands.mcp", "memsync.commands.redact"}

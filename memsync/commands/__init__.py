@@ -14,8 +14,32 @@ import typer
 Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
-    from memsync.commands import forensics, hooks, mcp, redact, run, storage, watch
+# Verbs whose modules are imported only when they are the one being run (or for the whole
+# app: help, an unknown name), so that the integrations cost the core commands nothing.
+OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp"}
+_registered: set[str] = set()
 
-    for module in (storage, run, forensics, redact, watch, hooks, mcp):
+
+def register(app: typer.Typer, guard: Guard) -> None:
+    """Attach the core verbs to `app`; the occasional ones come with `register_for`."""
+    from memsync.commands import forensics, run, storage, watch
+
+    for module in (storage, run, forensics, watch):
         module.register(app, guard)
+
+
+def register_for(app: typer.Typer, guard: Guard, words: list[str]) -> None:
+    """Attach what the command line `words` needs: its occasional verb, or every verb when it
+    names none that is known (help, a typo: the whole app answers)."""
+    import importlib
+
+    core = {info.name or (info.callback.__name__.replace("_", "-") if info.callback else "")
+            for info in app.registered_commands}
+    first = words[0] if words else ""
+    if first in core:
+        return
+    wanted = {OCCASIONAL[first]} if first in OCCASIONAL else set(OCCASIONAL.values())
+    for name in ("redact", "hooks", "mcp"):
+        if name in wanted and name not in _registered:
+            _registered.add(name)
+            importlib.import_module(f"memsync.commands.{name}").register(app, guard)
