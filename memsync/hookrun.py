@@ -194,7 +194,7 @@ def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None
 
 
 def _remove_dead_stagings(parent: Path, name: str) -> None:
-    from memsync.sync import _alive
+    from memsync.fs import pid_alive as _alive
 
     for stale in parent.glob(f".memsync-adopt-{name}-*"):
         pid = stale.name.rsplit("-", 1)[-1]

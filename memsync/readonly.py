@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from memsync.fs import pid_alive, real_folders
 from memsync.git import history
 from memsync.git.repo import LINK_MODE, file_blob_id
 from memsync.hub import memsync_home
@@ -235,7 +236,7 @@ def undo(mem: Memory, guard: Guard) -> Undone:
             _keep_aside(guard, rel)
         for rel, mode in sorted(guard.modes.items(), reverse=True):
             path = mem.root / rel
-            if stat.S_ISDIR(mode) and not os.path.lexists(path) and _real_parents(mem.root, rel):
+            if stat.S_ISDIR(mode) and not os.path.lexists(path) and real_folders(mem.root, rel):
                 path.mkdir(parents=True)
             chmod_nofollow(path, stat.S_IMODE(mode))
         if changed or moved or own:
@@ -289,23 +290,10 @@ def _newcomers(root: Path, modes: dict[str, int]) -> list[str]:
     return found
 
 
-def _real_parents(root: Path, rel: str) -> bool:
-    """Every folder on the way to `rel` is a real folder (no symlink that could lead outside)."""
-    here = root
-    for part in PurePosixPath(rel).parts[:-1]:
-        here = here / part
-        try:
-            if not stat.S_ISDIR(here.lstat().st_mode):
-                return False
-        except OSError:
-            return False
-    return True
-
-
 def _keep_aside(guard: Guard, rel: str) -> None:
     """Move what is at `rel` (file, symlink or folder, never followed) out of the memory."""
     src = guard.root / rel
-    if not _real_parents(guard.root, rel) or not os.path.lexists(src):
+    if not real_folders(guard.root, rel) or not os.path.lexists(src):
         return
     _move(src, guard.aside / rel)
 
@@ -393,12 +381,4 @@ def recover(mem: Memory) -> Undone | None:
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True  # this process's own run: it undoes its own
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid == os.getpid() or pid_alive(pid)  # this process's own run undoes its own

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from memsync import guard
 from memsync.attribution import Attribution
+from memsync.fs import real_folders
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, WorkChange, file_mode
 from memsync.git.trailers import compose, quote_path
@@ -241,7 +242,7 @@ def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: 
         if item.old is not None:
             if not _write_inside(mem.root, path, item.old, _old_mode(mem, path)):
                 snap.skipped.append(Skipped(path, _IN_THE_WAY))
-        elif _real_folders(mem.root, path):
+        elif real_folders(mem.root, path):
             full = mem.root / path
             if full.is_symlink() or full.is_file():
                 full.unlink()
@@ -279,7 +280,7 @@ def _folder_aside(root: Path, path: str, tag: str, staged: list[_Staged]) -> Non
     """A protected file replaced by a folder: the folder is renamed as a conflict copy of the file
     (what it holds is committed there), so the file can come back at its path."""
     full = root / path
-    if not (_real_folders(root, path) and full.is_dir() and not full.is_symlink()):
+    if not (real_folders(root, path) and full.is_dir() and not full.is_symlink()):
         return
     copy = conflict_copy_name(path, tag)
     try:
@@ -289,19 +290,6 @@ def _folder_aside(root: Path, path: str, tag: str, staged: list[_Staged]) -> Non
     for i, item in enumerate(staged):
         if item.change.path.startswith(path + "/"):
             staged[i] = _Staged(WorkChange(copy + item.change.path[len(path):], "added"), item.data, item.mode, None)
-
-
-def _real_folders(root: Path, rel: str) -> bool:
-    """Every folder on the way to `rel` exists and is a real folder, not a symlink."""
-    here = root
-    for part in Path(rel).parts[:-1]:
-        here = here / part
-        try:
-            if not stat.S_ISDIR(here.lstat().st_mode):
-                return False
-        except OSError:
-            return False
-    return True
 
 
 def _write_inside(root: Path, rel: str, data: bytes, mode: int) -> bool:

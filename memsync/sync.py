@@ -16,6 +16,7 @@ from memsync.attribution import Attribution, operator
 from memsync.config import StorageConfig
 from memsync.errors import ConfigError, InvalidName, RemoteError, RepoError, UsageError
 from memsync.exchange import Exchange, fetch, link_hub_objects, sync
+from memsync.fs import pid_alive
 from memsync.git import transport
 from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.trailers import first, parse
@@ -303,18 +304,8 @@ def _remove_dead_stagings(parent: Path, name: str) -> None:
     process is gone, so the next clone recovers by itself."""
     for stale in parent.glob(f".memsync-clone-{name}-*"):
         pid = stale.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:
