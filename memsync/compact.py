@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from memsync.exchange import hub_lock
 from memsync.git import pack
 from memsync.git.pack import RepackResult
-from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import open_memory
 
 
@@ -30,7 +30,6 @@ def gc(path: Path, remote: str | None = None) -> GcResult:
     hub_result = None
     hub_dir = mem.hub.local_path
     if hub_dir is not None and (hub_dir / "objects").is_dir():
-        with held(hub_dir / "memsync.lock", f"the hub {mem.hub.display}"):
-            clear_stale_git_locks(hub_dir)
+        with hub_lock(mem):
             hub_result = pack.repack(hub_dir)
     return GcResult(mem.name, local, mem.hub.display, hub_result)

@@ -151,7 +151,7 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
     if local_path is None:
         transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
         return
-    with contextlib.nullcontext() if hub_locked else _hub_lock(mem):
+    with contextlib.nullcontext() if hub_locked else hub_lock(mem, push_patience()):
         heads = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, mem.hub)}
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")
@@ -160,13 +160,15 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
 
 
 @contextlib.contextmanager
-def _hub_lock(mem: Memory) -> Iterator[None]:
+def hub_lock(mem: Memory, timeout: float | None = None) -> Iterator[Path]:
+    """The lock of a hub on this machine (every memsync write to it holds it), with git lock files
+    left there by a dead holder cleared; yields the hub's path. `timeout`: see locking.held."""
     local_path = mem.hub.local_path
     assert local_path is not None
     what = f"the hub {mem.hub.display}"
-    with held(local_path / "memsync.lock", what, push_patience()) as tenure:
+    with held(local_path / "memsync.lock", what, timeout) as tenure:
         clear_stale_git_locks(local_path, tenure, what)
-        yield
+        yield local_path
 
 
 def push_patience() -> float:
@@ -222,7 +224,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
     while True:
         serial = lost > 0 and mem.hub.local_path is not None
         try:
-            with _hub_lock(mem) if serial else contextlib.nullcontext():
+            with hub_lock(mem, push_patience()) if serial else contextlib.nullcontext():
                 remote = fetch(mem, progress)
                 if remote is not None:
                     if accept is not None:

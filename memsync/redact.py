@@ -21,10 +21,9 @@ from memsync import forensics
 from memsync import hub as hubmod
 from memsync.attribution import operator
 from memsync.errors import PushRejected, RepoError, UsageError
-from memsync.exchange import sync
+from memsync.exchange import hub_lock, sync
 from memsync.git import rewrite, transport
 from memsync.git.trailers import compose
-from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory, open_memory
 from memsync.redaction import BASE, BLOB, REWRITTEN
 from memsync.snapshot import take
@@ -146,8 +145,7 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
     mem.git.set_ref(temp, new, "memsync: redact")
     try:
         if hub.local_path is not None:
-            with held(hub.local_path / "memsync.lock", f"the hub {hub.display}"):
-                clear_stale_git_locks(hub.local_path)
+            with hub_lock(mem):
                 _check_tip(mem, ref, expected)
                 transport.push(mem.git.repo, hub, temp, temp)  # the objects, under a new ref
                 try:
