@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -23,10 +22,10 @@ from pathlib import Path, PurePosixPath
 from memsync.attribution import Attribution, acting, operator
 from memsync.errors import RemoteError, RepoError, UnsavedWork, UsageError
 from memsync.exchange import Exchange, sync, unpushed
+from memsync.fs import place
 from memsync.git import history
 from memsync.git.history import FilePatch, VersionChanges
 from memsync.git.merge import ConflictCopy
-from memsync.git.repo import LINK_MODE
 from memsync.git.trailers import every, first, parse, quote_path
 from memsync.memory import Memory, open_memory, refuse_during_run
 from memsync.names import is_conflict_copy
@@ -437,16 +436,7 @@ def _write(root: Path, rel: str, data: bytes, mode: int) -> None:
         full.parent.mkdir(parents=True, exist_ok=True)
         if full.is_dir() and not full.is_symlink():
             raise RepoError(f"cannot restore {rel}: a directory is there now", "move it aside and retry")
-        if mode == LINK_MODE:
-            if full.is_symlink() or full.exists():
-                full.unlink()
-            os.symlink(os.fsdecode(data), full)
-            return
-        fd, tmp = tempfile.mkstemp(prefix=".memsync-", dir=full.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o755 if mode & 0o111 else 0o644)
-        os.replace(tmp, full)
+        place(full, data, mode)
     except OSError as exc:
         raise RepoError(f"cannot write {rel}: {exc.strerror}", "check permissions and free space") from exc
 

@@ -30,3 +30,23 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def place(full: Path, data: bytes, mode: int) -> None:
+    """Put exactly `data` at `full` as git's `mode` says (a symlink whose target is `data` for a
+    link, else a file, executable or not), atomically: written beside it and renamed over
+    whatever is there, which is replaced, never written through. The caller has checked that
+    every folder on the way is a real one. OSError on failure, leaving `full` as it was."""
+    tmp = full.with_name(f".memsync-{os.getpid()}-{full.name}")
+    tmp.unlink(missing_ok=True)
+    try:
+        if stat.S_ISLNK(mode):
+            os.symlink(os.fsdecode(data), tmp)
+        else:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            with os.fdopen(os.open(tmp, flags, 0o755 if mode & 0o111 else 0o644), "wb") as fh:
+                fh.write(data)
+        os.replace(tmp, full)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -22,9 +22,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from memsync.fs import pid_alive, real_folders
+from memsync.fs import pid_alive, place, real_folders
 from memsync.git import history
-from memsync.git.repo import LINK_MODE, file_blob_id
+from memsync.git.repo import file_blob_id
 from memsync.hub import memsync_home
 from memsync.memory import Memory
 
@@ -336,15 +336,7 @@ def _put_back(mem: Memory, guard: Guard, rel: str) -> None:
     if isinstance(source, Path):
         _copy(source, target)
         return
-    data, mode = source
-    if mode == LINK_MODE:
-        os.symlink(os.fsdecode(data), target)
-        return
-    fd, tmp = tempfile.mkstemp(prefix=".memsync-", dir=target.parent)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(tmp, 0o755 if mode & 0o111 else 0o644)
-    os.replace(tmp, target)
+    place(target, *source)
 
 
 def recover(mem: Memory) -> Undone | None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from memsync import guard
 from memsync.attribution import Attribution
-from memsync.fs import real_folders
+from memsync.fs import place, real_folders
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, WorkChange, file_mode
 from memsync.git.trailers import compose, quote_path
@@ -310,15 +310,7 @@ def _write_inside(root: Path, rel: str, data: bytes, mode: int) -> bool:
         full = root / rel
         if full.is_dir() and not full.is_symlink():
             return False
-        tmp = full.with_name(f".memsync-{os.getpid()}-{full.name}")
-        tmp.unlink(missing_ok=True)
-        if mode == LINK_MODE:
-            os.symlink(os.fsdecode(data), tmp)
-        else:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-            with os.fdopen(os.open(tmp, flags, 0o755 if mode & 0o111 else 0o644), "wb") as fh:
-                fh.write(data)
-        os.replace(tmp, full)
+        place(full, data, mode)
     except OSError:
         return False
     return True
