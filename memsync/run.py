@@ -154,11 +154,12 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
         if not offline and not present:
             held = storage.clone(m.name, m.path, remote=remote).exchange.held_back
         mem = open_memory(m.path, remote)
-        if not m.read_only:
+        if not m.read_only and memory.live_run(mem) is None:  # a live run settles its own
             from memsync.unverified import settle
 
             with mem.locked():  # a dead run's leftovers are that run's: settled before this run claims it
-                settle(mem, refuse=offline)
+                mem.git.check_state(mem.branch)
+                settle(mem)  # and unpushed commits memsync did not make are checked (refused if bad)
         joined = _own(mem, run_id, claim, claimed)
         if m.read_only:
             _set_writable(mem, True)
@@ -202,10 +203,7 @@ def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[O
         mem.git.ensure_layout(mem.branch, None)
         ensure_hub(mem.hub)
         if not read_only:
-            from memsync.unverified import settle
-
-            settle(mem)  # a dead run's leftovers are that run's; unchecked commits are refused
-            take(mem, who)
+            take(mem, who)  # prepare() has settled what a dead run or the agent left
         return sync(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back
 
 
