@@ -1,7 +1,8 @@
 """The `memsync` command's entry point: as little as possible before the CLI is imported.
 
 A Ctrl-C during start-up (importing typer and pygit2 takes a moment) exits 130 with one line, as
-it does later; `memsync --version` answers without importing the CLI at all.
+it does later; `memsync --version` answers without importing the CLI at all. With MEMSYNC_SERVER
+set, the command goes to a resident `memsync serve` (handoff.py) when one is there.
 """
 
 from __future__ import annotations
@@ -12,11 +13,19 @@ import sys
 
 def main() -> None:
     try:
-        if sys.argv[1:] == ["--version"]:
-            from memsync import __version__
+        from memsync import __version__
 
+        if sys.argv[1:] == ["--version"]:
             sys.stdout.write(f"memsync {__version__}\n")
             return
+        if os.environ.get("MEMSYNC_SERVER"):
+            from memsync import handoff
+
+            if handoff.wanted(sys.argv[1:]):
+                served = handoff.served(sys.argv[1:], __version__)
+                if served is not None:
+                    sys.stdout.flush()
+                    os._exit(served)
         from memsync.cli import main as cli_main
 
         code = cli_main()

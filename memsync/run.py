@@ -36,8 +36,17 @@ from memsync.snapshot import Snapshot, describe, take
 from memsync.trust import RunTrust
 
 DEFAULT_CHECKPOINT = 30.0
-QUIET = float(os.environ.get("MEMSYNC_QUIET", "2.0"))
-SETTLE = float(os.environ.get("MEMSYNC_SETTLE", "0.5"))
+
+
+def _quiet() -> float:
+    """Seconds without writes before a checkpoint (MEMSYNC_QUIET), read when a run starts."""
+    return float(os.environ.get("MEMSYNC_QUIET", "2.0"))
+
+
+def _settle() -> float:
+    """How recent a write is still settling (MEMSYNC_SETTLE), read when a run starts."""
+    return float(os.environ.get("MEMSYNC_SETTLE", "0.5"))
+
 
 Say = Callable[[str], None]
 
@@ -356,7 +365,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             trust = trusts[mem.name]
             with mem.locked():
                 trust.check(say)
-                snap = take(mem, who, settle=0.0 if overdue else SETTLE, run_base=bases[mem.name],
+                snap = take(mem, who, settle=0.0 if overdue else _settle(), run_base=bases[mem.name],
                             run_flags=trust.run_flags(final=False))
                 trust.committed(snap)
                 if snap.commit is None:
@@ -381,7 +390,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
 
         say = held_say = _HeldWhileRunning(say)
         monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
-        checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(QUIET, checkpoint), max_interval=checkpoint,
+        checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(_quiet(), checkpoint),
+                                    max_interval=checkpoint,
                                     on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"),
                                     extra=push_deferred)
         watching = _Watching(monitors, say)

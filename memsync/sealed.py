@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["CREDENTIAL_VARS", "child_environment", "get", "make_undumpable", "seal", "strip_userinfo"]
+__all__ = ["CREDENTIAL_VARS", "child_environment", "get", "make_undumpable", "seal", "strip_userinfo",
+           "wipe_initial_copy"]
 
 # Read by memsync only, never needed by the command. MEMSYNC_USER names the account the token
 # belongs to: no secret itself, but it goes with the token and the command has no use for it.
@@ -54,7 +55,7 @@ def seal() -> Iterator[None]:
         value = os.environ.get(name)
         if value is not None:
             _held[name] = value
-            _wipe_initial_copy(name)
+            wipe_initial_copy(name)
             del os.environ[name]
     try:
         yield
@@ -75,7 +76,7 @@ def child_environment(keep_ssh_agent: bool = False) -> dict[str, str]:
     return env
 
 
-def _wipe_initial_copy(name: str) -> None:
+def wipe_initial_copy(name: str) -> None:
     """Overwrite the value in the process's initial environment block, which the kernel shows in
     /proc/PID/environ whatever os.environ says later (glibc's unsetenv only drops the pointer)."""
     if not sys.platform.startswith("linux"):

@@ -16,7 +16,7 @@ Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 # Verbs whose modules are imported only when they are the one being run (or for the whole
 # app: help, an unknown name), so that the integrations cost the core commands nothing.
-OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp"}
+OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp", "serve": "serve"}
 _registered: set[str] = set()
 
 
@@ -39,7 +39,7 @@ def register_for(app: typer.Typer, guard: Guard, words: list[str]) -> None:
     if first in core:
         return
     wanted = {OCCASIONAL[first]} if first in OCCASIONAL else set(OCCASIONAL.values())
-    for name in ("redact", "hooks", "mcp"):
+    for name in ("redact", "hooks", "mcp", "serve"):
         if name in wanted and name not in _registered:
             _registered.add(name)
             importlib.import_module(f"memsync.commands.{name}").register(app, guard)

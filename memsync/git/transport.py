@@ -32,10 +32,16 @@ from memsync.hub import HubUrl, redact
 
 ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objects total, bytes)
 
-CONNECT_TIMEOUT_MS = int(os.environ.get("MEMSYNC_CONNECT_TIMEOUT", "10")) * 1000
-IO_TIMEOUT_MS = int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000
-pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, CONNECT_TIMEOUT_MS)
-pygit2.option(Option.SET_SERVER_TIMEOUT, IO_TIMEOUT_MS)
+
+
+def apply_timeouts() -> None:
+    """libgit2's connect and I/O timeouts from MEMSYNC_CONNECT_TIMEOUT / MEMSYNC_IO_TIMEOUT
+    (seconds): at import, and again by a `memsync serve` worker for its caller's environment."""
+    pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, int(os.environ.get("MEMSYNC_CONNECT_TIMEOUT", "10")) * 1000)
+    pygit2.option(Option.SET_SERVER_TIMEOUT, int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000)
+
+
+apply_timeouts()
 hostkeys.install()
 interrupts.install()
 

@@ -1,0 +1,303 @@
+"""`memsync serve`: a resident process that runs memsync commands without start-up cost.
+
+Every memsync command pays ~0.2 s before any work: the interpreter, typer, pygit2 and memsync's
+own modules. The server pays it once. It imports everything a command may need and then waits on
+a Unix socket; for each client (see handoff.py) it forks a worker, a copy of itself with all of
+that already loaded, which takes on the caller's working directory, umask, environment and
+stdin/stdout/stderr and runs the command line exactly as `memsync` would, then reports the exit
+code. A fork is a fresh process per command: nothing of one command (open repositories, locks,
+caches, globals, the environment) reaches the next, and concurrent commands run in parallel as
+separate processes do.
+
+The server itself never opens a repository and runs no thread, so each fork starts clean. Only
+the same user reaches it: the socket is mode 0600 and every peer's uid is checked
+(SO_PEERCRED). When memsync's code on disk changes (an upgrade), the server declines the request
+(the client then runs it in-process) and starts itself again with the new code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import io
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from memsync import __version__, handoff
+from memsync.errors import LockBusy, UsageError
+
+__all__ = ["PRELOAD", "serve"]
+
+# What a command may import: loaded once, before the first fork, so no worker pays for it.
+PRELOAD = (
+    "pygit2", "yaml", "memsync.cli", "memsync.commands.hooks", "memsync.commands.redact",
+    "memsync.sync", "memsync.exchange", "memsync.run", "memsync.forensics", "memsync.listing",
+    "memsync.watch", "memsync.changes", "memsync.maintenance", "memsync.compact", "memsync.guard",
+    "memsync.secrets", "memsync.trust", "memsync.readonly", "memsync.redact", "memsync.snapshot",
+    "memsync.git.transport", "memsync.git.credentials", "memsync.git.hostkeys", "memsync.git.hubtree",
+    "rich.console", "rich.progress", "rich.table",
+)
+_SOCKET_MAX = 107  # sun_path, less its NUL
+_FDS = 4  # the working directory, stdin, stdout, stderr
+
+
+def preload() -> None:
+    for name in PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def _loaded_files() -> dict[str, int]:
+    """memsync's loaded modules and their mtimes: a change means an upgrade under the server."""
+    root = Path(__file__).parent
+    stamps: dict[str, int] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and path.startswith(str(root)):
+            with contextlib.suppress(OSError):
+                stamps[path] = os.stat(path).st_mtime_ns
+    return stamps
+
+
+def _stale(stamps: dict[str, int]) -> bool:
+    for path, mtime in stamps.items():
+        try:
+            if os.stat(path).st_mtime_ns != mtime:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return int(uid)
+
+
+def _reply(conn: socket.socket, *fields: bytes) -> None:
+    conn.sendall(handoff.encode(list(fields)))
+
+
+def bind(path: Path) -> socket.socket:
+    """The listening socket at `path`, mode 0600. A live server there is an error; a dead one's
+    socket is replaced; anything that is not a socket is left alone."""
+    text = os.fsencode(path)
+    if len(text) > _SOCKET_MAX:
+        raise UsageError(f"the socket path is {len(text)} bytes; Unix sockets allow {_SOCKET_MAX}",
+                         "pass a shorter --socket, e.g. under /run/user/$UID or /tmp")
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if not stat.S_ISSOCK(st.st_mode):
+            raise UsageError(f"{path} exists and is not a socket", "pass another --socket path")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # nobody listens: a server that was killed
+        else:
+            raise LockBusy(f"a memsync server already listens on {path}",
+                            "stop it first, or pass another --socket path")
+        finally:
+            probe.close()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    except OSError as exc:
+        listener.close()
+        raise UsageError(f"cannot listen on {path}: {exc.strerror}", "pass another --socket path") from exc
+    finally:
+        os.umask(old)
+    listener.listen(128)
+    return listener
+
+
+def _seal_self() -> None:
+    """The server keeps no credential of its own: each worker gets its caller's environment. The
+    ones it was started with are dropped (and wiped from /proc/PID/environ), and the process is
+    made non-dumpable, which its workers inherit, as an in-process `run` makes itself."""
+    from memsync import sealed
+
+    sealed.make_undumpable()
+    for name in (*sealed.CREDENTIAL_VARS, "MEMSYNC_REMOTE", "MEMSYNC_SERVER"):
+        if name in os.environ:
+            sealed.wipe_initial_copy(name)
+            del os.environ[name]
+
+
+def serve(path: Path, idle: float, say: Callable[[str], None]) -> int:
+    """Accept clients until SIGTERM/SIGINT/SIGHUP (or `idle` seconds without one, when > 0)."""
+    preload()
+    stamps = _loaded_files()
+    listener = bind(path)
+    _seal_self()
+    stopping: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+        raise _Stop
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, stop)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
+    say(f"serving on {path} (pid {os.getpid()}); commands use it when MEMSYNC_SERVER={path}")
+    restart = False
+    last = time.monotonic()
+    try:
+        while True:
+            listener.settimeout(idle if idle > 0 else None)
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                if time.monotonic() - last >= idle:
+                    say(f"no command for {idle:g} s; stopping")
+                    break
+                continue
+            last = time.monotonic()
+            with conn:
+                if _stale(stamps):
+                    with contextlib.suppress(OSError):  # a client that has gone already
+                        _reply(conn, b"declined", b"memsync's code changed")
+                    restart = True
+                    break
+                with contextlib.suppress(OSError):
+                    if _peer_uid(conn) == os.getuid() and os.fork() == 0:
+                        _worker(conn, listener)  # never returns
+    except _Stop:
+        say(f"stopping ({signal.Signals(stopping[-1]).name})")
+    finally:
+        listener.close()
+        with contextlib.suppress(OSError):
+            path.unlink()
+    if restart:
+        say("memsync's code changed on disk; starting again with it")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "memsync", *sys.argv[1:]])
+    return 0
+
+
+class _Stop(Exception):
+    pass
+
+
+# -- the worker: one command, then exit ---------------------------------------------------------
+def _receive(conn: socket.socket) -> tuple[list[bytes], list[int]]:
+    conn.settimeout(10.0)
+    data, ancillary, _flags, _addr = conn.recvmsg(4096, socket.CMSG_SPACE(_FDS * 4))
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            usable = len(payload) - len(payload) % 4
+            fds += list(struct.unpack(f"{usable // 4}i", payload[:usable]))
+    if len(data) < 4:
+        data += handoff.recv_exact(conn, 4 - len(data))
+    (n,) = struct.unpack("!I", data[:4])
+    if n > handoff.MAX_REQUEST:
+        raise ValueError("request too large")
+    body = data[4:]
+    if len(body) < n:
+        body += handoff.recv_exact(conn, n - len(body))
+    return handoff.decode(body), fds
+
+
+def _worker(conn: socket.socket, listener: socket.socket) -> None:
+    code = 1
+    try:
+        listener.close()
+        os.setsid()  # out of the server's session: only the client's forwarded signals arrive
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            fields, fds = _receive(conn)
+        except (OSError, EOFError, ValueError):
+            os._exit(1)
+        if len(fds) != _FDS or len(fields) < 9 or fields[0] != handoff.PROTOCOL:
+            _reply(conn, b"declined", b"not a request")
+            os._exit(1)
+        if fields[1].decode() != __version__:
+            _reply(conn, b"declined", b"another memsync version")
+            os._exit(1)
+        _reply(conn, b"pid", str(os.getpid()).encode())
+        argv = _take_over(fields, fds)
+        code = _run(argv)
+    except BaseException:
+        code = 1
+    finally:
+        with contextlib.suppress(BaseException):
+            _reply(conn, b"exit", str(code).encode())
+        os._exit(code)
+
+
+def _take_over(fields: list[bytes], fds: list[int]) -> list[str]:
+    """Become the caller: its directory, umask, environment and standard streams."""
+    cwd, *streams = fds
+    os.fchdir(cwd)
+    os.close(cwd)
+    os.umask(int(fields[2]))
+    encodings = [(fields[3 + 2 * i].decode(), fields[4 + 2 * i].decode()) for i in range(3)]
+    count = int(fields[9])
+    argv = [os.fsdecode(a) for a in fields[10:10 + count]]
+    os.environb.clear()
+    for item in fields[10 + count:]:
+        key, sep, value = item.partition(b"=")
+        if sep and key:
+            os.environb[key] = value
+    for target, fd in enumerate(streams):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.stdin = _stream(0, "r", *encodings[0])
+    sys.stdout = _stream(1, "w", *encodings[1])
+    sys.stderr = _stream(2, "w", *encodings[2], line_buffering=True)
+    for name in ("stdin", "stdout", "stderr"):  # what a library falls back to, the same streams
+        setattr(sys, f"__{name}__", getattr(sys, name))
+    sys.argv = ["memsync", *argv]
+    import pygit2
+    from pygit2.enums import ConfigLevel
+
+    for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM, ConfigLevel.PROGRAMDATA):
+        pygit2.settings.search_path[level] = None  # type: ignore[assignment]  # found again from this HOME / XDG_CONFIG_HOME
+    from memsync.git import transport
+
+    transport.apply_timeouts()
+    return argv
+
+
+def _stream(fd: int, mode: str, encoding: str, errors: str, line_buffering: bool = False) -> io.TextIOWrapper:
+    interactive = False
+    with contextlib.suppress(OSError):
+        interactive = os.isatty(fd)
+    raw = io.FileIO(fd, mode, closefd=False)
+    buffered: io.BufferedReader | io.BufferedWriter = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+    return io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
+                            line_buffering=line_buffering or interactive)
+
+
+def _run(argv: list[str]) -> int:
+    from memsync.cli import main
+
+    try:
+        code = main(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        code = 130
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    return code
