@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint stress bench clean
+.PHONY: install demo test lint stress bench bench-readme clean
 
 $(BIN)/memsync: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ stress: install
 
 bench: install
 	$(BIN)/python bench/bench.py
+
+bench-readme: install
+	$(BIN)/python bench/bench.py --readme
 
 clean:
 	rm -rf $(VENV) demo-work .pytest_cache .mypy_cache .ruff_cache

@@ -1,8 +1,9 @@
 """memsync against the git CLI and a tar.gz snapshot upload, in one run; see bench/README.md.
 
-    python bench/bench.py                     # 1k, 10k, 100k files (~8 minutes on 2 cores)
-    python bench/bench.py --quick             # smoke run: 1k files, 2 rounds
+    python bench/bench.py                     # 1k, 10k, 100k files + a 5,000-version history (~11 min, 2 cores)
+    python bench/bench.py --quick             # smoke run: 1k files, 2 rounds, a 200-version history
     python bench/bench.py --sizes 10000 --rounds 7
+    python bench/bench.py --readme            # rewrite README.md's table from bench/results/latest.json
 
 Every candidate is a real child process (the `memsync` console script, `git`, `tar`), timed by
 wall clock, its peak RSS read from wait4(). Candidates alternate within each round (the order
@@ -16,24 +17,34 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import gen  # noqa: E402
 import procs  # noqa: E402
+import targets  # noqa: E402
 from procs import Sample  # noqa: E402
 
 SIZES = (1_000, 10_000, 100_000)
-ROUNDS = {1_000: 5, 10_000: 5, 100_000: 3}
-CLONE_ROUNDS = {1_000: 3, 10_000: 2, 100_000: 1}
+ROUNDS = {1_000: 3, 10_000: 5, 100_000: 3}
+CLONE_ROUNDS = {1_000: 2, 10_000: 2, 100_000: 1}
+ALL_ITEMS_MAX = 10_000  # larger: push, no-change push, clone, no snapshot baseline (--all-items: everything)
+HISTORY_FILES = 10_000
+HISTORY_VERSIONS = 5_000
+HISTORY_ROUNDS = 5  # log -n 20
+HISTORY_CLONE_ROUNDS = 2
 STARTUP_ROUNDS = 15
 LIST_MEMORIES = 100
 MB = 1024 * 1024
@@ -43,6 +54,7 @@ GIT_PUSH_SEQ = "git add -A; git commit -q -m update; git push -q"  # runs on whe
 GIT_RUN = "git pull --ff-only -q; true; git add -A; git commit -q -m run; git push -q"
 GIT_STATUS = "git status --porcelain"
 GIT_FULL_STATUS = "git fetch -q && git status --porcelain -b"
+GIT_LOG = "git log -n 20 --stat"
 
 
 # -- results ------------------------------------------------------------------------------------
@@ -135,6 +147,63 @@ def write_gitconfig(work: Path) -> None:
         encoding="utf-8")
 
 
+# -- the resident server (memsync serve), when this memsync has one --------------------------------
+SERVE: list[bool] = [False]  # [0]: `memsync serve --help` exits 0
+SERVERS: list[procs.MemsyncServer] = []
+NOTES: list[str] = []
+
+
+def start_server(work: Path, tag: str, env: dict[str, str], cwd: Path,
+                 say: Callable[[str], None]) -> procs.MemsyncServer | None:
+    """One `memsync serve` for the MEMSYNC_HOME of `env`, ready to accept; None without serve."""
+    if not SERVE[0]:
+        return None
+    sock = work / f"{tag}.sock"
+    if len(os.fsencode(sock)) > 100:  # AF_UNIX paths are limited to 107 bytes
+        sock = Path(tempfile.mkdtemp(prefix="msb-", dir="/tmp")) / f"{tag}.sock"
+    try:
+        server = procs.MemsyncServer(MEMSYNC, sock, env, cwd, work / f"serve-{tag}.log")
+    except procs.BenchError as exc:
+        note = f"memsync serve for {tag} did not start, its served candidates are left out: {exc}"
+        NOTES.append(note)
+        say(f"  {note}")
+        return None
+    SERVERS.append(server)
+    return server
+
+
+def stop_server(res: Results, tag: str, server: procs.MemsyncServer | None) -> None:
+    if server is None:
+        return
+    code = server.stop()
+    SERVERS.remove(server)
+    servers = res.figures.setdefault("servers", {})
+    assert isinstance(servers, dict)
+    servers[tag] = {"socket": str(server.sock), "exit_code": code}
+    if server.sock.parent.name.startswith("msb-"):
+        shutil.rmtree(server.sock.parent, ignore_errors=True)
+
+
+def variants(server: procs.MemsyncServer | None) -> list[tuple[str, procs.MemsyncServer | None]]:
+    """memsync cold (a fresh process does the work) and, with a server, served (MEMSYNC_SERVER)."""
+    return [("memsync", None)] + ([("memsync served", server)] if server is not None else [])
+
+
+def ms_action(argv: list[str], cwd: Path, env: dict[str, str],
+              server: procs.MemsyncServer | None) -> Callable[[], Sample]:
+    return lambda: ms_timed(argv, cwd, env, server)
+
+
+def ms_timed(argv: list[str], cwd: Path, env: dict[str, str], server: procs.MemsyncServer | None) -> Sample:
+    """A memsync command, cold or through the server. Served, the peak RSS is the larger of the
+    client's and the server's peak (VmHWM) during the command."""
+    if server is None:
+        return procs.timed(argv, cwd, env)
+    server.reset_peak()
+    sample = procs.timed(argv, cwd, server.env(env))
+    return Sample(sample.seconds, max(sample.rss_kb, server.peak_kb()))
+
+
 # -- one memory size --------------------------------------------------------------------------
 @dataclass
 class Setup:
@@ -151,6 +220,7 @@ class Setup:
     snap: Path
     snap_hub: Path
     data_bytes: int
+    server: procs.MemsyncServer | None = None
 
     def ms_name(self, transport: str) -> str:
         return f"bench-{transport}"
@@ -213,15 +283,13 @@ MEMSYNC: list[str] = []
 DAEMON: list[procs.GitDaemon] = []
 
 
-def remote_writer(s: Setup, tag: str, paths: list[str]) -> None:
+def remote_writer(hubs: list[tuple[Path, str]], tag: str, paths: list[str]) -> None:
     """Another machine pushes 10 edited files: commits made directly in the hubs (pygit2)."""
     import pygit2
     from pygit2.enums import FileMode
 
-    targets = [(s.hub, f"refs/heads/memory/{s.ms_name(t)}") for t in s.ms]
-    targets += [(s.git_hub[t], f"refs/heads/{t}") for t in s.git_hub]
     sig = pygit2.Signature("Other Writer", "other@example.invalid")
-    for repo_path, ref in targets:
+    for repo_path, ref in hubs:
         repo = pygit2.Repository(str(repo_path))
         tip = repo.references[ref].peel(pygit2.Commit)
         index = pygit2.Index()
@@ -246,81 +314,101 @@ def touch_all(tree: Path) -> None:
             os.utime(os.path.join(dirpath, name), (stamp, stamp))
 
 
-def bench_size(res: Results, s: Setup, rounds: int, clone_rounds: int, say: Callable[[str], None]) -> None:
+def bench_size(res: Results, s: Setup, rounds: int, clone_rounds: int, all_items: bool,
+               say: Callable[[str], None]) -> None:
     scope = str(s.size)
     env = s.env
+    round_no = [0]
 
-    def ms(t: str, *args: str) -> Callable[[], Sample]:
-        return lambda: procs.timed([*MEMSYNC, *args], s.ms[t], env)
+    def set_round(r: int) -> None:
+        round_no[0] = r
+
+    def ms(t: str, server: procs.MemsyncServer | None, *args: str) -> Callable[[], Sample]:
+        return lambda: ms_timed([*MEMSYNC, *args], s.ms[t], env, server)
+
+    def ms_cands(*args: str) -> list[tuple[str, Callable[[], Sample]]]:
+        return [(f"{name} {LABEL[t]}", ms(t, server, *args)) for t in s.ms for name, server in variants(s.server)]
 
     def sh(line: str, cwd: Path) -> Callable[[], Sample]:
         return lambda: procs.timed(line, cwd, env)
 
     # warm-up: one untimed no-change round of each, so caches are equally warm
     for t in s.ms:
-        procs.timed([*MEMSYNC, "push"], s.ms[t], env)
+        for _name, server in variants(s.server):
+            ms_timed([*MEMSYNC, "push"], s.ms[t], env, server)
         procs.timed(GIT_PUSH_SEQ, s.git[t], env)
 
-    # 1. push after changing 10 files
-    def edit_all(r: int) -> None:
-        paths = gen.changed_paths(s.size, r)
-        for tree in [*s.ms.values(), *s.git.values(), s.snap]:
-            gen.edit(tree, paths, f"round {r}")
+    # 1. push after changing 10 files: each candidate edits its own 10 files just before it runs
+    # (untimed), so cold and served memsync, sharing one work tree, both push 10 changed files.
+    def edited(name: str, tree: Path, action: Callable[[], Sample]) -> Callable[[], Sample]:
+        def go() -> Sample:
+            gen.edit(tree, gen.changed_paths(s.size, round_no[0]), f"round {round_no[0]} {name}")
+            return action()
+        return go
 
     def snapshot_upload() -> Sample:
         for old in s.snap_hub.glob("*.tar.gz"):
             old.unlink()
         return procs.timed(f"tar -czf {s.snap_hub}/snapshot-{time.time_ns()}.tar.gz -C {s.snap} .", s.root, env)
 
-    cands = [(f"memsync {LABEL[t]}", ms(t, "push")) for t in s.ms]
-    cands += [(f"git {LABEL[t]}", sh(GIT_PUSH, s.git[t])) for t in s.git]
-    cands += [("snapshot", snapshot_upload)]
-    alternate(res, scope, "push 10 changed", rounds, cands, before=edit_all)
+    cands = [(f"{name} {LABEL[t]}", edited(name, s.ms[t], ms(t, server, "push")))
+             for t in s.ms for name, server in variants(s.server)]
+    cands += [(f"git {LABEL[t]}", edited("git", s.git[t], sh(GIT_PUSH, s.git[t]))) for t in s.git]
+    if all_items:  # the snapshot baseline costs ~70 s at 100k, not an issue 14 item
+        cands += [("snapshot", edited("snapshot", s.snap, snapshot_upload))]
+    alternate(res, scope, "push 10 changed", rounds, cands, before=set_round)
     say(f"  push 10 changed: done ({_brief(res, scope, 'push 10 changed')})")
 
-    # 2. push with nothing changed
-    cands = [(f"memsync {LABEL[t]}", ms(t, "push")) for t in s.ms]
+    # 2. push with nothing changed: against git's add/commit/push, `git fetch && git status` (what
+    # a no-change push must find out: is there anything to send or to take) and the scan floor
+    cands = ms_cands("push")
     cands += [(f"git {LABEL[t]}", sh(GIT_PUSH_SEQ, s.git[t])) for t in s.git]
+    cands += [(f"git fetch+status {LABEL[t]}", sh(GIT_FULL_STATUS, s.git[t])) for t in s.git]
     cands += [("git status", sh(GIT_STATUS, s.git["file"]))]
     alternate(res, scope, "push, no change", rounds, cands)
     say(f"  push, no change: done ({_brief(res, scope, 'push, no change')})")
 
-    # 3. run -- true
-    cands = [(f"memsync {LABEL[t]}", ms(t, "run", "--", "true")) for t in s.ms]
-    cands += [(f"git {LABEL[t]}", sh(GIT_RUN, s.git[t])) for t in s.git]
-    alternate(res, scope, "run -- true", rounds, cands)
-    say(f"  run -- true: done ({_brief(res, scope, 'run -- true')})")
+    if all_items:
+        # 3. run -- true
+        cands = ms_cands("run", "--", "true")
+        cands += [(f"git {LABEL[t]}", sh(GIT_RUN, s.git[t])) for t in s.git]
+        alternate(res, scope, "run -- true", rounds, cands)
+        say(f"  run -- true: done ({_brief(res, scope, 'run -- true')})")
 
-    # 5. pull of 10 files another machine changed
-    def remote_edit(r: int) -> None:
-        remote_writer(s, f"round {r}", gen.changed_paths(s.size, 1000 + r))
+        # 5. pull of 10 files another machine changed: a new remote commit just before each
+        # candidate (untimed), so cold and served memsync each pull 10 files
+        def remote_edited(name: str, target: tuple[Path, str], action: Callable[[], Sample]) -> Callable[[], Sample]:
+            def go() -> Sample:
+                remote_writer([target], f"round {round_no[0]} {name}", gen.changed_paths(s.size, 1000 + round_no[0]))
+                return action()
+            return go
 
-    cands = [(f"memsync {LABEL[t]}", ms(t, "pull")) for t in s.ms]
-    cands += [(f"git {LABEL[t]}", sh("git pull --ff-only -q", s.git[t])) for t in s.git]
-    alternate(res, scope, "pull 10 changed", rounds, cands, before=remote_edit)
-    say(f"  pull 10 changed: done ({_brief(res, scope, 'pull 10 changed')})")
+        cands = [(f"{name} {LABEL[t]}",
+                  remote_edited(name, (s.hub, f"refs/heads/memory/{s.ms_name(t)}"), ms(t, server, "pull")))
+                 for t in s.ms for name, server in variants(s.server)]
+        cands += [(f"git {LABEL[t]}", remote_edited("git", (s.git_hub[t], f"refs/heads/{t}"),
+                                                    sh("git pull --ff-only -q", s.git[t]))) for t in s.git]
+        alternate(res, scope, "pull 10 changed", rounds, cands, before=set_round)
+        say(f"  pull 10 changed: done ({_brief(res, scope, 'pull 10 changed')})")
 
-    # 6. status (the hub also holds other memories in the list benchmark; here: this memory)
-    cands = [(f"memsync {LABEL[t]}", ms(t, "status")) for t in s.ms]
-    cands += [(f"git {LABEL[t]}", sh(GIT_FULL_STATUS, s.git[t])) for t in s.git]
-    cands += [("git status", sh(GIT_STATUS, s.git["file"]))]
-    alternate(res, scope, "status", rounds, cands)
-    say(f"  status: done ({_brief(res, scope, 'status')})")
+        # 6. status (the hub also holds other memories in the list benchmark; here: this memory)
+        cands = ms_cands("status")
+        cands += [(f"git {LABEL[t]}", sh(GIT_FULL_STATUS, s.git[t])) for t in s.git]
+        cands += [("git status", sh(GIT_STATUS, s.git["file"]))]
+        alternate(res, scope, "status", rounds, cands)
+        say(f"  status: done ({_brief(res, scope, 'status')})")
 
-    # stale stat cache: files copied in again with new mtimes; the 2nd status must be fast again
-    def touched(r: int) -> None:
-        touch_all(s.ms["file"])
-        touch_all(s.git["file"])
-
-    stale_rounds = max(2, rounds - 1)
-    for r in range(stale_rounds):
-        touched(r)
-        order: list[tuple[str, Path, list[str] | str]] = [
-            ("memsync", s.ms["file"], [*MEMSYNC, "status"]), ("git", s.git["file"], GIT_STATUS)]
-        for who, tree, cmd in order[r % 2:] + order[:r % 2]:
-            res.add(scope, "status after copy-in", f"{who} 1st", procs.timed(cmd, tree, env))
-            res.add(scope, "status after copy-in", f"{who} 2nd", procs.timed(cmd, tree, env))
-    say(f"  status after copy-in: done ({_brief(res, scope, 'status after copy-in')})")
+        # stale stat cache: files copied in again with new mtimes; the 2nd status must be fast again
+        stale_rounds = max(2, rounds - 1)
+        for r in range(stale_rounds):
+            touch_all(s.ms["file"])
+            touch_all(s.git["file"])
+            order: list[tuple[str, Path, list[str] | str]] = [
+                ("memsync", s.ms["file"], [*MEMSYNC, "status"]), ("git", s.git["file"], GIT_STATUS)]
+            for who, tree, cmd in order[r % 2:] + order[:r % 2]:
+                res.add(scope, "status after copy-in", f"{who} 1st", procs.timed(cmd, tree, env))
+                res.add(scope, "status after copy-in", f"{who} 2nd", procs.timed(cmd, tree, env))
+        say(f"  status after copy-in: done ({_brief(res, scope, 'status after copy-in')})")
 
     # 4. clone (last: it only reads the hubs)
     dest = s.root / "clone-dest"
@@ -328,18 +416,110 @@ def bench_size(res: Results, s: Setup, rounds: int, clone_rounds: int, say: Call
     def cleanup(_name: str) -> None:
         shutil.rmtree(dest, ignore_errors=True)
 
-    def ms_clone(t: str) -> Callable[[], Sample]:
+    def ms_clone(t: str, server: procs.MemsyncServer | None) -> Callable[[], Sample]:
         url = s.ms_url[t]
         remote = ["--remote", url] if url else []
-        return lambda: procs.timed([*MEMSYNC, "clone", s.ms_name(t), str(dest), *remote], s.root, env)
+        return lambda: ms_timed([*MEMSYNC, "clone", s.ms_name(t), str(dest), *remote], s.root, env, server)
 
     def snapshot_extract() -> Sample:
         tarball = next(s.snap_hub.glob("*.tar.gz"))
         return procs.timed(f"mkdir {dest} && tar -xzf {tarball} -C {dest}", s.root, env)
 
-    cands = [(f"memsync {LABEL[t]}", ms_clone(t)) for t in s.ms]
+    cands = [(f"{name} {LABEL[t]}", ms_clone(t, server)) for t in s.ms for name, server in variants(s.server)]
     cands += [(f"git {LABEL[t]}", sh(f"git clone -q -b {t} {s.git_url[t]} {dest}", s.root)) for t in s.git]
-    cands += [("snapshot", snapshot_extract)]
+    if all_items:
+        cands += [("snapshot", snapshot_extract)]
+    alternate(res, scope, "clone", clone_rounds, cands, after=cleanup)
+    say(f"  clone: done ({_brief(res, scope, 'clone')})")
+
+
+# -- a long history: log and clone at 5,000 versions ------------------------------------------------
+HIST_NAME = "bench-hist"
+HIST_BRANCH = "hist"
+
+
+@dataclass
+class History:
+    files: int
+    versions: int
+    root: Path
+    env: dict[str, str]
+    git_url: dict[str, str]  # transport -> the git twin's hub
+    ms_url: dict[str, str | None]  # transport -> memsync's --remote (None: the embedded hub)
+    ms_log: Path  # a memsync clone, for log
+    git_log: Path  # a full git clone, for log
+    server: procs.MemsyncServer | None = None
+
+
+def build_history(work: Path, files: int, versions: int, transports: tuple[str, ...],
+                  say: Callable[[str], None]) -> History:
+    """`versions` commits of a `files`-file memory made by `git fast-import` (gen.history_stream,
+    deterministic), pushed to the embedded hub as memory bench-hist and to a bare repo for git."""
+    root = work / "hist"
+    home = root / "mshome"
+    env = make_env(work, home)
+    root.mkdir(parents=True)
+    t0 = time.perf_counter()
+    src = root / "src.git"
+    procs.run(["git", "init", "-q", "--bare", str(src)], root, env)
+    importer = subprocess.Popen(["git", "fast-import", "--quiet"], cwd=src, env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert importer.stdin is not None
+    for chunk in gen.history_stream(files, versions):
+        importer.stdin.write(chunk)
+    _, err = importer.communicate()
+    if importer.returncode != 0:
+        raise procs.BenchError(f"git fast-import exited {importer.returncode}: {err.decode(errors='replace')}")
+    procs.run(["git", "repack", "-adq"], src, env)
+    hub = home / "hub.git"
+    git_hub = root / "git-hist.git"
+    for bare, ref in ((hub, f"refs/heads/memory/{HIST_NAME}"), (git_hub, f"refs/heads/{HIST_BRANCH}")):
+        procs.run(["git", "init", "-q", "--bare", str(bare)], root, env)
+        procs.run(["git", "push", "-q", str(bare), f"main:{ref}"], src, env)
+    shutil.rmtree(src)
+    daemon = DAEMON[0]
+    git_url = {t: f"file://{git_hub}" if t == "file" else daemon.url(git_hub) for t in transports}
+    ms_url = {t: None if t == "file" else daemon.url(hub) for t in transports}
+    ms_log, git_log = root / "ms-log", root / "git-log"
+    procs.run([*MEMSYNC, "clone", HIST_NAME, str(ms_log)], root, env)
+    procs.run(["git", "clone", "-q", "-b", HIST_BRANCH, git_url["file"], str(git_log)], root, env)
+    say(f"  {versions} versions of {files} files set up in {time.perf_counter() - t0:.1f}s")
+    return History(files, versions, root, env, git_url, ms_url, ms_log, git_log)
+
+
+def bench_history(res: Results, h: History, log_rounds: int, clone_rounds: int,
+                  say: Callable[[str], None]) -> None:
+    scope = "history"
+    env = h.env
+    shown = procs.run([*MEMSYNC, "log", "-n", "20"], h.ms_log, env).strip().splitlines()
+    res.figures["history"] = {"files": h.files, "versions": h.versions, "memsync_log_lines": len(shown)}
+    if len(shown) < 20:
+        note = f"memsync log -n 20 in its clone of the history printed {len(shown)} lines, not 20"
+        NOTES.append(note)
+        say(f"  {note}")
+
+    cands = [(name, ms_action([*MEMSYNC, "log", "-n", "20"], h.ms_log, env, server))
+             for name, server in variants(h.server)]
+    cands += [("git log --stat", lambda: procs.timed(GIT_LOG, h.git_log, env))]
+    alternate(res, scope, "log -n 20", log_rounds, cands)
+    say(f"  log -n 20: done ({_brief(res, scope, 'log -n 20')})")
+
+    dest = h.root / "clone-dest"
+
+    def cleanup(_name: str) -> None:
+        shutil.rmtree(dest, ignore_errors=True)
+
+    def ms_clone(t: str, server: procs.MemsyncServer | None) -> Callable[[], Sample]:
+        url = h.ms_url[t]
+        remote = ["--remote", url] if url else []
+        return lambda: ms_timed([*MEMSYNC, "clone", HIST_NAME, str(dest), *remote], h.root, env, server)
+
+    def git_clone(flags: str, url: str) -> Callable[[], Sample]:
+        return lambda: procs.timed(f"git clone -q {flags}-b {HIST_BRANCH} {url} {dest}", h.root, env)
+
+    cands = [(f"{name} {LABEL[t]}", ms_clone(t, server)) for t in h.ms_url for name, server in variants(h.server)]
+    cands += [(f"git --depth 1 {LABEL[t]}", git_clone("--depth 1 ", h.git_url[t])) for t in h.git_url]
+    cands += [(f"git full {LABEL[t]}", git_clone("", h.git_url[t])) for t in h.git_url]
     alternate(res, scope, "clone", clone_rounds, cands, after=cleanup)
     say(f"  clone: done ({_brief(res, scope, 'clone')})")
 
@@ -420,8 +600,17 @@ def build_list_hub(work: Path, count: int) -> tuple[Path, dict[str, str]]:
     return hub, make_env(work, home)
 
 
-def bench_list(res: Results, work: Path, rounds: int, count: int) -> None:
+def bench_list(res: Results, work: Path, rounds: int, count: int, say: Callable[[str], None]) -> None:
     hub, env = build_list_hub(work, count)
+    server = start_server(work, "list", env, work, say)
+    try:
+        _bench_list(res, work, rounds, count, hub, env, server)
+    finally:
+        stop_server(res, "list", server)
+
+
+def _bench_list(res: Results, work: Path, rounds: int, count: int, hub: Path, env: dict[str, str],
+                server: procs.MemsyncServer | None) -> None:
     daemon = DAEMON[0]
     url = daemon.url(hub)
     mem = work / "list-mem"
@@ -430,17 +619,20 @@ def bench_list(res: Results, work: Path, rounds: int, count: int) -> None:
     procs.run(["git", "clone", "-q", "-b", "memory/mem-000", f"file://{hub}", str(gclone)], work, env)
     same_work = ("for r in $(git for-each-ref --format='%(refname)' refs/heads/memory); do "
                  "git ls-tree -r -l $r >/dev/null; git log -1 --format='%(trailers)' $r >/dev/null; done")
-    cands = [
-        ("memsync file", lambda: procs.timed([*MEMSYNC, "list"], work, env)),
-        ("memsync git://", lambda: procs.timed([*MEMSYNC, "list", "--remote", url], work, env)),
+    cands: list[tuple[str, Callable[[], Sample]]] = []
+    for name, srv in variants(server):
+        cands += [
+            (f"{name} file", ms_action([*MEMSYNC, "list"], work, env, srv)),
+            (f"{name} git://", ms_action([*MEMSYNC, "list", "--remote", url], work, env, srv)),
+        ]
+    cands += [
         ("git ls-remote", lambda: procs.timed(["git", "ls-remote", f"file://{hub}"], work, env)),
         ("git same work", lambda: procs.timed(same_work, hub, env)),
     ]
     alternate(res, "once", f"list ({count} memories)", rounds, cands)
-    cands = [
-        ("memsync file", lambda: procs.timed([*MEMSYNC, "status"], mem, env)),
-        ("git file", lambda: procs.timed(GIT_FULL_STATUS, gclone, env)),
-    ]
+    cands = [(f"{name} file", ms_action([*MEMSYNC, "status"], mem, env, srv))
+             for name, srv in variants(server)]
+    cands += [("git file", lambda: procs.timed(GIT_FULL_STATUS, gclone, env))]
     alternate(res, "once", f"status (hub of {count})", rounds, cands)
 
 
@@ -466,6 +658,8 @@ class Row:
     ratio: str
     target: str
     verdict: str
+    served: str = "-"
+    served_ratio: str = "-"
 
 
 def ratio(a: float | None, b: float | None) -> float | None:
@@ -478,6 +672,26 @@ def verdict(value: float | None, limit: float) -> str:
     return "met" if value <= limit else "NOT met"
 
 
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "-"
+
+
+REFERENCE = {"log -n 20": "git log --stat", "clone@history": "git --depth 1"}
+
+
+def _others(found: dict[str, Series], t: str, reference: str) -> list[str]:
+    """Every candidate but memsync's and the row's reference, of this transport or of none."""
+    suffixes = tuple(f" {label}" for label in LABEL.values())
+    shown = []
+    for k, v in found.items():
+        if k.startswith("memsync") or k == reference or k in (f"git {label}" for label in LABEL.values()):
+            continue
+        if k.endswith(suffixes) and not k.endswith(f" {t}"):
+            continue
+        shown.append(f"{k} {fmt(v)}")
+    return shown
+
+
 def rows_for(res: Results, sizes: list[int]) -> list[Row]:
     rows: list[Row] = []
     for size in sizes:
@@ -487,11 +701,12 @@ def rows_for(res: Results, sizes: list[int]) -> list[Row]:
         for item, found in items.items():
             if item == "status after copy-in":
                 continue
-            for t in ("file", "git://"):
+            for t in LABEL.values():
                 m, g = found.get(f"memsync {t}"), found.get(f"git {t}")
                 if m is None or g is None:
                     continue
-                others = [f"{k} {fmt(v)}" for k, v in found.items() if not k.startswith(("memsync", "git "))]
+                sv = found.get(f"memsync served {t}")
+                others = _others(found, t, f"git {t}")
                 r = ratio(m.median, g.median)
                 target, ok = "", ""
                 if at10k:
@@ -502,8 +717,11 @@ def rows_for(res: Results, sizes: list[int]) -> list[Row]:
                         target = "<=1.5x git; <=2x status"
                         ok = "met" if (r or 9) <= 1.5 and (floor or 9) <= 2 else "NOT met"
                     others.append(f"=> {floor:.2f}x status" if floor else "")
+                    full = found.get(f"git fetch+status {t}")
+                    if full:
+                        others.append(f"=> {_x(ratio(m.median, full.median))} fetch+status")
                 rows.append(Row(f"{size:,}", f"{item} [{t}]", fmt(m), fmt(g), "; ".join(o for o in others if o),
-                                f"{r:.2f}x" if r else "-", target, ok))
+                                _x(r), target, ok, fmt(sv), _x(ratio(sv.median, g.median) if sv else None)))
         stale = items.get("status after copy-in")
         if stale:
             normal = res.median(scope, "status", "memsync file")
@@ -515,6 +733,20 @@ def rows_for(res: Results, sizes: list[int]) -> list[Row]:
                             f"2nd = {r2:.2f}x a normal status" if r2 else "",
                             f"{ratio(second, stale['git 2nd'].median):.2f}x", "2nd <=1.2x normal",
                             verdict(r2, 1.2)))
+    hist = res.timings.get("history", {})
+    info = res.figures.get("history")
+    where = f"{info['files']:,}@{info['versions']:,}" if isinstance(info, dict) else "history"
+    for item, found in hist.items():
+        for t in ("", *LABEL.values()):
+            suffix = f" {t}" if t else ""
+            reference = f"{REFERENCE.get(item, REFERENCE['clone@history'])}{suffix}"
+            m, g = found.get(f"memsync{suffix}"), found.get(reference)
+            if m is None or g is None:
+                continue
+            sv = found.get(f"memsync served{suffix}")
+            rows.append(Row(where, f"{item}{f' [{t}]' if t else ''}", fmt(m), fmt(g),
+                            "; ".join(_others(found, t, reference)), _x(ratio(m.median, g.median)), "", "",
+                            fmt(sv), _x(ratio(sv.median, g.median) if sv else None)))
     biggest = str(max(sizes)) if sizes else ""
     push10 = res.median(biggest, "push 10 changed", "memsync file")
     floor = res.median(biggest, "push, no change", "git status")
@@ -543,14 +775,15 @@ def rows_for(res: Results, sizes: list[int]) -> list[Row]:
         if item == "start-up":
             continue
         git_key = "git same work" if "git same work" in found else "git file"
-        for t in ("file", "git://"):
+        for t in LABEL.values():
             m = found.get(f"memsync {t}")
             if m is None:
                 continue
+            sv = found.get(f"memsync served {t}")
             listed = "; ".join(f"{k} {fmt(v)}" for k, v in found.items() if not k.startswith("memsync"))
-            r = ratio(m.median, found[git_key].median)
             rows.append(Row("-", f"{item} [{t}]", fmt(m), fmt(found[git_key]), listed,
-                            f"{r:.2f}x" if r else "-", "", ""))
+                            _x(ratio(m.median, found[git_key].median)), "", "",
+                            fmt(sv), _x(ratio(sv.median, found[git_key].median) if sv else None)))
     sent = res.figures.get("bytes sent")
     if isinstance(sent, dict):
         rows.append(Row(f"{sent['files']:,}", f"bytes sent, 10 files in {sent['memory_mb']} MB",
@@ -563,16 +796,22 @@ def rows_for(res: Results, sizes: list[int]) -> list[Row]:
         for item in ("push 10 changed", "clone"):
             series = res.get(biggest, item, "memsync file")
             gseries = res.get(biggest, item, "git file")
+            sseries = res.get(biggest, item, "memsync served file")
             if series:
                 rows.append(Row(f"{int(biggest):,}", f"peak RSS, {item}", f"{series.rss_mb:.0f} MB",
-                                f"{gseries.rss_mb:.0f} MB" if gseries else "-", "", "", "<300 MB",
-                                "met" if series.rss_mb < 300 else "NOT met"))
+                                f"{gseries.rss_mb:.0f} MB" if gseries else "-", "",
+                                _x(ratio(series.rss_mb, gseries.rss_mb) if gseries else None), "<300 MB",
+                                "met" if series.rss_mb < 300 else "NOT met",
+                                f"{sseries.rss_mb:.0f} MB" if sseries else "-",
+                                _x(ratio(sseries.rss_mb, gseries.rss_mb) if sseries and gseries else None)))
     return rows
 
 
 def print_table(rows: list[Row]) -> str:
-    headers = ["files", "operation", "memsync ms", "git CLI ms", "others (ms)", "memsync/git", "target", ""]
-    data = [[r.scope, r.item, r.memsync, r.git, r.other, r.ratio, r.target, r.verdict] for r in rows]
+    headers = ["files", "operation", "memsync ms", "served ms", "git CLI ms", "others (ms)", "memsync/git",
+               "served/git", "target", ""]
+    data = [[r.scope, r.item, r.memsync, r.served, r.git, r.other, r.ratio, r.served_ratio, r.target, r.verdict]
+            for r in rows]
     widths = [max(len(h), *(len(d[i]) for d in data)) if data else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -587,27 +826,64 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES),
                         help="comma-separated file counts (default: 1000,10000,100000)")
-    parser.add_argument("--rounds", type=int, default=None, help="rounds per item (default: 5, 3 at 100k)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1,000 files, 2 rounds")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds per item (default: 3 at 1k, 5 at 10k, 3 at 100k)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 1,000 files, 2 rounds, a 200-version history of 1,000 files")
+    parser.add_argument("--all-items", action="store_true",
+                        help=f"every item at every size (default: above {ALL_ITEMS_MAX:,} files only push, "
+                             "no-change push and clone, without the snapshot baseline)")
+    parser.add_argument("--history-files", type=int, default=HISTORY_FILES,
+                        help=f"files of the history set-up (default {HISTORY_FILES})")
+    parser.add_argument("--history-versions", type=int, default=HISTORY_VERSIONS,
+                        help=f"versions of the history set-up (default {HISTORY_VERSIONS}; 0 = skip it)")
+    parser.add_argument("--history-rounds", type=int, default=HISTORY_ROUNDS,
+                        help=f"rounds of log -n 20 (default {HISTORY_ROUNDS})")
+    parser.add_argument("--history-clone-rounds", type=int, default=HISTORY_CLONE_ROUNDS,
+                        help=f"rounds of the history clone (default {HISTORY_CLONE_ROUNDS})")
+    parser.add_argument("--no-serve", action="store_true",
+                        help="leave out the memsync served candidates even when `memsync serve` exists")
     parser.add_argument("--no-daemon", action="store_true", help="embedded hub only (skip git://)")
     parser.add_argument("--daemon-max", type=int, default=10_000,
                         help="largest size also measured over git:// (default 10000: the time budget)")
+    parser.add_argument("--memsync", default=None,
+                        help="the memsync command to measure (default: the console script next to this python)")
     parser.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="where the JSON goes")
+    parser.add_argument("--readme", action="store_true",
+                        help="run nothing: rewrite README.md's benchmark table from OUT/latest.json")
     args = parser.parse_args(argv)
+    if args.readme:
+        targets.rewrite_readme(args.out / "latest.json")
+        return 0
     sizes = [1_000] if args.quick else [int(x.replace("_", "")) for x in args.sizes.split(",") if x]
+    hist_files = 1_000 if args.quick else args.history_files
+    hist_versions = 200 if args.quick else args.history_versions
+    hist_rounds = 2 if args.quick else args.history_rounds
+    hist_clone_rounds = 1 if args.quick else args.history_clone_rounds
     started = time.perf_counter()
+    # first, while this process is small: timed commands are spawned from it (peak RSS: see procs.Spawner)
+    procs.SPAWNER.append(procs.Spawner())
     work = (args.workdir or Path(os.environ.get("TMPDIR", "/tmp")) / f"memsync-bench-{os.getpid()}").resolve()
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
     write_gitconfig(work)
-    MEMSYNC[:] = memsync_cmd()
+    MEMSYNC[:] = shlex.split(args.memsync) if args.memsync else memsync_cmd()
     transports = ("file",) if args.no_daemon else TRANSPORTS
 
     def say(msg: str) -> None:
         print(f"[{time.perf_counter() - started:6.1f}s] {msg}", flush=True)
+
+    if args.no_serve:
+        NOTES.append("memsync served: left out (--no-serve)")
+    elif procs.serve_available(MEMSYNC, make_env(work, work / "mshome-startup")):
+        SERVE[0] = True
+    else:
+        NOTES.append("memsync served: left out, this memsync has no `serve` command (`memsync serve --help` failed)")
+    for note in NOTES:
+        say(note)
 
     res = Results()
     DAEMON.append(procs.GitDaemon(work, make_env(work, work / "mshome-daemon")))
@@ -615,44 +891,82 @@ def main(argv: list[str] | None = None) -> int:
         say("start-up")
         bench_startup(res, work, 5 if args.quick else STARTUP_ROUNDS)
         say(f"list and status on a hub with {LIST_MEMORIES} memories")
-        bench_list(res, work, 2 if args.quick else 5, 10 if args.quick else LIST_MEMORIES)
+        bench_list(res, work, 2 if args.quick else 5, 10 if args.quick else LIST_MEMORIES, say)
         for size in sizes:
             say(f"{size:,} files")
             here = transports if size <= args.daemon_max else ("file",)
             setup = build(size, work, work, here, say)
+            setup.server = start_server(work, f"n{size}", setup.env, setup.root, say)
             rounds = args.rounds or (2 if args.quick else ROUNDS.get(size, 3))
             clone_rounds = min(rounds, 2 if args.quick else CLONE_ROUNDS.get(size, 1))
-            bench_size(res, setup, rounds, clone_rounds, say)
-            if size == max(sizes):
-                bytes_sent(res, setup, say)
+            if setup.server is not None and args.rounds is None and not args.quick:
+                clone_rounds = 1  # served doubles memsync's clones; issue 14's clone is the history's
+            try:
+                bench_size(res, setup, rounds, clone_rounds, args.all_items or size <= ALL_ITEMS_MAX, say)
+                if size == max(sizes):
+                    bytes_sent(res, setup, say)
+            finally:
+                stop_server(res, f"n{size}", setup.server)
             if not args.keep:
                 shutil.rmtree(setup.root, ignore_errors=True)
+        if hist_versions > 0:
+            say(f"history: {hist_versions:,} versions of {hist_files:,} files")
+            here = transports if hist_files <= args.daemon_max else ("file",)
+            hist = build_history(work, hist_files, hist_versions, here, say)
+            hist.server = start_server(work, "hist", hist.env, hist.root, say)
+            try:
+                bench_history(res, hist, hist_rounds, hist_clone_rounds, say)
+            finally:
+                stop_server(res, "hist", hist.server)
+            if not args.keep:
+                shutil.rmtree(hist.root, ignore_errors=True)
     finally:
+        for server in list(SERVERS):
+            stop_server(res, server.sock.stem, server)
         for d in DAEMON:
             d.stop()
+        res.figures["rss_floor_kb"] = procs.SPAWNER[0].own_peak_kb()
+        procs.SPAWNER.pop().stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     elapsed = time.perf_counter() - started
     print()
     table = print_table(rows_for(res, sizes))
-    print(f"\nmedian ± half-range over the rounds, in ms; ratios are memsync's median over the git CLI's. "
-          f"Total bench time {elapsed:.0f}s.")
-    write_json(res, args.out, sizes, elapsed, table, sys.argv[1:] if argv is None else argv)
+    print(f"\nmedian ± half-range over the rounds, in ms; ratios are memsync's median over the git CLI's "
+          f"(served: through `memsync serve`). Total bench time {elapsed:.0f}s.\n")
+    doc = results_doc(res, sizes, elapsed, table, sys.argv[1:] if argv is None else argv)
+    rows = targets.target_rows(doc)
+    served_note = "" if SERVE[0] and not args.no_serve else "no served figures in this run"
+    goals = targets.console_table(rows, served_note)
+    print(goals)
+    for note in NOTES:
+        print(f"note: {note}")
+    doc["issue14"] = [r.as_json() for r in rows]
+    doc["issue14_table"] = goals.splitlines()
+    doc["notes"] = NOTES
+    write_json(doc, args.out)
     return 0
 
 
-def write_json(res: Results, out: Path, sizes: list[int], elapsed: float, table: str, argv: list[str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    doc = {
+def results_doc(res: Results, sizes: list[int], elapsed: float, table: str, argv: list[str]) -> dict[str, Any]:
+    return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "argv": argv, "sizes": sizes, "elapsed_s": round(elapsed, 1),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
                     "git": procs.run(["git", "--version"], Path.cwd(), dict(os.environ)).strip()},
+        "memsync": shlex.join(MEMSYNC), "served": SERVE[0],
+        # peak RSS figures come from wait4() of commands spawned by bench/spawner.py; none is below
+        # the spawner's own peak (rss_floor_kb)
+        "rss_method": "spawner", "rss_floor_kb": res.figures.pop("rss_floor_kb", None),
         "timings": {scope: {item: {c: s.as_json() for c, s in found.items()} for item, found in items.items()}
                     for scope, items in res.timings.items()},
         "figures": res.figures,
         "table": table.splitlines(),
     }
+
+
+def write_json(doc: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
     text = json.dumps(doc, indent=1) + "\n"
     (out / f"bench-{time.strftime('%Y%m%dT%H%M%S')}.json").write_text(text, encoding="utf-8")
     (out / "latest.json").write_text(text, encoding="utf-8")

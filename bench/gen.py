@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 _SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "ta", "shi", "po", "ver", "an", "is", "tor", "el", "qu",
@@ -49,8 +50,8 @@ def layout(count: int, seed: int = 8) -> list[tuple[str, int]]:
     return files
 
 
-def generate(root: Path, count: int, seed: int = 8) -> int:
-    """Write the memory under `root`; returns its size in bytes."""
+def contents(count: int, seed: int = 8) -> Iterator[tuple[str, bytes]]:
+    """(relative path, bytes) of every file of the memory, in layout order."""
     rng = random.Random(seed * 7919 + count)
     vocab = _vocabulary(random.Random(seed))
     # One big pool of words; each file takes a window of it at a random offset (fast and realistic).
@@ -59,18 +60,23 @@ def generate(root: Path, count: int, seed: int = 8) -> int:
     for start in range(0, len(pool_words), 12):
         lines.append(" ".join(pool_words[start:start + 12]))
     pool = "\n".join(lines) + "\n"
+    for path, size in layout(count, seed):
+        header = f"# {path}\n\n"
+        body_len = max(0, size - len(header))
+        offset = rng.randrange(0, len(pool) - body_len - 1)
+        yield path, (header + pool[offset:offset + body_len]).encode()
+
+
+def generate(root: Path, count: int, seed: int = 8) -> int:
+    """Write the memory under `root`; returns its size in bytes."""
     total = 0
     made: set[str] = set()
-    for path, size in layout(count, seed):
+    for path, data in contents(count, seed):
         full = root / path
         parent = os.path.dirname(path)
         if parent not in made:
             full.parent.mkdir(parents=True, exist_ok=True)
             made.add(parent)
-        header = f"# {path}\n\n"
-        body_len = max(0, size - len(header))
-        offset = rng.randrange(0, len(pool) - body_len - 1)
-        data = (header + pool[offset:offset + body_len]).encode()
         with open(full, "wb") as fh:
             fh.write(data)
         total += len(data)
@@ -84,8 +90,41 @@ def changed_paths(count: int, round_no: int, how_many: int = 10, seed: int = 8) 
     return sorted(rng.sample(paths, how_many))
 
 
+def edit_line(path: str, tag: str) -> str:
+    return f"- update {tag}: the agent learned something new about {path}\n"
+
+
 def edit(root: Path, paths: list[str], tag: str) -> None:
     """Append one line to each file (what an agent's note-taking does)."""
     for path in paths:
         with open(root / path, "a", encoding="utf-8") as fh:
-            fh.write(f"- update {tag}: the agent learned something new about {path}\n")
+            fh.write(edit_line(path, tag))
+
+
+def history_stream(count: int, versions: int, per_version: int = 3, seed: int = 8) -> Iterator[bytes]:
+    """A `git fast-import` stream of `versions` commits on refs/heads/main: the first holds the
+    whole memory (`count` files), every later one appends a line to `per_version` files, as
+    gen.edit does. Fixed dates and names, run-style messages with memsync's trailers: the same
+    arguments always give the same commits."""
+    files = dict(contents(count, seed))
+    paths = sorted(files)
+    rng = random.Random(f"history-{count}-{versions}-{seed}")
+    when = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+    def commit(number: int, changed: list[str]) -> Iterator[bytes]:
+        run_id = f"20260101T000000Z-{number:05d}"
+        msg = (f"Run {run_id}\n\nMemsync-Actor: run\nMemsync-Run-Id: {run_id}\n"
+               f"Memsync-Exit-Code: 0\n").encode()
+        yield (f"commit refs/heads/main\ncommitter Bench Agent <agent@example.invalid> "
+               f"{when + 60 * number} +0000\ndata {len(msg)}\n").encode() + msg + b"\n"
+        for path in changed:
+            data = files[path]
+            yield f"M 100644 inline {path}\ndata {len(data)}\n".encode() + data + b"\n"
+
+    yield from commit(0, paths)
+    for number in range(1, versions):
+        changed = sorted(rng.sample(paths, per_version))
+        for path in changed:
+            files[path] += edit_line(path, f"version {number}").encode()
+        yield from commit(number, changed)
+    yield b"done\n"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -24,13 +26,71 @@ class Sample:
     rss_kb: int
 
 
+class Spawner:
+    """bench/spawner.py: starts the timed commands from a process that stays small.
+
+    Linux carries a process's peak RSS over exec (the old address space's high-water mark), so a
+    command spawned straight from the bench would report at least the bench's own peak RSS.
+    """
+
+    def __init__(self) -> None:
+        script = Path(__file__).resolve().parent / "spawner.py"
+        self._proc = subprocess.Popen([sys.executable, "-S", "-u", str(script)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, int, str]:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "env": env}) + "\n")
+        self._proc.stdin.flush()
+        line = self._proc.stdout.readline()
+        if not line:
+            raise BenchError(f"the spawner exited ({self._proc.poll()})")
+        got = json.loads(line)
+        return float(got["seconds"]), int(got["rss_kb"]), int(got["code"]), str(got["stderr"])
+
+    def own_peak_kb(self) -> int:
+        """The spawner's own peak RSS: the floor of every figure it reports."""
+        return vm_hwm_kb(self._proc.pid)
+
+    def stop(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+SPAWNER: list[Spawner] = []  # started by the bench before it grows; timed() uses it when present
+
+
+def vm_hwm_kb(pid: int) -> int:
+    """A live process's peak resident set (VmHWM), 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def timed(cmd: list[str] | str, cwd: Path, env: dict[str, str], ok_codes: tuple[int, ...] = (0,)) -> Sample:
     """Run one command (argv, or a shell line) and return its wall time and peak RSS.
 
     Peak RSS comes from wait4(): the largest resident set of the process and of every descendant
-    it waited for, so a shell line reports its biggest git process.
+    it waited for, so a shell line reports its biggest git process. With a Spawner started, the
+    command is spawned by it (see Spawner), else by this process.
     """
     argv = ["sh", "-c", cmd] if isinstance(cmd, str) else cmd
+    if SPAWNER:
+        seconds, rss_kb, code, text = SPAWNER[0].run(argv, cwd, env)
+        if code not in ok_codes:
+            shown = cmd if isinstance(cmd, str) else shlex.join(cmd)
+            raise BenchError(f"`{shown}` in {cwd} exited {code}:\n{text}")
+        return Sample(seconds, rss_kb)
     with tempfile.TemporaryFile() as errors:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
@@ -147,3 +207,67 @@ class CountingProxy:
 
     def stop(self) -> None:
         self._server.close()
+
+
+def serve_available(memsync: list[str], env: dict[str, str]) -> bool:
+    """Whether this memsync has `memsync serve` (its --help exits 0)."""
+    done = subprocess.run([*memsync, "serve", "--help"], env=env, capture_output=True, check=False)
+    return done.returncode == 0
+
+
+class MemsyncServer:
+    """`memsync serve --socket PATH` in the foreground, for one MEMSYNC_HOME; ready once PATH
+    accepts connections, stopped with SIGTERM. Clients reach it with MEMSYNC_SERVER=PATH."""
+
+    def __init__(self, memsync: list[str], sock: Path, env: dict[str, str], cwd: Path, log: Path) -> None:
+        if len(os.fsencode(sock)) > 107:
+            raise BenchError(f"socket path too long for AF_UNIX: {sock}")
+        self.sock = sock
+        self.log = log
+        with open(log, "wb") as out:
+            self._proc = subprocess.Popen([*memsync, "serve", "--socket", str(sock)], cwd=cwd, env=env,
+                                          stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        self.pid = self._proc.pid
+        deadline = time.monotonic() + 30
+        while True:
+            if self._proc.poll() is not None:
+                raise BenchError(f"memsync serve exited at start ({self._proc.returncode}): {self._log_tail()}")
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                    probe.settimeout(0.5)
+                    probe.connect(str(sock))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise BenchError(f"memsync serve did not accept on {sock}: {self._log_tail()}") from None
+                time.sleep(0.05)
+
+    def _log_tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        return {**base, "MEMSYNC_SERVER": str(self.sock)}
+
+    def reset_peak(self) -> None:
+        """Start a new peak-RSS window (Linux: `5` into clear_refs resets VmHWM)."""
+        with contextlib.suppress(OSError), open(f"/proc/{self.pid}/clear_refs", "w") as fh:
+            fh.write("5")
+
+    def peak_kb(self) -> int:
+        """The server's peak resident set (VmHWM) since the last reset_peak(), 0 if unknown."""
+        return vm_hwm_kb(self.pid)
+
+    def stop(self) -> int | None:
+        """SIGTERM and wait; SIGKILL after 10 s. Returns the exit code."""
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        return self._proc.returncode
