@@ -208,6 +208,13 @@ class GitRepo:
             return None
         return str(found.resolve().target)
 
+    def has_object(self, oid: str) -> bool:
+        """Whether the object database holds `oid` (loose or packed)."""
+        try:
+            return oid in self.repo
+        except (ValueError, pygit2.GitError):
+            return False
+
     def set_ref(self, ref: str, oid: str, message: str) -> None:
         self.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
 
