@@ -21,6 +21,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode, RepositoryState
 
 from memsync.errors import RepoError
 from memsync.git.hubtree import tree_totals
+from memsync.git.workdiff import diff_to_workdir
 from memsync.hub import redact
 from memsync.names import operator_identity
 
@@ -246,7 +247,8 @@ class GitRepo:
     def scan(self, write_index: bool = True) -> list[WorkChange]:
         """Everything that differs from HEAD: one walk of the work tree, which also refreshes
         the index's stat cache so the next scan does not re-hash copied files.
-        `write_index=False`: the caller commits next, and commit_index writes the index once."""
+        `write_index=False`: the caller commits next, and commit_index writes the index once.
+        The index is written only when the walk refreshed stat data (or could not tell)."""
         index = self.repo.index
         index.read(force=False)
         # Ignored entries come from the same walk (an ignored directory is one "dir/" entry, not
@@ -255,21 +257,34 @@ class GitRepo:
                  | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED)
         head = None if self.repo.head_is_unborn else self.repo.head.peel(pygit2.Commit).tree
         candidates: set[str] = set()
+        staged_same = False  # the index holds exactly HEAD's tree
         if head is not None:
-            for delta in index.diff_to_tree(head).deltas:
-                candidates.update((delta.old_file.path, delta.new_file.path))
+            staged_same = _index_tree_cached(index) == head.id
+            if not staged_same:
+                for delta in index.diff_to_tree(head).deltas:
+                    candidates.update((delta.old_file.path, delta.new_file.path))
         else:
             candidates.update(entry.path for entry in index)
+        staged = bool(candidates)  # the index differs from HEAD
         ignored: list[str] = []
-        for delta in index.diff_to_workdir(flags=flags).deltas:
+        diff, hashed = diff_to_workdir(self.repo, index, flags)
+        for delta in diff.deltas:
             if delta.status == DeltaStatus.IGNORED:
                 if not own_exclude(delta.new_file.path):
                     ignored.append(delta.new_file.path)
                 continue
             candidates.update((delta.old_file.path, delta.new_file.path))
         self.ignored = sorted(ignored)
-        self._index_dirty = True  # commit_index writes it (again, and reports a failure)
-        if write_index:
+        rewrite = hashed is None or hashed > 0  # only a hashed file can have had its stat data refreshed
+        if head is not None and not staged and (rewrite or not staged_same):
+            # The index holds HEAD's tree, but its tree cache does not say so (a refreshed entry
+            # or a checkout drops its folders from it): rebuild it from HEAD's trees, all
+            # present, and keep it, so the next scan compares the index with HEAD for free.
+            with contextlib.suppress(pygit2.GitError, OSError):
+                index.write_tree()
+                rewrite = True
+        self._index_dirty = self._index_dirty or rewrite  # commit_index writes it (again, and reports a failure)
+        if write_index and self._index_dirty:
             with contextlib.suppress(pygit2.GitError):
                 index.write()  # keep the refreshed stat cache
                 self._index_dirty = False
@@ -283,7 +298,8 @@ class GitRepo:
             if entry is not None and on_disk:
                 changes.append(WorkChange(path, "modified"))
             elif entry is not None and held.get(path) == str(entry.id):  # held back: not a deletion
-                _keep_entry(index, path, entry)
+                if _keep_entry(index, path, entry):
+                    self._index_dirty = True
             elif entry is not None:
                 changes.append(WorkChange(path, "deleted"))
             elif on_disk:
@@ -628,14 +644,26 @@ def file_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
     return None if entry.filemode in (FileMode.TREE, FileMode.COMMIT) else entry
 
 
-def _keep_entry(index: pygit2.Index, path: str, entry: pygit2.Object) -> None:
-    """The index keeps a held-back file's blob (a checkout killed before writing it may not have)."""
+def _keep_entry(index: pygit2.Index, path: str, entry: pygit2.Object) -> bool:
+    """The index keeps a held-back file's blob (a checkout killed before writing it may not have).
+    True if the entry had to be put back."""
     try:
         if index[path].id == entry.id:
-            return
+            return False
     except KeyError:
         pass
     index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+    return True
+
+
+def _index_tree_cached(index: pygit2.Index) -> pygit2.Oid | None:
+    """The tree the index holds, if its tree cache (the TREE extension) already knows it: asked
+    of an empty repository, libgit2 answers from the cache and writes nothing, and fails
+    (None) where it would have to build a tree."""
+    try:
+        return index.write_tree(pygit2.Repository())
+    except (pygit2.GitError, ValueError, TypeError):
+        return None
 
 
 def _in_tree(tree: pygit2.Tree, path: str) -> bool:
