@@ -93,6 +93,8 @@ class GitRepo:
         self.ignored: list[str] = []  # untracked files and dirs ("dir/") hidden by ignore rules, same scan
         self._stats_versions: dict[str, tuple[int, int]] | None = None
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
+        # HEAD's id when the last scan found index and work tree equal to it (nothing staged since)
+        self._matches_head: str | None = None
         self._held: dict[str, str] | None = None  # held_back(), re-read when the file changes
         self._held_stamp: tuple[int, int, int] | None = None
         self.made: set[str] = set()  # commits this process made (see git/ownership.py)
@@ -228,6 +230,7 @@ class GitRepo:
         """HEAD back on `branch` at `oid`, the index at its tree; the work tree is left alone
         (a read-only memory's undo: whatever the command committed or staged there is dropped)."""
         ref = f"refs/heads/{branch}"
+        self._matches_head = None
         if oid is not None:
             self.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
         self.repo.set_head(ref)
@@ -276,20 +279,21 @@ class GitRepo:
             candidates.update((delta.old_file.path, delta.new_file.path))
         self.ignored = sorted(ignored)
         rewrite = hashed is None or hashed > 0  # only a hashed file can have had its stat data refreshed
-        if head is not None and not staged and (rewrite or not staged_same):
+        if write_index and head is not None and not staged and (rewrite or not staged_same):
             # The index holds HEAD's tree, but its tree cache does not say so (a refreshed entry
             # or a checkout drops its folders from it): rebuild it from HEAD's trees, all
             # present, and keep it, so the next scan compares the index with HEAD for free.
-            # (commit_index, next when not write_index, rebuilds it anyway.)
-            if write_index:
-                with contextlib.suppress(pygit2.GitError, OSError):
-                    _write_tree(index)
-            rewrite = True
+            # Not when the caller commits next (write_index=False): a commit rebuilds it anyway,
+            # and a pull's checkout would drop it again at once.
+            with contextlib.suppress(pygit2.GitError, OSError):
+                _write_tree(index)
+                rewrite = True
         self._index_dirty = self._index_dirty or rewrite  # commit_index writes it (again, and reports a failure)
         if write_index and self._index_dirty:
             with contextlib.suppress(pygit2.GitError):
                 index.write()  # keep the refreshed stat cache
                 self._index_dirty = False
+        self._matches_head = self.head_oid() if head is not None and not candidates else None
         # libgit2 reports a directory holding its own .git as one untracked "dir/" entry
         self.nested = sorted(p.rstrip("/") for p in candidates if p.endswith("/"))
         changes: list[WorkChange] = []
@@ -361,6 +365,7 @@ class GitRepo:
         """Stage `data` at `path`. `st`: the file's stat when `data` was read (see
         snapshot._settled), so the next scan trusts the entry instead of re-hashing the file."""
         self._index_dirty = True
+        self._matches_head = None
         try:
             oid = self.repo.create_blob(data)
             entry = pygit2.IndexEntry(path, oid, FileMode(mode)) if st is None else _StatEntry(path, oid, mode, st)
@@ -384,6 +389,7 @@ class GitRepo:
 
     def unstage(self, path: str) -> None:
         self._index_dirty = True
+        self._matches_head = None
         index = self.repo.index
         with contextlib.suppress(OSError, pygit2.GitError):
             index.remove(path)
@@ -395,6 +401,15 @@ class GitRepo:
         """Write the index as a commit on `branch`; None if it equals the parent's tree.
         `author` is (name, email); None means the operator."""
         index = self.repo.index
+        if self._matches_head is not None and not allow_empty and self._matches_head == self.head_oid():
+            # the scan found nothing to commit and nothing was staged since: the tree is HEAD's
+            try:
+                if self._index_dirty:
+                    index.write()
+                    self._index_dirty = False
+            except (pygit2.GitError, OSError) as exc:
+                raise self._write_failed("cannot write the commit", exc) from exc
+            return None
         try:
             tree = _write_tree(index)
             parent = self.head_oid()
