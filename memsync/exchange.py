@@ -23,15 +23,14 @@ from memsync.attribution import Attribution
 from memsync.errors import RemoteUnreachable, RepoError
 from memsync.git import transport
 from memsync.git.hubtree import Oversize
-from memsync.git.integrate import Integration, WorktreeChanged, integrate
-from memsync.git.merge import ConflictCopy
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
-from memsync.merge_policy import strategy_for
 
-if TYPE_CHECKING:  # imported only when a fetch finds diverged histories
+if TYPE_CHECKING:  # imported only when needed: a status merges nothing
+    from memsync.git.integrate import Integration
+    from memsync.git.merge import ConflictCopy
     from memsync.redaction import Recovery
 
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
@@ -166,6 +165,9 @@ def their_tag(mem: Memory, oid: str) -> str:
 def merge_in(mem: Memory, theirs: str, who: Attribution,
              resnapshot: Callable[[], None]) -> Integration:
     """Integrate `theirs`; if files change on disk meanwhile, snapshot them and retry."""
+    from memsync.git.integrate import WorktreeChanged, integrate
+    from memsync.merge_policy import strategy_for
+
     for _ in range(MAX_ROUNDS):
         tag = their_tag(mem, theirs)
         ours = mem.git.head_oid()
@@ -253,6 +255,8 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
     mem.git.note_made(folded)
     mem.git.set_ref(mem.local_ref, folded, "memsync: merge")
     earlier.pop()
+    from memsync.git.integrate import Integration
+
     return Integration("merged", folded, previous.conflicts + merged.conflicts,
                        previous.kept_modified + merged.kept_modified, merged.held_back)
 

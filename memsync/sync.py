@@ -9,6 +9,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
@@ -25,9 +26,11 @@ from memsync.hub import HubUrl
 from memsync.locking import held
 from memsync.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
 from memsync.names import check_name, check_type, is_conflict_copy
-from memsync.snapshot import Snapshot, take
 from memsync.timefmt import rfc3339
-from memsync.unverified import Unverified, settle
+
+if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs none of it
+    from memsync.snapshot import Snapshot
+    from memsync.unverified import Unverified
 
 
 @dataclass
@@ -218,6 +221,9 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     adopted = _adopt_config_only(path, remote)
     mem = open_memory(path, remote)
     who = operator(message or "Update memory from the operator")
+    from memsync.snapshot import take
+    from memsync.unverified import settle
+
     with mem.locked():
         refuse_during_run(mem, "push")
         _prepare(mem)
@@ -236,6 +242,8 @@ def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
 
 
 def _resnap(mem: Memory, who: Attribution) -> None:
+    from memsync.snapshot import take
+
     take(mem, who)
 
 
@@ -243,6 +251,9 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     """Commit local changes (as the operator), then merge the hub's version in. Never pushes."""
     mem = open_memory(path, remote)
     who = operator("Save local changes before pulling")
+    from memsync.snapshot import take
+    from memsync.unverified import settle
+
     with mem.locked():
         refuse_during_run(mem, "pull")
         _prepare(mem)
@@ -289,6 +300,8 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         mem = Memory(staging, cfg, git, hub)
         with mem.locked():
             exchange = sync(mem, operator("Clone"), lambda: None, push=False, progress=progress)
+        from memsync.snapshot import Snapshot
+
         result = PullResult(_version(git, git.head_oid()), Snapshot(), exchange)
         if target.exists():
             target.rmdir()
