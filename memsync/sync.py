@@ -358,6 +358,43 @@ def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
     return None
 
 
+_LAST_RUN_FILE = "memsync-last-run.json"
+_LAST_RUN_KEEP = 8
+
+
+def _last_run_of(git: GitRepo, tip: str) -> LastRun | None:
+    """last_run(git, tip), remembered in .git by tip: the history a commit reaches never changes,
+    so neither does the answer, and the walk (the whole history, to order it by time) is done
+    once per version instead of at every status."""
+    import contextlib
+    import json
+
+    from memsync.git.repo import read_private, write_private
+
+    target = git.git_dir / _LAST_RUN_FILE
+    cache: dict[str, object] = {}
+    try:
+        loaded = json.loads(read_private(target, 64 * 1024))
+        if isinstance(loaded, dict) and loaded.get("v") == 1 and isinstance(loaded.get("tips"), dict):
+            cache = loaded["tips"]
+    except (OSError, ValueError):
+        pass
+    if tip in cache:
+        entry = cache[tip]
+        if entry is None:
+            return None
+        if isinstance(entry, list) and len(entry) == 4 and all(isinstance(v, str) for v in entry[:3]) \
+                and (entry[3] is None or type(entry[3]) is int):
+            return LastRun(entry[0], entry[1], entry[2], entry[3])
+    found = last_run(git, tip)
+    cache.pop(tip, None)
+    cache[tip] = None if found is None else [found.run_id, found.version, found.time, found.exit_code]
+    keep = dict(list(cache.items())[-_LAST_RUN_KEEP:])
+    with contextlib.suppress(OSError):  # only a cache: a read-only .git just walks again next time
+        write_private(target, json.dumps({"v": 1, "tips": keep}).encode())
+    return found
+
+
 def status(path: Path, *, remote: str | None = None) -> StatusReport:
     mem = open_memory(path, remote)
     with mem.locked():
@@ -385,7 +422,7 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
         return StatusReport(
             name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
             branch=mem.branch, remote_version=remote_version,
-            last_run=last_run(git, remote_oid) if remote_oid else None, local_version=head,
+            last_run=_last_run_of(git, remote_oid) if remote_oid else None, local_version=head,
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
             too_large=_too_large(mem, changes), ignored=list(git.ignored),
             remote_cached=error is not None and remote_oid is not None, running=live_run(mem))
