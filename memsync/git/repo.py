@@ -418,8 +418,9 @@ class GitRepo:
                     index.write()
                     self._index_dirty = False
                 return None
-            index.write()
-            self._index_dirty = False
+            if self._index_dirty or self._matches_head is None or self._matches_head != parent:
+                index.write()  # (an empty commit, e.g. a run's record, leaves an unchanged index alone)
+                self._index_dirty = False
             committer = self.operator_signature()
             signature = pygit2.Signature(*author) if author else committer
             parents = [pygit2.Oid(hex=parent)] if parent else []
@@ -451,7 +452,7 @@ class GitRepo:
     def index_tree(self) -> str:
         """The tree the index would commit now."""
         try:
-            return str(self.repo.index.write_tree())
+            return str(_write_tree(self.repo.index))
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed("cannot write the tree", exc) from exc
 
