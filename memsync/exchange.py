@@ -129,16 +129,19 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
             if not names:
                 continue
             fan_dir = os.path.join(target, fan)
-            try:
-                present = set(os.listdir(fan_dir))
-            except FileNotFoundError:
-                present = set()
+            if len(names) <= 8:  # a few: one stat each; many (a shared hub): one listing
+                present = {n for n in names if os.path.exists(os.path.join(fan_dir, n))}
+            else:
+                try:
+                    present = set(os.listdir(fan_dir))
+                except FileNotFoundError:
+                    present = set()
             missing = [n for n in names if n not in present and (have is None or not have(fan + n))]
             if not missing:
                 continue
             if not present:
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(fan_dir)
+                    os.mkdir(fan_dir)  # (most fan directories exist already: one failed call)
             for name in missing:
                 link(os.path.join(source, fan, name), os.path.join(fan_dir, name))
         if packs:
