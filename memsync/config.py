@@ -161,12 +161,13 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
     size = data.get("max_file_size", DEFAULT_MAX_FILE_SIZE)
     cfg.max_file_size = parse_size(size, where)
     protect = data.get("protect") or []
-    from memsync.guard import parse_protect
+    if protect:  # (only then: the guard's code is not imported for nothing)
+        from memsync.guard import parse_protect
 
-    try:
-        parse_protect(protect)
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}", "see the README, Configuration: protect") from exc
+        try:
+            parse_protect(protect)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}", "see the README, Configuration: protect") from exc
     cfg.protect = protect
     from memsync.merge_policy import STRATEGIES, parse_rules
 

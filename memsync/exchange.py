@@ -23,15 +23,14 @@ from memsync.attribution import Attribution
 from memsync.errors import RemoteUnreachable, RepoError
 from memsync.git import transport
 from memsync.git.hubtree import Oversize
-from memsync.git.integrate import Integration, WorktreeChanged, integrate
-from memsync.git.merge import ConflictCopy
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.locking import clear_stale_git_locks, held
 from memsync.memory import Memory
-from memsync.merge_policy import strategy_for
 
-if TYPE_CHECKING:  # imported only when a fetch finds diverged histories
+if TYPE_CHECKING:  # imported only when needed: a status merges nothing
+    from memsync.git.integrate import Integration
+    from memsync.git.merge import ConflictCopy
     from memsync.redaction import Recovery
 
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
@@ -57,7 +56,9 @@ def fetch(mem: Memory, progress: ProgressFn | None = None) -> str | None:
     """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
     if mem.hub.local_path is not None:
-        link_hub_objects(mem.hub.local_path, mem.git.git_dir)
+        tip = local_tip(mem.hub.local_path, f"refs/heads/{mem.branch}")
+        if tip is None or tip != mem.git.ref_oid(mem.tracking_ref):  # else we already have it all
+            link_hub_objects(mem.hub.local_path, mem.git.git_dir, have=mem.git.has_object)
     heads = transport.fetch(mem.git.repo, mem.hub, [spec], progress)
     tip = heads.get(f"refs/heads/{mem.branch}")
     if tip is None:
@@ -65,41 +66,95 @@ def fetch(mem: Memory, progress: ProgressFn | None = None) -> str | None:
     return tip
 
 
-def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False) -> bool:
+def local_tip(hub: Path, ref: str) -> str | None:
+    """The commit id `ref` names in a bare repository on this machine, read from its files (a
+    loose ref, else packed-refs); None if absent or not a plain id. A hint only: the fetch
+    that follows asks the hub itself."""
+    text: str | None
+    try:
+        with open(os.path.join(hub, ref), "rb") as fh:
+            text = fh.read(128).decode("ascii").strip()
+    except FileNotFoundError:
+        text = _packed_ref(hub, ref)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if text is not None and len(text) == 40 and _is_hex(text) else None
+
+
+def _packed_ref(hub: Path, ref: str) -> str | None:
+    try:
+        with open(os.path.join(hub, "packed-refs"), "rb") as fh:
+            wanted = b" " + ref.encode() + b"\n"
+            for line in fh:
+                if line.endswith(wanted):
+                    return line[:40].decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
+def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
+                     have: Callable[[str], bool] | None = None) -> bool:
     """Hard-link a hub's object files into the memory's repository before fetching from a hub on
     this machine, as `git clone /path` does; they are never modified, only replaced.
 
     Loose objects always (a plain `git push` leaves them loose, and libgit2's local transport
     would pack each one in memory: a 200 MB file cost ~450 MB of RSS); with `packs`, the packs
     too (a clone: libgit2 would otherwise recompute every delta, ~40 s at 100,000 files).
+    `have(oid)`: objects the memory already holds (packed) are not linked again; a hub shared by
+    many memories would otherwise hand each of them every memory's loose objects on every fetch,
+    and the memory's automatic repack would pack them again each time.
     All or nothing: a fetch trusts that a commit it finds here comes with its whole history, so a
     partial copy would leave holes; on any failure (another file system, a repack removing files
     meanwhile) the links made are undone, False is returned and the fetch transfers what it needs.
     Loose objects go first: a repack writes its pack before removing them, so anything that
     vanished under us is in a pack listed afterwards."""
-    source, target = hub / "objects", git_dir / "objects"
-    linked: list[Path] = []
+    source, target = os.path.join(hub, "objects"), os.path.join(git_dir, "objects")
+    linked: list[str] = []
 
-    def link(src: Path, dst: Path) -> None:
-        if not dst.exists():
+    def link(src: str, dst: str) -> None:
+        try:
             os.link(src, dst)
-            linked.append(dst)
+        except FileExistsError:
+            return  # placed meanwhile (by another fetch): objects are never modified
+        linked.append(dst)
 
     try:
-        for fan in sorted(source.glob("[0-9a-f][0-9a-f]")):
-            names = [n for n in os.listdir(fan) if len(n) == 38]
-            if names:
-                (target / fan.name).mkdir(exist_ok=True)
-            for name in names:
-                link(fan / name, target / fan.name / name)
+        for fan in sorted(n for n in os.listdir(source) if len(n) == 2 and _is_hex(n)):
+            names = [n for n in os.listdir(os.path.join(source, fan)) if len(n) == 38]
+            if not names:
+                continue
+            fan_dir = os.path.join(target, fan)
+            if len(names) <= 8:  # a few: one stat each; many (a shared hub): one listing
+                present = {n for n in names if os.path.exists(os.path.join(fan_dir, n))}
+            else:
+                try:
+                    present = set(os.listdir(fan_dir))
+                except FileNotFoundError:
+                    present = set()
+            missing = [n for n in names if n not in present and (have is None or not have(fan + n))]
+            if not missing:
+                continue
+            if not present:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(fan_dir)  # (most fan directories exist already: one failed call)
+            for name in missing:
+                link(os.path.join(source, fan, name), os.path.join(fan_dir, name))
         if packs:
-            (target / "pack").mkdir(exist_ok=True)
-            for pack in sorted((source / "pack").glob("pack-*.pack")):
+            pack_dir = os.path.join(target, "pack")
+            os.makedirs(pack_dir, exist_ok=True)
+            for pack in sorted(Path(source, "pack").glob("pack-*.pack")):
                 for src in (pack, pack.with_suffix(".idx")):  # the .idx last: a pack is visible once both exist
-                    link(src, target / "pack" / src.name)
+                    if not os.path.exists(os.path.join(pack_dir, src.name)):
+                        link(str(src), os.path.join(pack_dir, src.name))
     except OSError:
         for path in reversed(linked):
-            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         return False
     return True
 
@@ -113,6 +168,9 @@ def their_tag(mem: Memory, oid: str) -> str:
 def merge_in(mem: Memory, theirs: str, who: Attribution,
              resnapshot: Callable[[], None]) -> Integration:
     """Integrate `theirs`; if files change on disk meanwhile, snapshot them and retry."""
+    from memsync.git.integrate import WorktreeChanged, integrate
+    from memsync.merge_policy import strategy_for
+
     for _ in range(MAX_ROUNDS):
         tag = their_tag(mem, theirs)
         ours = mem.git.head_oid()
@@ -200,6 +258,8 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
     mem.git.note_made(folded)
     mem.git.set_ref(mem.local_ref, folded, "memsync: merge")
     earlier.pop()
+    from memsync.git.integrate import Integration
+
     return Integration("merged", folded, previous.conflicts + merged.conflicts,
                        previous.kept_modified + merged.kept_modified, merged.held_back)
 

@@ -142,9 +142,11 @@ def git_lock_files(git_dir: Path) -> Iterator[Path]:
         candidate = git_dir / name
         if candidate.exists():
             yield candidate
-    refs = git_dir / "refs"
-    if refs.is_dir():
-        yield from refs.rglob("*.lock")
+    # os.walk, not Path.rglob (~3x slower): no symlinked folder is followed either way
+    for folder, dirs, files in os.walk(os.path.join(git_dir, "refs")):
+        for name in (*dirs, *files):
+            if name.endswith(".lock"):
+                yield Path(folder, name)
 
 
 def clear_stale_git_locks(git_dir: Path, tenure: Tenure | None = None, what: str | None = None,

@@ -9,6 +9,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsync import config as cfgmod
 from memsync import hub as hubmod
@@ -25,9 +26,11 @@ from memsync.hub import HubUrl
 from memsync.locking import held
 from memsync.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
 from memsync.names import check_name, check_type, is_conflict_copy
-from memsync.snapshot import Snapshot, take
 from memsync.timefmt import rfc3339
-from memsync.unverified import Unverified, settle
+
+if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs none of it
+    from memsync.snapshot import Snapshot
+    from memsync.unverified import Unverified
 
 
 @dataclass
@@ -218,6 +221,9 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     adopted = _adopt_config_only(path, remote)
     mem = open_memory(path, remote)
     who = operator(message or "Update memory from the operator")
+    from memsync.snapshot import take
+    from memsync.unverified import settle
+
     with mem.locked():
         refuse_during_run(mem, "push")
         _prepare(mem)
@@ -236,6 +242,8 @@ def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
 
 
 def _resnap(mem: Memory, who: Attribution) -> None:
+    from memsync.snapshot import take
+
     take(mem, who)
 
 
@@ -243,6 +251,9 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     """Commit local changes (as the operator), then merge the hub's version in. Never pushes."""
     mem = open_memory(path, remote)
     who = operator("Save local changes before pulling")
+    from memsync.snapshot import take
+    from memsync.unverified import settle
+
     with mem.locked():
         refuse_during_run(mem, "pull")
         _prepare(mem)
@@ -289,6 +300,8 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         mem = Memory(staging, cfg, git, hub)
         with mem.locked():
             exchange = sync(mem, operator("Clone"), lambda: None, push=False, progress=progress)
+        from memsync.snapshot import Snapshot
+
         result = PullResult(_version(git, git.head_oid()), Snapshot(), exchange)
         if target.exists():
             target.rmdir()
@@ -345,6 +358,43 @@ def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
     return None
 
 
+_LAST_RUN_FILE = "memsync-last-run.json"
+_LAST_RUN_KEEP = 8
+
+
+def _last_run_of(git: GitRepo, tip: str) -> LastRun | None:
+    """last_run(git, tip), remembered in .git by tip: the history a commit reaches never changes,
+    so neither does the answer, and the walk (the whole history, to order it by time) is done
+    once per version instead of at every status."""
+    import contextlib
+    import json
+
+    from memsync.git.repo import read_private, write_private
+
+    target = git.git_dir / _LAST_RUN_FILE
+    cache: dict[str, object] = {}
+    try:
+        loaded = json.loads(read_private(target, 64 * 1024))
+        if isinstance(loaded, dict) and loaded.get("v") == 1 and isinstance(loaded.get("tips"), dict):
+            cache = loaded["tips"]
+    except (OSError, ValueError):
+        pass
+    if tip in cache:
+        entry = cache[tip]
+        if entry is None:
+            return None
+        if isinstance(entry, list) and len(entry) == 4 and all(isinstance(v, str) for v in entry[:3]) \
+                and (entry[3] is None or type(entry[3]) is int):
+            return LastRun(entry[0], entry[1], entry[2], entry[3])
+    found = last_run(git, tip)
+    cache.pop(tip, None)
+    cache[tip] = None if found is None else [found.run_id, found.version, found.time, found.exit_code]
+    keep = dict(list(cache.items())[-_LAST_RUN_KEEP:])
+    with contextlib.suppress(OSError):  # only a cache: a read-only .git just walks again next time
+        write_private(target, json.dumps({"v": 1, "tips": keep}).encode())
+    return found
+
+
 def status(path: Path, *, remote: str | None = None) -> StatusReport:
     mem = open_memory(path, remote)
     with mem.locked():
@@ -372,7 +422,7 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
         return StatusReport(
             name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
             branch=mem.branch, remote_version=remote_version,
-            last_run=last_run(git, remote_oid) if remote_oid else None, local_version=head,
+            last_run=_last_run_of(git, remote_oid) if remote_oid else None, local_version=head,
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
             too_large=_too_large(mem, changes), ignored=list(git.ignored),
             remote_cached=error is not None and remote_oid is not None, running=live_run(mem))

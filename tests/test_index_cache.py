@@ -62,3 +62,37 @@ def test_pull_updates_exactly_the_changed_paths(memory: Path, tmp_path: Path, cl
     assert (memory / "plain.md/inside.md").read_text() == "a file replaced by a folder\n"
     assert os.stat(memory / "tool.sh").st_mode & 0o111
     assert git("status", "--porcelain", cwd=memory) == ""
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_mtime_ns
+
+
+def test_status_rewrites_the_index_only_when_it_refreshed_stat_data(memory: Path, cli) -> None:
+    """A status with nothing new leaves .git/index alone; after files are copied in (same bytes,
+    new mtimes) the first status refreshes the stat cache and writes it, so the next one does
+    not re-hash them, and does not write it again."""
+    write(memory, "notes/a.md", "a\n")
+    assert cli("push", cwd=memory).code == 0
+    index = memory / ".git" / "index"
+    assert cli("status", cwd=memory).code == 0  # (a first status may rebuild the tree cache once)
+    before = _stamp(index)
+    r = cli("status", cwd=memory)
+    assert r.code == 0 and "Uncommitted: none" in r.out
+    assert _stamp(index) == before
+    assert cli("push", cwd=memory).code == 0  # a push with nothing to commit writes nothing either
+    assert _stamp(index) == before
+    stamp = 1_600_000_000
+    for rel in ("summary.md", "runs/first.md", "notes/a.md"):
+        os.utime(memory / rel, (stamp, stamp))  # what `cp` of the same files over the memory does
+    r = cli("status", cwd=memory)
+    assert r.code == 0 and "Uncommitted: none" in r.out
+    assert _stamp(index) != before
+    assert _index_stat(memory, "notes/a.md")[0] == f"{stamp}:0"  # the refreshed stat data was kept
+    after = _stamp(index)
+    assert "Uncommitted: none" in cli("status", cwd=memory).out
+    assert _stamp(index) == after
+    write(memory, "notes/a.md", "a, edited\n")
+    assert "notes/a.md" in cli("status", cwd=memory).out
+    assert git("status", "--porcelain", cwd=memory) == " M notes/a.md\n"

@@ -112,3 +112,49 @@ def test_hub_maintenance_never_collides_with_pushes(memory: Path, tmp_path: Path
     assert {f"runs/clone{i}-{j}.md" for i in range(8) for j in range(3)} <= names
     _fsck(hub_path())
     assert pack.counts(hub_path()).packs <= 2
+
+
+def _loose(git_dir: Path) -> set[str]:
+    objects = git_dir / "objects"
+    return {fan.name + f.name for fan in objects.glob("[0-9a-f][0-9a-f]") for f in fan.iterdir()}
+
+
+def _hub_commit(ref: str, files: dict[str, bytes]) -> str:
+    """A commit written straight into the hub (loose objects), as another machine's push of
+    plain git leaves it."""
+    repo = pygit2.Repository(str(hub_path()))
+    parent = repo.references.get(ref)
+    index = pygit2.Index()
+    if parent is not None:
+        index.read_tree(parent.peel(pygit2.Commit).tree)
+    for path, data in files.items():
+        index.add(pygit2.IndexEntry(path, repo.create_blob(data), pygit2.enums.FileMode.BLOB))
+    sig = pygit2.Signature("Elsewhere", "elsewhere@example.invalid")
+    parents = [parent.peel(pygit2.Commit).id] if parent is not None else []
+    return str(repo.create_commit(ref, sig, sig, "Elsewhere\n", index.write_tree(repo), parents))
+
+
+def test_fetch_links_only_the_hub_objects_a_memory_lacks(memory: Path, cli,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub shared by many memories holds all their loose objects. A status that finds the
+    memory's tip unchanged links none of them; a pull links only objects the memory does not
+    already hold (packed), so a repack is not undone by the next fetch (that cycle made status
+    on a hub of 100 memories take seconds)."""
+    monkeypatch.setenv("MEMSYNC_GC_LOOSE", "0")  # counts below, not automatic repacks
+    pack.repack(memory / ".git")
+    _hub_commit("refs/heads/memory/other", {f"o/{i}.md": f"other {i}\n".encode() for i in range(30)})
+    assert len(_loose(hub_path())) == 33  # 30 blobs, 2 trees, 1 commit
+    assert cli("status", cwd=memory).code == 0
+    assert _loose(memory / ".git") == set()  # the tip did not move: nothing linked
+    first = _hub_commit("refs/heads/memory/research", {"elsewhere.md": b"one\n"})
+    assert cli("pull", cwd=memory).code == 0
+    assert (memory / "elsewhere.md").read_bytes() == b"one\n"
+    assert first in _loose(memory / ".git")
+    pack.repack(memory / ".git")  # the memory only: the hub keeps its loose objects
+    assert _loose(memory / ".git") == set()
+    second = _hub_commit("refs/heads/memory/research", {"elsewhere.md": b"two\n"})
+    assert cli("pull", cwd=memory).code == 0
+    assert (memory / "elsewhere.md").read_bytes() == b"two\n"
+    assert second in _loose(memory / ".git")
+    assert len(_loose(memory / ".git")) <= 4  # commit, tree, blob (+ a merge's): not the other memory's 33
+    _fsck(memory / ".git")

@@ -62,3 +62,5 @@ def test_the_integrations_cost_the_core_commands_nothing(memory: Path) -> None:
     loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "memsync.commands.storage" in loaded
     assert not loaded & {"memsync.commands.hooks", "memsync.commands.mcp", "memsync.commands.redact"}
+    # nor does status load what only committing and merging use
+    assert not loaded & {"memsync.snapshot", "memsync.guard", "memsync.unverified", "memsync.git.integrate"}

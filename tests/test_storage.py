@@ -369,3 +369,21 @@ def test_clone_from_a_local_hub_with_loose_and_packed_objects(tmp_path: Path, cl
     assert (tmp_path / "two" / "first.md").read_text() == "from plain git\n"
     assert (tmp_path / "two" / "second.md").read_text() == "from memsync\n"
     subprocess.run(["git", "fsck", "--strict"], cwd=tmp_path / "two", check=True, capture_output=True)
+
+
+def test_status_remembers_the_last_run_of_each_version(memory: Path, cli) -> None:
+    """The last run is found by walking the history once per hub version; later statuses of the
+    same version read it from .git/memsync-last-run.json, and a new version walks again."""
+    r = cli("run", "--run-id", "remembered", "--", "sh", "-c", "echo x > x.md; exit 3", cwd=memory)
+    assert r.code == 3, r.err
+    first = json.loads(cli("status", "--json", cwd=memory).out)["last_run"]
+    assert (first["run_id"], first["exit_code"]) == ("remembered", 3)
+    cache = memory / ".git" / "memsync-last-run.json"
+    assert json.loads(cache.read_text())["tips"]
+    assert json.loads(cli("status", "--json", cwd=memory).out)["last_run"] == first
+    write(memory, "operator.md", "an operator's edit, not a run\n")
+    assert cli("push", cwd=memory).code == 0
+    assert json.loads(cli("status", "--json", cwd=memory).out)["last_run"] == first
+    assert len(json.loads(cache.read_text())["tips"]) == 2
+    cache.write_text("not json")  # a damaged cache is only walked past
+    assert json.loads(cli("status", "--json", cwd=memory).out)["last_run"] == first

@@ -219,12 +219,12 @@ def register(app: typer.Typer, guard: Guard) -> None:
 
 
 def _print_left_out(r: Any) -> None:
-    from memsync.snapshot import SHOWN_PATHS
-
     for paths, title in ((r.too_large, "Too large to commit (over max_file_size)"),
                          (r.ignored, "Ignored by .gitignore rules (never committed)")):
         if not paths:
             continue
+        from memsync.snapshot import SHOWN_PATHS  # (only then: a status imports no snapshot code)
+
         out(f"{title}: {len(paths)}")
         for path in paths[:SHOWN_PATHS]:
             out(f"  {quote_path(path)}")
