@@ -182,6 +182,20 @@ def _command_for(chosen: typer.Typer) -> Callable[..., Any]:
     return found[1]
 
 
+def prepare() -> None:
+    """Build every verb's click command ahead of time: for a process that runs many commands
+    after a fork (`memsync serve`), so that none of them pays for it."""
+    from typer.main import get_command_name
+
+    from memsync.commands import OCCASIONAL
+
+    register_names = [info.name or (get_command_name(info.callback.__name__) if info.callback else "")
+                      for info in app.registered_commands]
+    for verb in [*register_names, *OCCASIONAL]:
+        if verb:
+            _command_for(_app_for([verb]))
+
+
 def _interrupt(signum: int, frame: object) -> None:
     """Ctrl-C as a memsync error rather than KeyboardInterrupt: pygit2's callbacks pass an
     Exception through libgit2 (aborting the transfer), but a KeyboardInterrupt raised inside one
@@ -230,4 +244,4 @@ def main(argv: list[str] | None = None) -> int:
     return code if isinstance(code, int) else 0
 
 
-__all__ = ["app", "handle_errors", "main", "warn"]
+__all__ = ["app", "handle_errors", "main", "prepare", "warn"]

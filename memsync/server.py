@@ -53,6 +53,9 @@ def preload() -> None:
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    from memsync import cli
+
+    cli.prepare()
 
 
 def _loaded_files() -> dict[str, int]:
