@@ -121,7 +121,7 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
     if head is None or limit == 0:
         return LogResult(mem.name, rel, head, found)
     repo = mem.git.repo
-    for oid, _, message in history.messages(repo, head):
+    for oid, _, message in history.messages(repo, head, stream=True):
         trailers = parse(message)
         if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
             continue
