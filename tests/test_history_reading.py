@@ -9,7 +9,8 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileMode, ObjectType
 
-from memsync.git import history
+from memsync.git import history, integrate
+from tests.conftest import hub_tree, write
 
 
 def _random_tree(repo: pygit2.Repository, rng: random.Random, depth: int = 1) -> pygit2.Oid:
@@ -91,3 +92,46 @@ def test_streamed_messages_read_only_what_is_asked(tmp_path: Path) -> None:
     loose.unlink()
     walk = history.messages(repo, made[-1], stream=True)
     assert [next(walk)[0] for _ in range(20)] == made[::-1][:20]
+
+
+def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
+                                                            monkeypatch) -> None:
+    """A clone checks out in parts of PART_FILES files by top-level entry: names that share a
+    prefix (`a`, `a.md`, `a-b`, `ab`), a root .gitattributes, nested folders and an executable
+    all arrive, the index matches the work tree (nothing to commit), and a top-level name that
+    is not plain makes it one checkout."""
+    files = {"a": "file a\n", "a.md": "a md\n", "a-b/x.md": "x\n", "ab/y/z.md": "z\n", "b.md": "b\n",
+             ".gitattributes": "*.md text\n", "c/d/e/f.md": "deep\n", "tool.sh": "#!/bin/sh\n"}
+    for rel, text in files.items():
+        write(memory, rel, text)
+    (memory / "tool.sh").chmod(0o755)
+    assert cli("push", cwd=memory).code == 0
+    calls: list[object] = []
+    real = integrate._parts
+
+    def parts(tree, totals):  # type: ignore[no-untyped-def]
+        found = real(tree, totals)
+        calls.append(found)
+        return found
+
+    monkeypatch.setattr(integrate, "PART_FILES", 2)
+    monkeypatch.setattr(integrate, "_parts", parts)
+    dest = tmp_path / "copy"
+    assert cli("clone", "research", str(dest), cwd=tmp_path).code == 0
+    assert len(calls[0]) > 3 and None not in calls[0]  # type: ignore[arg-type]
+    on_hub = hub_tree()
+    on_disk = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*")
+               if p.is_file() and not p.relative_to(dest).as_posix().startswith((".git/", ".vm0/"))}
+    assert on_disk == on_hub
+    assert (dest / "tool.sh").stat().st_mode & 0o111
+    repo = pygit2.Repository(str(dest))
+    assert repo.status() == {}
+    assert sorted(e.path for e in repo.index) == sorted(on_hub)
+
+    write(memory, "odd name.md", "spaces\n")
+    assert cli("push", cwd=memory).code == 0
+    calls.clear()
+    dest2 = tmp_path / "copy2"
+    assert cli("clone", "research", str(dest2), cwd=tmp_path).code == 0
+    assert calls == [[None]]
+    assert pygit2.Repository(str(dest2)).status() == {}
