@@ -114,6 +114,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/memsync-history"))
     ap.add_argument("--only", default="", help="comma list of: clone,log,warm")
+    ap.add_argument("--shallow-only", action="store_true",
+                    help="clone: only memsync against git clone --depth 1 (more rounds in the time)")
     args = ap.parse_args()
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -140,7 +142,7 @@ def main() -> None:
                 "git clone (file)": lambda: procs.timed(f"git clone -q file://{bare} {dest}", work, env),
                 "git clone (git://)": lambda: procs.timed(f"git clone -q {daemon.url(bare)} {dest}", work, env),
             }
-            items = list(cands.items())
+            items = [(k, v) for k, v in cands.items() if not (args.shallow_only and k.startswith("git clone ("))]
             for r in range(args.rounds):
                 shift = r % len(items)
                 for name, action in items[shift:] + items[:shift]:
@@ -204,7 +206,7 @@ def main() -> None:
         rss = max(s[1] for s in samples) / 1024
         spread = (max(s[0] for s in samples) - min(s[0] for s in samples)) / 2
         summary[name] = {"ms": round(ms_med, 1), "spread": round(spread, 1), "rss_mb": round(rss, 1)}
-        print(f"{name:36s} {ms_med:9.1f} ms ±{spread:6.1f}   peak RSS {rss:7.1f} MB")
+        print(f"{name:36s} {ms_med:9.1f} ms ±{spread:6.1f}   peak RSS {rss:7.1f} MB", flush=True)
     (work / "latest.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 

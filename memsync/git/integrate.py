@@ -131,15 +131,17 @@ def _parts(tree: pygit2.Tree, totals: dict[str, tuple[int, int]]) -> list[list[s
     """A first checkout in parts of about PART_FILES files (top-level entries, in tree order, so a
     root .gitattributes is still written first). libgit2 holds a delta per file of a checkout on
     top of the index: one call for 100,000 files peaked ~50 MB above the index alone. [None] (one
-    call) when the tree is small or a top-level name is not plain (it could read as a pattern)."""
+    call) when the tree is small, a top-level name is not plain (it could read as a pattern) or a
+    folder was not counted (`totals`, from hubtree.tree_totals)."""
     groups: list[list[str] | None] = []
     current: list[str] = []
     count = 0
     for entry in tree:
         name = entry.name or ""
-        if not _PLAIN.fullmatch(name):
+        counted = totals.get(str(entry.id)) if entry.type_str == "tree" else (1, 0)
+        if not _PLAIN.fullmatch(name) or counted is None:
             return [None]
-        files = totals.get(str(entry.id), (PART_FILES, 0))[0] if entry.type_str == "tree" else 1
+        files = counted[0]
         if current and count + files > PART_FILES:
             groups.append(current)
             current, count = [], 0
