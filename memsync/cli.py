@@ -89,6 +89,7 @@ def _lean_coercion() -> None:
         return
     import types
     import typing
+    from pathlib import Path
 
     def plain_types(annotation: Any) -> tuple[type, ...]:
         if annotation in (str, int, float):
@@ -109,6 +110,8 @@ def _lean_coercion() -> None:
                     return kinds[0](value)
                 except ValueError:
                     pass  # typer's own coercion words the usage error
+            if self.annotation in (Path, Path | None) and (type(value) is str or isinstance(value, Path)):
+                return Path(value)  # `clone NAME DEST`: what pydantic makes of it, without importing it
             if (isinstance(value, (list, tuple)) and all(type(v) is str for v in value)
                     and self.annotation in (list[str], list[str] | None)):
                 return list(value)

@@ -36,13 +36,13 @@ def register(app: typer.Typer, guard: Guard) -> None:
         integrity flags. Reads the local history (`memsync pull` first to see the newest)."""
         from pathlib import Path
 
-        from memsync import forensics
+        from memsync import logview  # not forensics: log needs nothing of the exchange with the hub
 
         if limit is not None and limit < 1:
             from memsync.errors import UsageError
 
             raise UsageError(f"-n must be 1 or more, not {limit}", "e.g. -n 10")
-        result = forensics.log(Path.cwd(), path, run_id=run, flagged=flagged, limit=limit)
+        result = logview.log(Path.cwd(), path, run_id=run, flagged=flagged, limit=limit)
         if json:
             print_json(result)
             return

@@ -464,7 +464,7 @@ class GitRepo:
 
     def walk(self, tip: str, hide: str | None = None) -> Iterator[CommitInfo]:
         """History from `tip`, newest first, without what `hide` can reach."""
-        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME)
+        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)  # streamed: TIME reads all first
         if hide is not None:
             walker.hide(pygit2.Oid(hex=hide))
         for c in walker:
