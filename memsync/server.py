@@ -40,7 +40,7 @@ __all__ = ["PRELOAD", "serve"]
 # What a command may import: loaded once, before the first fork, so no worker pays for it.
 PRELOAD = (
     "pygit2", "yaml", "memsync.cli", "memsync.commands.hooks", "memsync.commands.redact",
-    "memsync.sync", "memsync.exchange", "memsync.run", "memsync.forensics", "memsync.listing",
+    "memsync.sync", "memsync.exchange", "memsync.run", "memsync.forensics", "memsync.logview", "memsync.listing",
     "memsync.watch", "memsync.changes", "memsync.maintenance", "memsync.compact", "memsync.guard",
     "memsync.secrets", "memsync.trust", "memsync.readonly", "memsync.redact", "memsync.snapshot",
     "memsync.git.transport", "memsync.git.credentials", "memsync.git.hostkeys", "memsync.git.hubtree",
