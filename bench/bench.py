@@ -436,20 +436,12 @@ def bench_size(res: Results, s: Setup, rounds: int, clone_rounds: int, all_items
 
     # 4. clone (last: it only reads the hubs)
     dest = s.root / "clone-dest"
-
-    def cleanup(_name: str) -> None:
-        shutil.rmtree(dest, ignore_errors=True)
-
-    def ms_clone(t: str, server: procs.MemsyncServer | None) -> Callable[[], Sample]:
-        url = s.ms_url[t]
-        remote = ["--remote", url] if url else []
-        return lambda: ms_timed([*MEMSYNC, "clone", s.ms_name(t), str(dest), *remote], s.root, env, server)
+    cleanup, cands = memsync_clones(s.root, dest, {t: (s.ms_name(t), s.ms_url[t]) for t in s.ms}, env, s.server)
 
     def snapshot_extract() -> Sample:
         tarball = next(s.snap_hub.glob("*.tar.gz"))
         return procs.timed(f"mkdir {dest} && tar -xzf {tarball} -C {dest}", s.root, env)
 
-    cands = [(f"{name} {LABEL[t]}", ms_clone(t, server)) for t in s.ms for name, server in variants(s.server)]
     cands += [(f"git {LABEL[t]}", sh(f"git clone -q -b {t} {s.git_url[t]} {dest}", s.root)) for t in s.git]
     if all_items:
         cands += [("snapshot", snapshot_extract)]
@@ -529,23 +521,34 @@ def bench_history(res: Results, h: History, log_rounds: int, clone_rounds: int,
     say(f"  log -n 20: done ({_brief(res, scope, 'log -n 20')})")
 
     dest = h.root / "clone-dest"
-
-    def cleanup(_name: str) -> None:
-        shutil.rmtree(dest, ignore_errors=True)
-
-    def ms_clone(t: str, server: procs.MemsyncServer | None) -> Callable[[], Sample]:
-        url = h.ms_url[t]
-        remote = ["--remote", url] if url else []
-        return lambda: ms_timed([*MEMSYNC, "clone", HIST_NAME, str(dest), *remote], h.root, env, server)
+    cleanup, cands = memsync_clones(h.root, dest, {t: (HIST_NAME, url) for t, url in h.ms_url.items()}, env, h.server)
 
     def git_clone(flags: str, url: str) -> Callable[[], Sample]:
         return lambda: procs.timed(f"git clone -q {flags}-b {HIST_BRANCH} {url} {dest}", h.root, env)
 
-    cands = [(f"{name} {LABEL[t]}", ms_clone(t, server)) for t in h.ms_url for name, server in variants(h.server)]
     cands += [(f"git --depth 1 {LABEL[t]}", git_clone("--depth 1 ", h.git_url[t])) for t in h.git_url]
     cands += [(f"git full {LABEL[t]}", git_clone("", h.git_url[t])) for t in h.git_url]
     alternate(res, scope, "clone", clone_rounds, cands, after=cleanup)
     say(f"  clone: done ({_brief(res, scope, 'clone')})")
+
+
+Candidates = list[tuple[str, Callable[[], Sample]]]
+
+
+def memsync_clones(root: Path, dest: Path, sources: dict[str, tuple[str, str | None]], env: dict[str, str],
+                   server: procs.MemsyncServer | None) -> tuple[Callable[[str], None], Candidates]:
+    """`memsync clone NAME DEST [--remote URL]` per transport (cold and served), and the cleanup
+    that removes DEST after each."""
+    def cleanup(_name: str) -> None:
+        shutil.rmtree(dest, ignore_errors=True)
+
+    def clone(name: str, url: str | None, via: procs.MemsyncServer | None) -> Callable[[], Sample]:
+        remote = ["--remote", url] if url else []
+        return lambda: ms_timed([*MEMSYNC, "clone", name, str(dest), *remote], root, env, via)
+
+    cands = [(f"{label} {LABEL[t]}", clone(name, url, via))
+             for t, (name, url) in sources.items() for label, via in variants(server)]
+    return cleanup, cands
 
 
 def _objects_bytes(repo: Path) -> int:
