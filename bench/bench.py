@@ -219,8 +219,9 @@ def ms_action(argv: list[str], cwd: Path, env: dict[str, str],
 
 
 def ms_timed(argv: list[str], cwd: Path, env: dict[str, str], server: procs.MemsyncServer | None) -> Sample:
-    """A memsync command, cold or through the server. Served, the peak RSS is the larger of the
-    client's and the server's peak (VmHWM) during the command."""
+    """A memsync command, cold or through the server. Served, the peak RSS recorded is the larger
+    of the client's and the server's peak (VmHWM) during the command; the forked worker that does
+    the work is not among them, so served RSS figures are not used to judge memory targets."""
     if server is None:
         return procs.timed(argv, cwd, env)
     server.reset_peak()
