@@ -10,8 +10,9 @@ SIGHUP) are passed on to the worker.
 
 Anything short of a worker that has started (no server, a stale socket, another user's socket,
 another memsync version, a server that went away) means the command runs here as it always did:
-the server is an accelerator, never a dependency. Once a worker has started, its result is the
-command's result; the command is never run twice.
+the server is an accelerator, never a dependency. A worker starts the command only when the
+client, having heard from it, says go; from then on the worker's result is the command's result,
+so a command is never run twice (a client that timed out never said go).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import os
 import struct
 import sys
 
-__all__ = ["PROTOCOL", "decode", "encode", "served", "wanted"]
+__all__ = ["GO", "PROTOCOL", "decode", "encode", "served", "wanted"]
 
 PROTOCOL = b"memsync-serve/1"
+GO = b"g"
 _LEN = struct.Struct("!I")
 MAX_REQUEST = 8 << 20  # an environment plus a command line; anything bigger is not a request
 
@@ -169,6 +171,11 @@ def served(argv: list[str], version: str) -> int | None:
         return None  # the server declined (another version, stale code): run it here
     worker = int(reply[1])
     _seal_for_run(argv)
+    try:
+        sock.sendall(GO)  # the worker starts only now: a client that gave up above never has it run
+    except OSError:
+        sock.close()
+        return None
     return _wait(sock, worker)
 
 

@@ -234,6 +234,8 @@ def _worker(conn: socket.socket, listener: socket.socket) -> None:
             _reply(conn, b"declined", b"another memsync version")
             os._exit(1)
         _reply(conn, b"pid", str(os.getpid()).encode())
+        if handoff.recv_exact(conn, len(handoff.GO)) != handoff.GO:  # the client gave up: do nothing
+            os._exit(1)
         argv = _take_over(fields, fds)
         code = _run(argv)
     except BaseException:

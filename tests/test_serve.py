@@ -287,3 +287,43 @@ def test_clients_that_hang_up_do_not_stop_the_server(memory: Path, server: Serve
     proc = ms("run", "--", sys.executable, "-c", f"import sys; {PARENTS}", cwd=memory, env=server.env())
     assert proc.returncode == 0, proc.stderr
     assert worker_parent(proc) == server.proc.pid
+
+
+def _ask(server: Server, argv: list[str], cwd: Path, go: bool) -> int:
+    """A hand-made client: the request, the worker's pid back, then `go` or a hang-up."""
+    import struct
+
+    from memsync import __version__, handoff
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(str(server.socket))
+    here = os.open(cwd, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        conn.sendmsg([handoff.encode(handoff._request(argv, __version__))],
+                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("4i", here, 0, 1, 2))])
+    finally:
+        os.close(here)
+    (n,) = struct.unpack("!I", handoff.recv_exact(conn, 4))
+    reply = handoff.decode(handoff.recv_exact(conn, n))
+    assert reply[0] == b"pid"
+    if go:
+        conn.sendall(handoff.GO)
+        (n,) = struct.unpack("!I", handoff.recv_exact(conn, 4))
+        assert handoff.decode(handoff.recv_exact(conn, n))[0] == b"exit"
+    conn.close()
+    return int(reply[1])
+
+
+def test_a_client_that_gives_up_before_go_never_has_its_command_run(tmp_path: Path, memory: Path,
+                                                                      server: Server) -> None:
+    """A client that timed out waiting for the worker runs the command itself; the worker must
+    then not run it too (a `run` would start the agent twice)."""
+    marker = tmp_path / "ran"
+    argv = ["run", "--", sys.executable, "-c", f"open({str(marker)!r}, 'a').write('x')"]
+    worker = _ask(server, argv, memory, go=False)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{worker}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not marker.exists()
+    _ask(server, argv, memory, go=True)  # the same request, with go: it runs
+    assert marker.read_text() == "x"
