@@ -16,12 +16,12 @@ import hashlib
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from memsync.attribution import Attribution, acting, operator
 from memsync.errors import RemoteError, RepoError, UnsavedWork, UsageError
 from memsync.exchange import Exchange, sync, unpushed
-from memsync.fs import place
+from memsync.fs import in_the_way, place
 from memsync.git import history
 from memsync.git.history import FilePatch
 from memsync.git.merge import ConflictCopy
@@ -278,21 +278,16 @@ def _safe(root: Path, rel: str) -> Path:
     """`root / rel`, refused when a folder on the way is a symlink (it could lead anywhere, outside
     the memory included) or a file; checked before anything is written, so nothing is created
     through it. A symlink at `rel` itself is replaced, never followed."""
-    here = root
-    for part in PurePosixPath(rel).parts[:-1]:
-        here = here / part
-        try:
-            st = here.lstat()
-        except FileNotFoundError:
-            break  # what is missing is created as real folders, inside the memory
-        except OSError as exc:
-            raise RepoError(f"cannot write {rel}: {exc.strerror}", "check permissions") from exc
-        shown = here.relative_to(root).as_posix()
-        if stat.S_ISLNK(st.st_mode):
+    try:
+        found = in_the_way(root, rel)
+    except OSError as exc:
+        raise RepoError(f"cannot write {rel}: {exc.strerror}", "check permissions") from exc
+    if found is not None:
+        shown, mode = found
+        if stat.S_ISLNK(mode):
             raise RepoError(f"refusing to write {rel}: {shown} is a symlink, and memsync never writes through one",
                             f"remove the symlink {shown} (or move it aside), then retry")
-        if not stat.S_ISDIR(st.st_mode):
-            raise RepoError(f"cannot write {rel}: {shown} is a file now", "move it aside and retry")
+        raise RepoError(f"cannot write {rel}: {shown} is a file now", "move it aside and retry")
     return root / rel
 
 

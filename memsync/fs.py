@@ -7,17 +7,37 @@ import stat
 from pathlib import Path, PurePosixPath
 
 
-def real_folders(root: Path, rel: str) -> bool:
-    """Every folder on the way to `rel` exists and is a real folder, not a symlink (which could
-    lead outside the memory) nor a file."""
+def in_the_way(root: Path, rel: str) -> tuple[str, int] | None:
+    """The first folder on the way to `rel` that is not a real folder: a symlink (it could lead
+    anywhere, outside the memory included) or a file, as (its path under `root`, its st_mode).
+    None when there is none; the walk stops at the first missing folder, which can be created
+    as a real one. Never follows a symlink; an OSError other than a missing path is raised."""
     here = root
     for part in PurePosixPath(rel).parts[:-1]:
         here = here / part
         try:
-            if not stat.S_ISDIR(here.lstat().st_mode):
-                return False
-        except OSError:
-            return False
+            mode = here.lstat().st_mode
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(mode):
+            return here.relative_to(root).as_posix(), mode
+    return None
+
+
+def real_folders(root: Path, rel: str) -> bool:
+    """Every folder on the way to `rel` exists and is a real folder, not a symlink nor a file."""
+    try:
+        return in_the_way(root, rel) is None and os.path.lexists((root / rel).parent)
+    except OSError:
+        return False
+
+
+def make_folders(root: Path, rel: str) -> bool:
+    """The folders on the way to `rel` as real folders, the missing ones created; False (nothing
+    created) when one of them is a symlink or a file."""
+    if in_the_way(root, rel) is not None:
+        return False
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
     return True
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from memsync import guard
 from memsync.attribution import Attribution
-from memsync.fs import place, real_folders
+from memsync.fs import make_folders, place, real_folders
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, WorkChange, file_mode
 from memsync.git.trailers import compose, quote_path
@@ -297,16 +297,8 @@ def _write_inside(root: Path, rel: str, data: bytes, mode: int) -> bool:
     missing folders are created, a symlink or file where a folder should be refuses the write,
     and whatever is at `rel` itself is replaced, never written through. False: not written."""
     try:
-        here = root
-        for part in Path(rel).parts[:-1]:
-            here = here / part
-            try:
-                st = here.lstat()
-            except FileNotFoundError:
-                here.mkdir()
-                continue
-            if not stat.S_ISDIR(st.st_mode):
-                return False
+        if not make_folders(root, rel):
+            return False
         full = root / rel
         if full.is_dir() and not full.is_symlink():
             return False
