@@ -38,7 +38,7 @@ except ModuleNotFoundError as exc:  # the extra is not installed
                               name=exc.name) from exc
 
 from memsync.errors import MemsyncError
-from memsync.integrations.files import MemoryFiles, Refused, Target
+from memsync.integrations.files import MemoryFiles, Refused, Target, failure_text
 from memsync.integrations.session import (
     DEFAULT_CHECKPOINT_SECONDS,
     DEFAULT_CHECKPOINT_WRITES,
@@ -107,10 +107,8 @@ class _Backend:
         try:
             self.open()
             return op()
-        except MemsyncError as exc:
-            raise ToolError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
-        except OSError as exc:
-            raise ToolError(f"The memory could not do that: {exc.strerror or exc}") from None
+        except (MemsyncError, OSError) as exc:
+            raise ToolError(failure_text(exc)) from None
 
 
 def _extra(command: Any, key: str) -> Any:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memsync import guard
-from memsync.errors import UsageError
+from memsync.errors import MemsyncError, UsageError
 from memsync.integrations.session import MemorySession
 
 MAX_LINES = 999_999
@@ -41,6 +41,15 @@ class Target:
     shown: str
     rel: str
     full: Path
+
+
+def failure_text(exc: Exception) -> str:
+    """What a tool call tells the model when an operation failed: memsync's own message (and its
+    hint), or the file system's reason."""
+    if isinstance(exc, MemsyncError):
+        return exc.message + (f" ({exc.hint})" if exc.hint else "")
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return f"The memory could not do that: {reason}"
 
 
 def sha256(data: bytes) -> str:

@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memsync.errors import MemsyncError
-from memsync.integrations.files import MemoryFiles, Refused, Target
+from memsync.integrations.files import MemoryFiles, Refused, Target, failure_text
 from memsync.integrations.session import MemorySession, SessionReport
 from memsync.run import Mount
 
@@ -72,10 +72,8 @@ class Memories:
 def _call(op: Callable[[], T]) -> T:
     try:
         return op()
-    except MemsyncError as exc:
-        raise ToolError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
-    except OSError as exc:
-        raise ToolError(f"the memory could not do that: {exc.strerror or exc}") from None
+    except (MemsyncError, OSError) as exc:
+        raise ToolError(failure_text(exc)) from None
 
 
 def _target(f: MemoryFiles, path: str) -> Target:
