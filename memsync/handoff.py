@@ -189,14 +189,9 @@ def _wait(sock: _socket.socket, worker: int) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(signum, forward)
     sock.settimeout(None)
-    try:
-        while True:
-            try:
-                (n,) = _LEN.unpack(recv_exact(sock, 4))
-                reply = decode(recv_exact(sock, n))
-                break
-            except InterruptedError:
-                continue
+    try:  # a forwarded signal interrupts nothing: recv resumes after the handler (PEP 475)
+        (n,) = _LEN.unpack(recv_exact(sock, 4))
+        reply = decode(recv_exact(sock, n))
     except (OSError, EOFError, ValueError):
         sys.stderr.write("error: the memsync server's worker ended without an exit code\n"
                          "hint: see the server's output; unset MEMSYNC_SERVER to run commands in-process\n")

@@ -37,14 +37,15 @@ from memsync.errors import LockBusy, UsageError
 
 __all__ = ["PRELOAD", "serve"]
 
-# What a command may import: loaded once, before the first fork, so no worker pays for it.
+# What a command may import: loaded once, before the first fork, so no worker pays for it (the
+# verbs' own modules come with cli.prepare()).
 PRELOAD = (
-    "pygit2", "yaml", "memsync.cli", "memsync.commands.hooks", "memsync.commands.redact",
-    "memsync.sync", "memsync.exchange", "memsync.run", "memsync.forensics", "memsync.logview", "memsync.listing",
-    "memsync.watch", "memsync.changes", "memsync.maintenance", "memsync.compact", "memsync.guard",
-    "memsync.secrets", "memsync.trust", "memsync.readonly", "memsync.redact", "memsync.snapshot",
-    "memsync.git.transport", "memsync.git.credentials", "memsync.git.hostkeys", "memsync.git.hubtree",
-    "rich.console", "rich.progress", "rich.table",
+    "pygit2", "yaml", "memsync.cli", "memsync.sync", "memsync.exchange", "memsync.run",
+    "memsync.forensics", "memsync.logview", "memsync.listing", "memsync.watch", "memsync.changes",
+    "memsync.maintenance", "memsync.compact", "memsync.guard", "memsync.secrets", "memsync.trust",
+    "memsync.readonly", "memsync.redact", "memsync.snapshot", "memsync.git.transport",
+    "memsync.git.credentials", "memsync.git.hostkeys", "memsync.git.hubtree", "rich.console",
+    "rich.progress", "rich.table",
 )
 _SOCKET_MAX = 107  # sun_path, less its NUL
 _FDS = 4  # the working directory, stdin, stdout, stderr
