@@ -1,0 +1,82 @@
+"""The paths that differ between two trees, walking only the subtrees whose ids differ.
+
+libgit2's tree-to-tree diff iterates every entry of both trees (~2 ms per version at 10,000
+files); comparing each folder's raw records and descending only where they differ follows the
+change instead. Used for a version's changes (history.py) and for the index entries that changed
+since a scan's baseline (repo.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+import pygit2
+from pygit2.enums import FileMode
+
+from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
+
+__all__ = ["Found", "paths_between", "walk"]
+
+DeltaKind = Literal["added", "modified", "deleted"]
+
+_TREE_MODE = int(FileMode.TREE)
+_LINK_MODE = int(FileMode.LINK)
+_COMMIT_MODE = int(FileMode.COMMIT)
+_RECORD = re.compile(rb"[0-7]+ [^\x00]*\x00.{20}", re.DOTALL)
+Found = list[tuple[str, DeltaKind, pygit2.Oid | None, pygit2.Oid | None]]
+
+
+def _kind_of(mode: int) -> int:
+    """The type a diff compares (git's S_IFMT): tree, link, submodule or regular file."""
+    return mode if mode in (_TREE_MODE, _LINK_MODE, _COMMIT_MODE) else 0
+
+
+def _records(repo: pygit2.Repository, tree: pygit2.Oid | None) -> set[bytes]:
+    """A tree's entries as raw records (`<mode> <name>\\0<20-byte id>`): comparing these sets
+    finds the changed entries without building an object for every entry."""
+    if tree is None:
+        return set()
+    return set(_RECORD.findall(repo.odb.read(tree)[1]))
+
+
+def _parse(record: bytes) -> tuple[str, int, pygit2.Oid]:
+    head, oid = record[:-21], record[-20:]
+    mode, name = head.split(b" ", 1)
+    return name.decode("utf-8", "surrogateescape"), int(mode, 8), pygit2.Oid(raw=oid)
+
+
+def walk(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid | None, prefix: str,
+                found: Found, depth: int) -> None:
+    if depth > MAX_TREE_DEPTH:
+        raise TreeTooLarge(f"a version's tree is deeper than {MAX_TREE_DEPTH} directories ({prefix[:80]}...)",
+                           "ask the hub's owner to revert that version")
+    before_records, after_records = _records(repo, old), _records(repo, new)
+    before = {name: (mode, oid) for name, mode, oid in map(_parse, before_records - after_records)}
+    after = {name: (mode, oid) for name, mode, oid in map(_parse, after_records - before_records)}
+    for name in before.keys() | after.keys():
+        a, b = before.get(name), after.get(name)
+        path = f"{prefix}{name}"
+        if a is not None and b is not None and _kind_of(a[0]) == _kind_of(b[0]):
+            if a[0] == _TREE_MODE:
+                walk(repo, a[1], b[1], path + "/", found, depth + 1)
+            else:
+                found.append((path, "modified", a[1], b[1]))
+            continue
+        if a is not None:  # gone, or replaced by another type: deleted, then added
+            if a[0] == _TREE_MODE:
+                walk(repo, a[1], None, path + "/", found, depth + 1)
+            else:
+                found.append((path, "deleted", a[1], None))
+        if b is not None:
+            if b[0] == _TREE_MODE:
+                walk(repo, None, b[1], path + "/", found, depth + 1)
+            else:
+                found.append((path, "added", None, b[1]))
+
+
+def paths_between(repo: pygit2.Repository, old: str, new: str) -> list[str]:
+    """Every file path whose entry differs between the trees `old` and `new` (hex ids)."""
+    found: Found = []
+    walk(repo, pygit2.Oid(hex=old), pygit2.Oid(hex=new), "", found, 1)
+    return [path for path, _kind, _a, _b in found]
