@@ -23,6 +23,7 @@ import gc
 import importlib
 import io
 import os
+import selectors
 import signal
 import socket
 import stat
@@ -34,6 +35,8 @@ from pathlib import Path
 
 from memsync import __version__, handoff
 from memsync.errors import LockBusy, UsageError
+from memsync.tracker import Tracker, Trackers
+from memsync.tracklink import Lines, Link
 
 __all__ = ["PRELOAD", "serve"]
 
@@ -157,30 +160,39 @@ def serve(path: Path, idle: float, say: Callable[[str], None]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
     say(f"serving on {path} (pid {os.getpid()}); commands use it when MEMSYNC_SERVER={path}")
     restart = False
+    trackers = Trackers()
+    lines = Lines(trackers)
+    selector = selectors.DefaultSelector()
+    listener.setblocking(False)
+    selector.register(listener, selectors.EVENT_READ)
+    watched: dict[int, object] = {}  # inotify descriptor -> the tracker's INotify it was registered for
     last = time.monotonic()
     try:
         while True:
-            listener.settimeout(idle if idle > 0 else None)
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                if time.monotonic() - last >= idle:
-                    say(f"no command for {idle:g} s; stopping")
-                    break
-                continue
-            last = time.monotonic()
-            with conn:
-                if _stale(stamps):
-                    with contextlib.suppress(OSError):  # a client that has gone already
-                        _reply(conn, b"declined", b"memsync's code changed")
-                    restart = True
-                    break
-                with contextlib.suppress(OSError):
-                    if _peer_uid(conn) == os.getuid() and os.fork() == 0:
-                        _worker(conn, listener)  # never returns
+            ready = selector.select(max(0.0, idle - (time.monotonic() - last)) if idle > 0 else None)
+            if not ready and idle > 0 and time.monotonic() - last >= idle:
+                say(f"no command for {idle:g} s; stopping")
+                break
+            for key, _events in ready:
+                if key.fileobj is listener:
+                    last = time.monotonic()
+                    if not _accept(listener, stamps, lines, lambda: _forked(selector, trackers, lines)):
+                        restart = True
+                        break
+                elif isinstance(key.data, Tracker):
+                    trackers.drain(key.data)
+                elif isinstance(key.fileobj, socket.socket) and not lines.readable(key.fileobj):
+                    selector.unregister(key.fileobj)
+                    lines.close(key.fileobj)
+            if restart:
+                break
+            _watch(selector, trackers, lines, watched)
     except _Stop:
         say(f"stopping ({signal.Signals(stopping[-1]).name})")
     finally:
+        selector.close()
+        lines.close_all()
+        trackers.close()
         listener.close()
         with contextlib.suppress(OSError):
             path.unlink()
@@ -190,6 +202,57 @@ def serve(path: Path, idle: float, say: Callable[[str], None]) -> int:
         sys.stderr.flush()
         os.execv(sys.executable, [sys.executable, "-m", "memsync", *sys.argv[1:]])
     return 0
+
+
+def _accept(listener: socket.socket, stamps: dict[str, int], lines: Lines, in_child: Callable[[], None]) -> bool:
+    """One client: a forked worker for it. False: memsync's code changed, the server must restart."""
+    try:
+        conn, _ = listener.accept()
+    except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+        return True
+    conn.setblocking(True)
+    with conn:
+        if _stale(stamps):
+            with contextlib.suppress(OSError):  # a client that has gone already
+                _reply(conn, b"declined", b"memsync's code changed")
+            return False
+        with contextlib.suppress(OSError):
+            if _peer_uid(conn) != os.getuid():
+                return True
+            theirs = lines.open()
+            try:
+                if os.fork() == 0:
+                    in_child()
+                    _worker(conn, listener, theirs)  # never returns
+            finally:
+                theirs.close()
+    return True
+
+
+def _forked(selector: selectors.BaseSelector, trackers: Trackers, lines: Lines) -> None:
+    """In a new worker: none of the server's descriptors but its own line."""
+    with contextlib.suppress(OSError):
+        selector.close()
+    trackers.close()
+    lines.close_all()
+
+
+def _watch(selector: selectors.BaseSelector, trackers: Trackers, lines: Lines, watched: dict[int, object]) -> None:
+    """Keep the selector on every live line and every tracker's current inotify descriptor."""
+    for sock in lines.buffers:
+        try:
+            selector.get_key(sock)
+        except KeyError:
+            selector.register(sock, selectors.EVENT_READ)
+    live = {t.fileno(): t for t in trackers.by_root.values() if t.inotify is not None}
+    for fd in [fd for fd, inotify in watched.items() if fd not in live or live[fd].inotify is not inotify]:
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            selector.unregister(fd)
+        del watched[fd]
+    for fd, tracker in live.items():
+        if fd not in watched:
+            selector.register(fd, selectors.EVENT_READ, tracker)
+            watched[fd] = tracker.inotify
 
 
 class _Stop(Exception):
@@ -216,10 +279,13 @@ def _receive(conn: socket.socket) -> tuple[list[bytes], list[int]]:
     return handoff.decode(body), fds
 
 
-def _worker(conn: socket.socket, listener: socket.socket) -> None:
+def _worker(conn: socket.socket, listener: socket.socket, line: socket.socket) -> None:
     code = 1
     try:
         listener.close()
+        from memsync.git import hints
+
+        hints.source = Link(line)
         os.setsid()  # out of the server's session: only the client's forwarded signals arrive
         for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(signum, signal.SIG_DFL)

@@ -76,7 +76,9 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     snap = Snapshot()
     staged: list[_Staged] = []
     now = time.time()
-    found = mem.git.scan(write_index=False)  # commit_index writes the index once
+    # commit_index writes the index once. An agent's record (a run's checkpoints and closing
+    # version) sees every change however it was written: never a tracker-narrowed scan.
+    found = mem.git.scan(write_index=False, full=who.actor == "run")
     for change in found:
         if only is not None and change.path not in only:
             continue

@@ -20,6 +20,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, Option, RepositoryState
 
 from memsync.errors import RepoError
+from memsync.git import hints
 from memsync.git.hubtree import tree_totals
 from memsync.git.workdiff import diff_to_workdir
 from memsync.hub import redact
@@ -247,11 +248,13 @@ class GitRepo:
         return str(self.repo.head.target)
 
     # -- the scan ------------------------------------------------------------------------------
-    def scan(self, write_index: bool = True) -> list[WorkChange]:
+    def scan(self, write_index: bool = True, full: bool = False) -> list[WorkChange]:
         """Everything that differs from HEAD: one walk of the work tree, which also refreshes
         the index's stat cache so the next scan does not re-hash copied files.
         `write_index=False`: the caller commits next, and commit_index writes the index once.
-        The index is written only when the walk refreshed stat data (or could not tell)."""
+        The index is written only when the walk refreshed stat data (or could not tell).
+        `full=True`: never narrowed by a change tracker's hint (git/hints.py), for what must see
+        every change however it was made: an agent's record, a read-only memory's undo."""
         index = self.repo.index
         index.read(force=False)
         # Ignored entries come from the same walk (an ignored directory is one "dir/" entry, not
@@ -270,8 +273,8 @@ class GitRepo:
             candidates.update(entry.path for entry in index)
         staged = bool(candidates)  # the index differs from HEAD
         ignored: list[str] = []
-        diff, hashed = diff_to_workdir(self.repo, index, flags)
-        for delta in diff.deltas:
+        deltas, hashed = self._workdir_deltas(index, flags, full)
+        for delta in deltas:
             if delta.status == DeltaStatus.IGNORED:
                 if not own_exclude(delta.new_file.path):
                     ignored.append(delta.new_file.path)
@@ -311,6 +314,50 @@ class GitRepo:
             elif on_disk:
                 changes.append(WorkChange(path, "added"))
         return changes
+
+    def _workdir_deltas(self, index: pygit2.Index, flags: DiffOption,
+                        full: bool) -> tuple[list[pygit2.DiffDelta], int | None]:
+        """The index-to-work-tree diff: of the paths a change tracker names, when one has a
+        baseline this index can use (git/hints.py) and the caller allows it, else of everything.
+        Its result is handed back as the next baseline."""
+        link = hints.source
+        since = None if link is None or self.repo.head_is_unborn else link.since(os.path.realpath(self.root))
+        if link is None or since is None:
+            return diff_to_workdir(self.repo, index, flags)
+        cached = _index_tree_cached(index)
+        tree = None if cached is None else str(cached)
+        stamp = hints.fingerprint(self.git_dir, int(flags), (self._config_path("core.excludesFile"),
+                                                             self._config_path("core.attributesFile")))
+        paths = None if full else hints.narrowing(since, tree, stamp)
+        if paths is not None and tree is not None and since.tree is not None and tree != since.tree:
+            try:
+                from memsync.git.treediff import paths_between
+
+                moved = paths_between(self.repo, since.tree, tree)
+            except (KeyError, ValueError, pygit2.GitError, RepoError):
+                moved = None
+            if moved is None or len(moved) + len(paths) > hints.MAX_PATHS or any(
+                    p.rsplit("/", 1)[-1] in hints.RULE_FILES for p in moved):
+                paths = None
+            else:
+                paths = paths | frozenset(moved)
+        # Asked by top-level entry: libgit2 narrowed to a path deep inside a folder can miss what a
+        # full diff reports there (an untracked folder below a folder holding its own .git).
+        tops = None if paths is None else sorted({p.split("/", 1)[0] for p in paths})
+        if tops is not None and len(tops) > hints.MAX_TOPS:
+            tops = None  # one diff per entry: past this many, one full diff costs less
+        deltas, hashed = diff_to_workdir(self.repo, index, flags, tops)
+        if tree is not None:
+            found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
+            link.settled(os.path.realpath(self.root), since.token, tree, stamp, sorted(found), tops is None)
+        return deltas, hashed
+
+    def _config_path(self, key: str) -> str | None:
+        try:
+            value = self.repo.config[key]
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        return str(value)
 
     # -- files held back from the work tree ---------------------------------------------------
     def held_back(self) -> dict[str, str]:

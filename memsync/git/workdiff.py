@@ -64,16 +64,40 @@ def _candidates() -> list[str]:
     return found
 
 
-def diff_to_workdir(repo: pygit2.Repository, index: pygit2.Index,
-                    flags: DiffOption) -> tuple[pygit2.Diff, int | None]:
-    """`index.diff_to_workdir(flags)` and how many files libgit2 hashed for it (None: unknown)."""
+def diff_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
+                    paths: list[str] | None = None) -> tuple[list[pygit2.DiffDelta], int | None]:
+    """`index.diff_to_workdir(flags)`'s deltas and how many files libgit2 hashed for it (None:
+    unknown). With `paths` (top-level entries of the work tree), only those entries, and all below
+    them, are looked at: the same deltas a full diff reports for them, and nothing else.
+
+    One diff per entry: libgit2 1.9 given a path list holding both `notes` and `notes-r1` (a
+    name, and the same name followed by a byte that sorts before "/") skips index entries under
+    `notes/` and reports their files as untracked."""
+    if paths is None:
+        return _diff(repo, index, flags, None)
+    deltas: list[pygit2.DiffDelta] = []
+    hashed: int | None = 0
+    for path in paths:
+        found, count = _diff(repo, index, flags, path)
+        deltas += found
+        hashed = None if hashed is None or count is None else hashed + count
+    return deltas, hashed
+
+
+def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
+          path: str | None) -> tuple[list[pygit2.DiffDelta], int | None]:
     copts = ffi.new("git_diff_options *")
     check_error(C.git_diff_options_init(copts, 1))
-    copts.flags = int(flags)
+    copts.flags = int(flags) | (int(DiffOption.DISABLE_PATHSPEC_MATCH) if path is not None else 0)
+    if path is not None:
+        name = ffi.new("char[]", path.encode("utf-8", "surrogateescape"))
+        strings = ffi.new("char *[]", [name])
+        copts.pathspec.strings = strings
+        copts.pathspec.count = 1
     cdiff = ffi.new("git_diff **")
     check_error(C.git_diff_index_to_workdir(cdiff, repo._repo, index._index, copts))
     diff = pygit2.Diff.from_c(bytes(ffi.buffer(cdiff)[:]), repo)  # owns (and frees) the git_diff
-    return diff, _hashed(cdiff[0], diff)
+    return list(diff.deltas), _hashed(cdiff[0], diff)
 
 
 def _hashed(cdiff: Any, diff: pygit2.Diff) -> int | None:
