@@ -7,6 +7,7 @@ still pays per request. Needs a memory kept by bench.py:
     python bench/warm.py --workdir /tmp/b/n10000 status push push10 pull10 run
     python bench/warm.py --workdir /tmp/b/n10000 --profile status     # cProfile, by own time
     python bench/warm.py --workdir /tmp/b/n10000 --src /tmp/old status  # another checkout's memsync
+    python bench/warm.py --workdir /tmp/b/n10000 --tracker status push run # scans narrowed as served
 
 Verbs: status, push (nothing changed), push10 (one line appended to 10 files first), pull10
 (10 files changed on the hub first, as bench.remote_writer does), run (`run -- true`).
@@ -49,6 +50,8 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--src", type=Path, help="import memsync from this directory instead")
     ap.add_argument("--copy", action="store_true", help="work on a fresh copy of the memory and its hub")
+    ap.add_argument("--tracker", action="store_true",
+                    help="narrow scans with an in-process change tracker, as a `memsync serve` worker's are")
     a = ap.parse_args()
     if a.src:
         sys.path.insert(0, str(a.src))
@@ -68,6 +71,9 @@ def main() -> int:
     import pygit2
 
     from memsync.cli import main as memsync_main
+
+    if a.tracker:
+        _track()
 
     hub = pygit2.Repository(str(home / "hub.git"))
     ref = next(r for r in hub.references if r.startswith("refs/heads/memory/"))
@@ -130,6 +136,28 @@ def main() -> int:
             pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(a.top)
             print(out.getvalue())
     return 0
+
+
+def _track() -> None:
+    """The server's trackers in this process, reached directly instead of over a worker's line."""
+    from memsync.git import hints
+    from memsync.tracker import Trackers
+
+    trackers = Trackers()
+
+    class Direct:
+        def since(self, root: str) -> hints.Since | None:
+            reply = trackers.since(root)
+            if reply is None:
+                return None
+            if "paths" not in reply:
+                return hints.Since(reply["token"])
+            return hints.Since(reply["token"], reply["tree"], reply["fingerprint"], frozenset(reply["paths"]))
+
+        def settled(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
+            trackers.settled(root, token, tree, fingerprint, paths, full)
+
+    hints.source = Direct()
 
 
 if __name__ == "__main__":

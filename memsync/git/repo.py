@@ -325,6 +325,10 @@ class GitRepo:
         if link is None or since is None:
             return diff_to_workdir(self.repo, index, flags)
         cached = _index_tree_cached(index)
+        if cached is None:  # the cache lost folders (a refresh, a commit not written back): rebuild it
+            with contextlib.suppress(pygit2.GitError, OSError):
+                cached = _write_tree(index)
+                self._index_dirty = True  # and keep it, so the next scan has it for free
         tree = None if cached is None else str(cached)
         stamp = hints.fingerprint(self.git_dir, int(flags), (self._config_path("core.excludesFile"),
                                                              self._config_path("core.attributesFile")))
