@@ -136,6 +136,7 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
     if not paths:
         raise UsageError("nothing to restore", "name the files: memsync restore PATH... --at REV")
     mem = open_memory(start, remote)
+    mem.git.narrow = False  # it overwrites files: every local change must be seen, and saved first
     with mem.locked():
         refuse_during_run(mem, "restore", as_run=run_id)
         _prepare(mem)
@@ -189,6 +190,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
     Where later versions touched the same lines, the current content stays at the path and the
     undone content is kept beside it as NAME.conflict-revert-<UTC>.EXT."""
     mem = open_memory(start, remote)
+    mem.git.narrow = False  # it overwrites files: every local change must be seen, and saved first
     with mem.locked():
         refuse_during_run(mem, "revert")
         _prepare(mem)

@@ -60,6 +60,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         raise UsageError("PATH needs --at REV: the version whose content of PATH is redacted",
                          "find it with `memsync log PATH`")
     mem = open_memory(start, remote)
+    mem.git.narrow = False  # it rewrites the work tree: every local change must be seen, and saved first
     with mem.locked():
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)

@@ -8,6 +8,7 @@ pushes) and after each one compare the scan a tracker narrowed with a full scan 
 
 from __future__ import annotations
 
+import mmap
 import os
 import random
 import shutil
@@ -176,8 +177,6 @@ def test_a_narrowed_scan_is_narrow(memory: Path, direct: Direct) -> None:
     """A change inotify cannot see (a write through a shared memory map) is what tells a narrowed
     scan from a full one: the narrowed one does not look at that file. docs/SECURITY.md states
     this limit; the next full scan (here: after the tracker starts over) reports it."""
-    import mmap
-
     scan_both(memory, direct)
     target = memory / "summary.md"
     with target.open("r+b") as fh, mmap.mmap(fh.fileno(), 0) as mapped:
@@ -304,8 +303,6 @@ def test_served_runs_record_every_change_an_agent_makes(tmp_path: Path, memory: 
             assert served.stdout == plain.stdout
         # The served scans really are narrowed: a write inotify cannot see (through a shared memory
         # map, the documented limit) is not looked for by the server's status, only by a full one.
-        import mmap
-
         with (memory / "summary.md").open("r+b") as fh, mmap.mmap(fh.fileno(), 0) as mapped:
             mapped[0:1] = b"!"
         assert "summary.md" not in memsync_cmd("status", cwd=memory, env=env).stdout
@@ -368,5 +365,27 @@ def test_a_served_run_records_writes_inotify_cannot_see(tmp_path: Path, memory: 
         assert proc.returncode == 0, proc.stderr
         assert hub_tree()["summary.md"] == b"!" + b"# Summary\n\nfirst line\n"[1:]
         assert "mapped" in git("log", "-1", "--format=%B", "memory/research", cwd=hub_path())
+    finally:
+        stop(server)
+
+
+@needs_peercred
+def test_a_served_restore_never_overwrites_a_change_inotify_cannot_see(tmp_path: Path, memory: Path) -> None:
+    """restore, revert and redact overwrite files on the strength of a scan: theirs are full ones,
+    so a change written through a memory map is seen (restore refuses without --force), not lost."""
+    from tests.test_serve import start_server, stop
+
+    write(memory, "summary.md", "# Summary\n\nsecond line\n")
+    assert memsync_cmd("push", cwd=memory).returncode == 0
+    server = start_server(tmp_path / "s.sock")
+    try:
+        env = server.env()
+        for _ in range(2):
+            assert memsync_cmd("status", cwd=memory, env=env).returncode == 0
+        with (memory / "summary.md").open("r+b") as fh, mmap.mmap(fh.fileno(), 0) as mapped:
+            mapped[0:1] = b"!"
+        proc = memsync_cmd("restore", "summary.md", "--at", "HEAD~1", cwd=memory, env=env)
+        assert proc.returncode != 0 and "uncommitted" in proc.stderr
+        assert (memory / "summary.md").read_bytes() == b"!" + b"# Summary\n\nsecond line\n"[1:]
     finally:
         stop(server)

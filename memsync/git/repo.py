@@ -99,6 +99,10 @@ class GitRepo:
         self._held: dict[str, str] | None = None  # held_back(), re-read when the file changes
         self._held_stamp: tuple[int, int, int] | None = None
         self.made: set[str] = set()  # commits this process made (see git/ownership.py)
+        # Whether a change tracker may narrow this repository's scans (git/hints.py). Off for
+        # commands that overwrite or rewrite files on the strength of a scan (restore, revert,
+        # redact): a change inotify could not see would be overwritten unsaved.
+        self.narrow = True
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -332,7 +336,7 @@ class GitRepo:
         tree = None if cached is None else str(cached)
         stamp = hints.fingerprint(self.git_dir, int(flags), (self._config_path("core.excludesFile"),
                                                              self._config_path("core.attributesFile")))
-        paths = None if full else hints.narrowing(since, tree, stamp)
+        paths = None if full or not self.narrow else hints.narrowing(since, tree, stamp)
         if paths is not None and tree is not None and since.tree is not None and tree != since.tree:
             try:
                 from memsync.git.treediff import paths_between
