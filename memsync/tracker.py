@@ -16,8 +16,10 @@ is a full one:
 And every FULL_EVERY seconds a scan is a full one anyway: what inotify cannot see (below) waits
 at most that long.
 While a folder of the memory holds a repository of its own (a .git), scans are never narrowed.
-A memory with more than MAX_DIRS folders, or where a watch cannot be added (out of inotify
-watches), is not tracked; its scans stay full ones.
+A memory with more than MAX_DIRS folders, where a watch cannot be added (out of inotify watches),
+on a file system not known to be local (LOCAL_FILESYSTEMS: a network or FUSE file system can
+change without an event here), or with another file system mounted inside it, is not tracked;
+its scans stay full ones.
 
 What inotify cannot see, a tracker cannot either: writes through a shared memory map, writes to a
 hard link that lives outside the memory, and changes made on another machine (a network file
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -37,12 +40,16 @@ from typing import Any
 
 from memsync.git import hints
 
-__all__ = ["MAX_DIRS", "MAX_MEMORIES", "Tracker", "Trackers"]
+__all__ = ["LOCAL_FILESYSTEMS", "MAX_DIRS", "MAX_MEMORIES", "Tracker", "Trackers", "filesystem"]
 
 MAX_DIRS = 20_000  # folders watched per memory
 MAX_MEMORIES = 16  # memories tracked at once (the least recently used is dropped)
 FULL_EVERY = 300.0  # seconds: a baseline older than this (since its last full scan) is not used
 _RETRY = 60.0  # seconds before a memory that could not be watched is tried again
+# File systems whose every change is made by this kernel, so inotify reports it.
+LOCAL_FILESYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "overlay", "zfs", "f2fs",
+                               "bcachefs", "reiserfs", "jfs", "ramfs", "nilfs2", "hfsplus", "vfat", "exfat",
+                               "ntfs3"})
 
 try:
     from inotify_simple import INotify, flags
@@ -78,6 +85,7 @@ class Tracker:
         if INotify is None:
             raise _Lost("inotify is not available")
         self.root = root
+        self.device = os.stat(root).st_dev
         self.gen = 0  # the number of the last event seen
         self.reset_gen = 0  # baselines older than this are void
         self.dirty: dict[str, int] = {}  # path -> number of the last event that touched it
@@ -122,6 +130,11 @@ class Tracker:
             self.dirs[wd] = rel
             if len(self.dirs) > MAX_DIRS:
                 raise _Lost(f"more than {MAX_DIRS} folders")
+            try:
+                if os.stat(full, follow_symlinks=False).st_dev != self.device:
+                    raise _Lost(f"another file system is mounted at {full}")
+            except FileNotFoundError:
+                continue
             with contextlib.suppress(OSError), os.scandir(full) as entries:
                 for entry in entries:
                     if entry.name == ".git":
@@ -262,6 +275,9 @@ class Trackers:
             return None
         if not os.path.isabs(root) or os.path.realpath(root) != root or not os.path.isdir(os.path.join(root, ".git")):
             return None
+        if filesystem(root) not in LOCAL_FILESYSTEMS:
+            self._refused[root] = time.monotonic()
+            return None
         try:
             tracker = Tracker(root)
         except (_Lost, OSError):
@@ -273,3 +289,23 @@ class Trackers:
             _, oldest = self.by_root.popitem(last=False)
             oldest.close()
         return tracker
+
+
+def filesystem(path: str, mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """The type of the file system `path` (absolute, resolved) is on; None if unknown."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    best, kind = "", None
+    for line in lines:
+        left, sep, right = line.partition(" - ")
+        fields = left.split()
+        if not sep or len(fields) < 5 or not right.split():
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # \040 is a space
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, right.split()[0]
+    return kind

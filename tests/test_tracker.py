@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,9 @@ from memsync.git.repo import GitRepo
 from memsync.tracker import Tracker, Trackers
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 
-pytestmark = pytest.mark.skipif(tracker_mod.INotify is None, reason="inotify (Linux)")
+pytestmark = pytest.mark.skipif(
+    tracker_mod.INotify is None or tracker_mod.filesystem(os.path.realpath(tempfile.gettempdir()))
+    not in tracker_mod.LOCAL_FILESYSTEMS, reason="inotify (Linux) on a local file system")
 
 
 class Direct:
@@ -247,6 +250,23 @@ def test_a_memory_with_too_many_folders_is_not_tracked(memory: Path, direct: Dir
     assert direct.trackers.by_root == {}
     narrowed, full = scan_both(memory, direct)
     assert narrowed == full and direct.narrowed == 0
+
+
+def test_only_memories_on_a_local_file_system_are_tracked(tmp_path: Path) -> None:
+    """A network or FUSE file system can change without an event here: never tracked."""
+    info = tmp_path / "mountinfo"
+    info.write_text("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+                    "30 22 0:40 / /mnt/nfs rw - nfs4 server:/x rw\n"
+                    "31 22 0:41 / /home/a\\040b rw - fuse.sshfs host: rw\n"
+                    "32 30 0:42 / /mnt/nfs/local rw - tmpfs tmpfs rw\n")
+    assert tracker_mod.filesystem("/srv/mem", str(info)) == "ext4"
+    assert tracker_mod.filesystem("/mnt/nfs/mem", str(info)) == "nfs4"
+    assert tracker_mod.filesystem("/mnt/nfsx", str(info)) == "ext4"
+    assert tracker_mod.filesystem("/home/a b/mem", str(info)) == "fuse.sshfs"
+    assert tracker_mod.filesystem("/mnt/nfs/local/m", str(info)) == "tmpfs"
+    assert tracker_mod.filesystem("/x", str(tmp_path / "none")) is None
+    for kind in ("nfs4", "fuse.sshfs", "cifs", "9p", "virtiofs", None):
+        assert kind not in tracker_mod.LOCAL_FILESYSTEMS
 
 
 def test_only_a_real_memory_root_is_tracked(tmp_path: Path, memory: Path, direct: Direct) -> None:
