@@ -15,8 +15,10 @@ from memsync.errors import UsageError
 from memsync.git import history
 from memsync.git.history import VersionChanges
 from memsync.git.trailers import every, first, parse
+from memsync.hub import memsync_home
 from memsync.memory import Memory, open_memory
 from memsync.names import is_conflict_copy
+from memsync.summaries import Summaries, Summary
 from memsync.timefmt import rfc3339
 
 
@@ -74,30 +76,43 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
     if head is None or limit == 0:
         return LogResult(mem.name, rel, head, found)
     repo = mem.git.repo
-    for oid, _, message in history.messages(repo, head, stream=True):
-        trailers = parse(message)
-        if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
-            continue
-        if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")):
-            continue
-        if rel is not None and not history.touches(repo, oid, rel):
-            continue
-        found.append(_entry(mem, _changes(mem, oid), rel))
-        if limit is not None and len(found) >= limit:
-            break
+    cache = Summaries(memsync_home() / "cache" / "versions.db")
+    try:
+        for oid, _, message in history.messages(repo, head, stream=True):
+            trailers = parse(message)
+            if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
+                continue
+            if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")):
+                continue
+            if rel is not None and not history.touches(repo, oid, rel):
+                continue
+            found.append(_entry(mem, oid, cache, rel))
+            if limit is not None and len(found) >= limit:
+                break
+    finally:
+        cache.close()
     return LogResult(mem.name, rel, head, found)
 
 
-def _changes(mem: Memory, oid: str) -> VersionChanges:
-    return history.changes(mem.git.repo, oid)
+def summarize(v: VersionChanges) -> Summary:
+    """The numbers a log line shows for a version (summaries.py keeps them)."""
+    merge = len(v.parents) > 1
+    copies = v.created if merge else [d.path for d in v.deltas if d.kind == "added" and is_conflict_copy(d.path)]
+    return Summary(len(v.deltas), sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
+                   sum(max(d.old_size - d.new_size, 0) for d in v.deltas), tuple(sorted(copies)))
 
 
-def _entry(mem: Memory, v: VersionChanges, rel: str | None) -> LogEntry:
+def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry:
+    summary = cache.get(oid)
+    if summary is None:
+        v = history.changes(mem.git.repo, oid)
+        summary = summarize(v)
+        cache.put(oid, summary)
+    else:
+        v = history.changes(mem.git.repo, oid, deltas=False)
     trailers = parse(v.message)
     actor = first(trailers, "Memsync-Actor") or "git"
     merge = len(v.parents) > 1
-    added = [d.path for d in v.deltas if d.kind == "added"]
-    copies = v.created if merge else [p for p in added if is_conflict_copy(p)]
     entry = LogEntry(
         version=v.oid[:8], oid=v.oid, time=rfc3339(v.time), actor=actor,
         run_id=first(trailers, "Memsync-Run-Id"),
@@ -105,11 +120,9 @@ def _entry(mem: Memory, v: VersionChanges, rel: str | None) -> LogEntry:
         checkpoint=_int(first(trailers, "Memsync-Checkpoint")),
         merge=merge, end=actor == "run" and not merge and first(trailers, "Memsync-Exit-Code") is not None,
         subject=v.message.split("\n", 1)[0].strip(),
-        files_changed=len(v.deltas),
-        bytes_added=sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
-        bytes_removed=sum(max(d.old_size - d.new_size, 0) for d in v.deltas),
+        files_changed=summary.files_changed, bytes_added=summary.bytes_added, bytes_removed=summary.bytes_removed,
         flags=every(trailers, "Memsync-Flag"), policies=every(trailers, "Memsync-Policy"),
-        copies=sorted(copies), restored_from=every(trailers, "Memsync-Restored-From"),
+        copies=list(summary.copies), restored_from=every(trailers, "Memsync-Restored-From"),
         reverted=every(trailers, "Memsync-Reverted"),
     )
     if rel is not None:

@@ -102,9 +102,14 @@ def walk(repo: pygit2.Repository, tip: str) -> Iterator[VersionChanges]:
         yield _version_changes(repo, c)
 
 
-def changes(repo: pygit2.Repository, oid: str) -> VersionChanges:
-    """One version and what it changed against its first parent."""
-    return _version_changes(repo, repo[oid].peel(pygit2.Commit))
+def changes(repo: pygit2.Repository, oid: str, *, deltas: bool = True) -> VersionChanges:
+    """One version and what it changed against its first parent (`deltas=False`: the version
+    only, its `deltas` and `created` left empty)."""
+    c = repo[oid].peel(pygit2.Commit)
+    if not deltas:
+        return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
+                              c.author.name, [], [])
+    return _version_changes(repo, c)
 
 
 def _version_changes(repo: pygit2.Repository, c: pygit2.Commit) -> VersionChanges:
