@@ -21,9 +21,8 @@ on a file system not known to be local (LOCAL_FILESYSTEMS: a network or FUSE fil
 change without an event here), or with another file system mounted inside it, is not tracked;
 its scans stay full ones.
 
-What inotify cannot see, a tracker cannot either: writes through a shared memory map, writes to a
-hard link that lives outside the memory, and changes made on another machine (a network file
-system). docs/SECURITY.md says what that means for a run's record. Linux only; elsewhere (or
+What inotify cannot see, a tracker cannot either: writes through a shared memory map, and writes
+to a file through another of its hard links (the event names only the path written through). docs/SECURITY.md says what that means for a run's record. Linux only; elsewhere (or
 without the inotify_simple package) nothing is tracked.
 """
 
