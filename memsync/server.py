@@ -9,7 +9,10 @@ code. A fork is a fresh process per command: nothing of one command (open reposi
 caches, globals, the environment) reaches the next, and concurrent commands run in parallel as
 separate processes do.
 
-The server itself never opens a repository and runs no thread, so each fork starts clean. Only
+The server itself never opens a repository and runs no thread, so each fork starts clean. It
+does keep inotify watches on the memories its workers scan (tracker.py), and answers their
+questions about what changed on a socket pair per worker (tracklink.py), so that a scan can look
+at those paths only (git/hints.py). Only
 the same user reaches it: the socket is mode 0600 and every peer's uid is checked
 (SO_PEERCRED). When memsync's code on disk changes (an upgrade), the server declines the request
 (the client then runs it in-process) and starts itself again with the new code.

@@ -252,6 +252,8 @@ class Trackers:
             tracker.settled(token, tree, fingerprint, paths, full)
 
     def drain(self, tracker: Tracker) -> None:
+        if self.by_root.get(tracker.root) is not tracker:
+            return  # dropped since the selector saw its descriptor ready
         try:
             tracker.drain()
         except _Lost:

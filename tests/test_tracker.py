@@ -409,3 +409,14 @@ def test_a_served_restore_never_overwrites_a_change_inotify_cannot_see(tmp_path:
         assert (memory / "summary.md").read_bytes() == b"!" + b"# Summary\n\nsecond line\n"[1:]
     finally:
         stop(server)
+
+
+def test_a_dropped_tracker_is_never_drained(memory: Path, direct: Direct) -> None:
+    """The server's selector may report a tracker ready after a newer memory evicted it."""
+    root = os.path.realpath(memory)
+    assert direct.trackers.since(root) is not None
+    tracked = direct.trackers.by_root[root]
+    direct.trackers.drop(root)
+    write(memory, "late.md", "x\n")
+    direct.trackers.drain(tracked)  # no error, nothing done
+    assert tracked.inotify is None and root not in direct.trackers.by_root
