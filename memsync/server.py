@@ -144,8 +144,9 @@ def _seal_self() -> None:
             del os.environ[name]
 
 
-def serve(path: Path, idle: float, say: Callable[[str], None]) -> int:
-    """Accept clients until SIGTERM/SIGINT/SIGHUP (or `idle` seconds without one, when > 0)."""
+def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = True) -> int:
+    """Accept clients until SIGTERM/SIGINT/SIGHUP (or `idle` seconds without one, when > 0).
+    `track=False`: no change trackers, every scan a full one."""
     preload()
     gc.collect()
     gc.freeze()  # what is loaded stays out of the workers' collections: fewer copy-on-write pages
@@ -163,7 +164,7 @@ def serve(path: Path, idle: float, say: Callable[[str], None]) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
     say(f"serving on {path} (pid {os.getpid()}); commands use it when MEMSYNC_SERVER={path}")
     restart = False
-    trackers = Trackers()
+    trackers = Trackers(enabled=track)
     lines = Lines(trackers)
     selector = selectors.DefaultSelector()
     listener.setblocking(False)

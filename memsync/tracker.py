@@ -21,9 +21,10 @@ on a file system not known to be local (LOCAL_FILESYSTEMS: a network or FUSE fil
 change without an event here), or with another file system mounted inside it, is not tracked;
 its scans stay full ones.
 
-What inotify cannot see, a tracker cannot either: writes through a shared memory map, and writes
-to a file through another of its hard links (the event names only the path written through). docs/SECURITY.md says what that means for a run's record. Linux only; elsewhere (or
-without the inotify_simple package) nothing is tracked.
+What inotify cannot see, a tracker cannot either: writes through a shared memory map, and writes to
+a file through another of its hard links (the event names only the path written through).
+docs/SECURITY.md says what that means for a run's record. Linux only; elsewhere (or without the
+inotify_simple package) nothing is tracked.
 """
 
 from __future__ import annotations
@@ -229,7 +230,8 @@ class Tracker:
 class Trackers:
     """The server's trackers, one per memory, started by the first scan that asks."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self.by_root: OrderedDict[str, Tracker] = OrderedDict()
         self._refused: dict[str, float] = {}
 
@@ -271,6 +273,8 @@ class Trackers:
         self.by_root.clear()
 
     def _start(self, root: str) -> Tracker | None:
+        if not self.enabled:
+            return None
         refused = self._refused.get(root)
         if refused is not None and time.monotonic() - refused < _RETRY:
             return None

@@ -36,8 +36,8 @@ class Server:
         return dict(os.environ, MEMSYNC_SERVER=str(self.socket), **extra)
 
 
-def start_server(sock: Path, env: dict[str, str] | None = None) -> Server:
-    proc = subprocess.Popen([sys.executable, "-m", "memsync", "serve", "--socket", str(sock)],
+def start_server(sock: Path, env: dict[str, str] | None = None, options: tuple[str, ...] = ()) -> Server:
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "serve", "--socket", str(sock), *options],
                             env=env or dict(os.environ), stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -329,6 +329,12 @@ def test_served_runs_record_every_change_an_agent_makes(tmp_path: Path, memory: 
         assert "summary.md" in memsync_cmd("status", cwd=memory).stdout
     finally:
         stop(server)
+    untracked = start_server(tmp_path / "s2.sock", options=("--no-track",))
+    try:
+        for _ in range(2):
+            assert "summary.md" in memsync_cmd("status", cwd=memory, env=untracked.env()).stdout
+    finally:
+        stop(untracked)
 
 
 def test_narrowed_diffs_around_a_libgit2_path_list_bug(tmp_path: Path) -> None:

@@ -32,6 +32,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
             "$MEMSYNC_HOME/serve.sock).")] = None,
         idle: Annotated[float, typer.Option("--idle", help="Stop after this many seconds without a "
                                             "command; 0 = never.")] = 0.0,
+        track: Annotated[bool, typer.Option("--track/--no-track", help="Watch the memories commands use "
+                                            "(inotify), so status, push and pull look only at what "
+                                            "changed.")] = True,
     ) -> None:
         """Run in the foreground and take on the work of memsync commands whose environment has
         MEMSYNC_SERVER=<socket>: they skip Python's and pygit2's start-up (about 0.2 s each) and
@@ -43,4 +46,4 @@ def register(app: typer.Typer, guard: Guard) -> None:
         if idle < 0:
             raise UsageError("--idle must be 0 or more")
         path = (socket or default_socket()).absolute()
-        raise typer.Exit(run_server(path, idle, lambda line: err(f"memsync: {line}")))
+        raise typer.Exit(run_server(path, idle, lambda line: err(f"memsync: {line}"), track=track))
