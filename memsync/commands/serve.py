@@ -38,8 +38,10 @@ def register(app: typer.Typer, guard: Guard) -> None:
     ) -> None:
         """Run in the foreground and take on the work of memsync commands whose environment has
         MEMSYNC_SERVER=<socket>: they skip Python's and pygit2's start-up (about 0.2 s each) and
-        otherwise behave exactly as before (same output, exit codes, files). Without a server, or
-        with a stale socket, commands run in-process as usual. Stop with Ctrl-C or SIGTERM."""
+        otherwise behave exactly as before (same output, exit codes, files). It also watches the
+        memories they use, so status, push and pull look only at what changed (a run's record,
+        restore, revert and redact always look at every file). Without a server, or with a stale
+        socket, commands run in-process as usual. Stop with Ctrl-C or SIGTERM."""
         from memsync.errors import UsageError
         from memsync.server import serve as run_server
 
