@@ -25,7 +25,7 @@ from memsync.errors import (
     RemoteUnreachable,
     RepoError,
 )
-from memsync.git import hostkeys, interrupts
+from memsync.git import hostkeys, interrupts, sockets
 from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
 from memsync.hub import HubUrl, redact
@@ -107,6 +107,8 @@ class Callbacks(pygit2.RemoteCallbacks):
 
     def push_negotiation(self, updates: list[pygit2.remotes.PushUpdate]) -> None:
         """Called by libgit2 with the hub's current tips, before the pack is built and sent."""
+        if self.hub.port is not None:
+            sockets.send_promptly(self.hub.port)
         if self.lease is None:
             return
         ref, lease = self.lease
