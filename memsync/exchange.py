@@ -338,10 +338,10 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
 def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], list[str]] | None) -> str | None:
     """The common case on a remote hub: nothing arrived there since our last fetch, and our
     branch is ahead of what we fetched. Push on one connection instead of a fetch's and a push's
-    (over SSH or HTTPS a connection is most of a push's time), leased on that tip: the push's own
-    ref advertisement must show it, else nothing is sent, and the server moves the branch only
-    from it. With the hub there, the full exchange would fetch nothing and merge nothing: the
-    same checks run on the same versions.
+    (a connection on loopback: ~4 ms over git://, ~60 ms over HTTP, ~225 ms over SSH), leased on
+    that tip: the push's own ref advertisement must show it, else nothing is sent, and the server
+    moves the branch only from it. With the hub there, the full exchange would fetch nothing and
+    merge nothing: the same checks run on the same versions.
 
     Returns the commit pushed, or None when the full exchange must run: nothing to push, the hub
     moved, commits to refuse, or a credential or host refused (the full exchange fails as it
