@@ -8,6 +8,7 @@ still pays per request. Needs a memory kept by bench.py:
     python bench/warm.py --workdir /tmp/b/n10000 --profile status     # cProfile, by own time
     python bench/warm.py --workdir /tmp/b/n10000 --src /tmp/old status  # another checkout's memsync
     python bench/warm.py --workdir /tmp/b/n10000 --tracker status push run # scans narrowed as served
+    python bench/warm.py --workdir /tmp/b/n10000 --daemon --copy push10   # the git:// memory, through a git daemon
 
 Verbs: status, push (nothing changed), push10 (one line appended to 10 files first), pull10
 (10 files changed on the hub first, as bench.remote_writer does), run (`run -- true`).
@@ -29,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ARGS = {"status": ["status"], "push": ["push"], "push10": ["push"], "pull10": ["pull"],
@@ -52,22 +53,48 @@ def main() -> int:
     ap.add_argument("--copy", action="store_true", help="work on a fresh copy of the memory and its hub")
     ap.add_argument("--tracker", action="store_true",
                     help="narrow scans with an in-process change tracker, as a `memsync serve` worker's are")
+    ap.add_argument("--daemon", action="store_true",
+                    help="the git:// memory (ms-daemon): its storage.yaml is pointed at a git daemon started here")
     a = ap.parse_args()
     if a.src:
         sys.path.insert(0, str(a.src))
-    memory, home = a.workdir / "ms-file", a.workdir / "mshome"
+    name = "ms-daemon" if a.daemon else "ms-file"
+    memory, home = a.workdir / name, a.workdir / "mshome"
     if a.copy:
         target = a.workdir / "warm"
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir()
-        shutil.copytree(memory, target / "ms-file", symlinks=True)
+        shutil.copytree(memory, target / name, symlinks=True)
         shutil.copytree(home, target / "mshome", symlinks=True)
-        memory, home = target / "ms-file", target / "mshome"
+        memory, home = target / name, target / "mshome"
     os.environ["MEMSYNC_HOME"] = str(home)
     os.environ["HOME"] = str(a.workdir.parent / "home")
     os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
-    os.chdir(memory)
+    with contextlib.ExitStack() as stack:
+        if a.daemon:
+            stack.enter_context(_serving(a.workdir, home / "hub.git", memory))
+        os.chdir(memory)
+        return _measure(a, home)
 
+
+@contextlib.contextmanager
+def _serving(base: Path, hub: Path, memory: Path) -> Iterator[None]:
+    """A git daemon over `base` for the run, and the memory's `remote:` pointed at it (the port
+    bench.py's daemon had is gone)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from procs import GitDaemon
+
+    daemon = GitDaemon(base, dict(os.environ))
+    try:
+        config = memory / ".vm0" / "storage.yaml"
+        lines = [line for line in config.read_text().splitlines() if not line.startswith("remote:")]
+        config.write_text("\n".join([*lines, f"remote: {daemon.url(hub)}"]) + "\n")
+        yield
+    finally:
+        daemon.stop()
+
+
+def _measure(a: argparse.Namespace, home: Path) -> int:
     import pygit2
 
     from memsync.cli import main as memsync_main
@@ -76,7 +103,9 @@ def main() -> int:
         _track()
 
     hub = pygit2.Repository(str(home / "hub.git"))
-    ref = next(r for r in hub.references if r.startswith("refs/heads/memory/"))
+    name = next(line.split(":", 1)[1].strip() for line in Path(".vm0/storage.yaml").read_text().splitlines()
+                if line.startswith("name:"))
+    ref = f"refs/heads/memory/{name}"  # the hub holds both memories (ms-file, ms-daemon)
     files = sorted(subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True).stdout.split())
     picks = [files[i * len(files) // 10 + 3] for i in range(10)]
     counter = [0]

@@ -4,6 +4,8 @@ The hub is only ever fast-forwarded. If it moved on since our fetch, we fetch, m
 sides of any conflict) and try again, folding the retry's merge into the refused one so history
 gets one merge per exchange. On a file:// hub, libgit2's local transport is not trusted to
 serialise concurrent ref updates: pushes take the hub's lock and re-check its tip under it.
+On a network hub, a push of work ahead of our last fetch goes first, leased on that fetch's
+tip (see _push_ahead): one connection instead of two while nobody else writes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from memsync import maintenance
 from memsync.attribution import Attribution
-from memsync.errors import RemoteUnreachable, RepoError
+from memsync.errors import AuthFailed, HostKeyError, RemoteUnreachable, RepoError
 from memsync.git import transport
 from memsync.git.hubtree import Oversize
 from memsync.git.trailers import compose, first, parse
@@ -276,14 +278,22 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
 
     Losing the race to another writer is retried with jittered backoff until MEMSYNC_PUSH_PATIENCE
     runs out, each retry folding its merge into the previous one. On a hub on this machine the
-    retry takes the hub's lock for the whole fetch-merge-push, so it cannot lose again."""
+    retry takes the hub's lock for the whole fetch-merge-push, so it cannot lose again. On a
+    network hub the first try may be a push alone (_push_ahead); when that cannot be, the
+    exchange goes on as above at once."""
     result = Exchange()
     network_failures = 0
     lost = 0
     deadline = time.monotonic() + push_patience()
+    ahead_first = push and accept is None and mem.hub.local_path is None
     while True:
         serial = lost > 0 and mem.hub.local_path is not None
         try:
+            if ahead_first:
+                ahead_first = False  # once: after a refusal or a network failure, the full exchange
+                head = _push_ahead(mem, progress, vetted)
+                if head is not None:
+                    break
             with hub_lock(mem, push_patience()) if serial else contextlib.nullcontext():
                 remote = fetch(mem, progress)
                 if remote is not None:
@@ -318,10 +328,44 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
                 raise
             time.sleep(0.5 * 2 ** (network_failures - 1) + random.uniform(0, 0.25))
             continue
-        mem.git.set_ref(mem.tracking_ref, head, "memsync: pushed")
-        result.remote_head = head
-        result.pushed = True
-        return result
+        break
+    mem.git.set_ref(mem.tracking_ref, head, "memsync: pushed")
+    result.remote_head = head
+    result.pushed = True
+    return result
+
+
+def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], list[str]] | None) -> str | None:
+    """The common case on a remote hub: nothing arrived there since our last fetch, and our
+    branch is ahead of what we fetched. Push on one connection instead of a fetch's and a push's
+    (a connection on loopback: ~4 ms over git://, ~60 ms over HTTP, ~225 ms over SSH), leased on
+    that tip: the push's own ref advertisement must show it, else nothing is sent, and the server
+    moves the branch only from it. With the hub there, the full exchange would fetch nothing and
+    merge nothing: the same checks run on the same versions.
+
+    Returns the commit pushed, or None when the full exchange must run: nothing to push, the hub
+    moved, commits to refuse, or a credential or host refused (the full exchange fails as it
+    always has, or pushes after a fetch that needed only read access). A network failure raises,
+    and counts as one of the exchange's tries; a refusal by the server (hook, protected branch)
+    raises: the lease held, so the full exchange would have fetched nothing first."""
+    known = mem.git.ref_oid(mem.tracking_ref)
+    head = mem.git.head_oid()
+    if head is None or head == known or (known is not None and not mem.git.is_ancestor(known, head)):
+        return None
+    source = mem.local_ref
+    if vetted is not None:
+        try:
+            _refuse_foreign(mem, head, [t for t in (known, *vetted()) if t])
+        except RepoError:
+            return None  # said by the full exchange, against the hub's actual tip
+        mem.git.set_ref(OUTGOING, head, "memsync: push")
+        source = OUTGOING
+    try:
+        transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress,
+                       lease=transport.Lease(known))
+    except (NotFastForward, AuthFailed, HostKeyError):
+        return None
+    return head
 
 
 def _refuse_foreign(mem: Memory, head: str, hide: list[str]) -> None:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from memsync.errors import UsageError
 
 SCHEMES = ("file", "git", "http", "https", "ssh")
+_DEFAULT_PORTS = {"git": 9418, "http": 80, "https": 443, "ssh": 22}
 _SCP_RE = re.compile(r"^(?:(?P<user>[^@/]+)@)?(?P<host>[^:/]+):(?P<path>(?!//).+)$")
 
 
@@ -34,6 +35,20 @@ class HubUrl:
         if self.kind != "file":
             return None
         return Path(urlsplit(self.url).path) if self.url.startswith("file://") else Path(self.url)
+
+    @property
+    def port(self) -> int | None:
+        """The TCP port a network hub is reached on (None: a hub on this machine)."""
+        if self.kind == "file":
+            return None
+        if "://" not in self.url:
+            return 22  # scp-like user@host:path
+        parts = urlsplit(self.url)
+        try:
+            given = parts.port
+        except ValueError:
+            return None
+        return given or _DEFAULT_PORTS.get(parts.scheme.lower())
 
 
 def memsync_home() -> Path:

@@ -239,3 +239,29 @@ def test_ctrl_c_in_the_push_verdict_never_reports_a_refused_push_as_pushed(git_d
     assert interrupter.fired
     assert r.code in (5, 130), (r.code, r.out, r.err)
     figures.add("security attacks refused")
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_ctrl_c_in_the_push_lease_check_sends_nothing(git_daemon, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                      at: int, figures: Figures) -> None:
+    """A push ahead of the hub checks its lease (the hub's tip) in libgit2's push-negotiation
+    callback: a Ctrl-C there must stop the push, never let it go on unchecked."""
+    figures.add("security attacks")
+    bare = make_bare_hub(git_daemon.base_path / "hub.git")
+    root = tmp_path / "research"
+    root.mkdir()
+    assert cli("init", "--remote", git_daemon.url("hub.git"), cwd=root).code == 0
+    write(root, "a.md", "a\n")
+    assert cli("push", cwd=root).code == 0
+    before = subprocess.run(["git", "rev-parse", "memory/research"], cwd=bare, capture_output=True,
+                            text=True, check=True).stdout
+    write(root, "b.md", "b\n")
+    with WrapperInterrupter("_push_negotiation_cb", at) as interrupter:
+        r = cli("push", cwd=root)
+    assert interrupter.fired
+    assert r.code == 130, (r.code, r.out, r.err)
+    after = subprocess.run(["git", "rev-parse", "memory/research"], cwd=bare, capture_output=True,
+                           text=True, check=True).stdout
+    assert after == before
+    assert cli("push", cwd=root).code == 0  # the commit was kept: the next push delivers it
+    figures.add("security attacks refused")

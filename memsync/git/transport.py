@@ -25,7 +25,7 @@ from memsync.errors import (
     RemoteUnreachable,
     RepoError,
 )
-from memsync.git import hostkeys, interrupts
+from memsync.git import hostkeys, interrupts, sockets
 from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
 from memsync.hub import HubUrl, redact
@@ -51,6 +51,16 @@ class NotFastForward(RemoteError):
 
 
 @dataclass(frozen=True)
+class Lease:
+    """What a push expects the hub's branch to be (`tip` None: no such branch). The push's own
+    ref advertisement is checked before anything is sent, and the server's update is conditional
+    on that same value (the old id in the push command), so nothing the pusher has not seen is
+    replaced."""
+
+    tip: str | None
+
+
+@dataclass(frozen=True)
 class RemoteHead:
     ref: str
     oid: str
@@ -59,10 +69,12 @@ class RemoteHead:
 class Callbacks(pygit2.RemoteCallbacks):
     """Credentials, host checks, progress and the server's verdict on each pushed ref."""
 
-    def __init__(self, hub: HubUrl, progress: ProgressFn | None = None) -> None:
+    def __init__(self, hub: HubUrl, progress: ProgressFn | None = None,
+                 lease: tuple[str, Lease] | None = None) -> None:
         super().__init__()
         self.hub = hub
         self.progress = progress
+        self.lease = lease  # (remote ref, what it must be now)
         self.rejected: dict[str, str] = {}
         self.server_lines: list[str] = []
         self.keyring = Credentials(hub)
@@ -93,9 +105,24 @@ class Callbacks(pygit2.RemoteCallbacks):
         if self.progress is not None:
             self.progress("sending", objects_pushed, total_objects, bytes_pushed)
 
+    def push_negotiation(self, updates: list[pygit2.remotes.PushUpdate]) -> None:
+        """Called by libgit2 with the hub's current tips, before the pack is built and sent."""
+        if self.hub.port is not None:
+            sockets.send_promptly(self.hub.port)
+        if self.lease is None:
+            return
+        ref, lease = self.lease
+        current = [None if _is_zero(u.src) else str(u.src) for u in updates if u.dst_refname == ref]
+        if current != [lease.tip]:
+            raise NotFastForward(f"the hub's {ref} is not at {(lease.tip or 'nothing')[:8]} any more")
+
     def push_update_reference(self, refname: str, message: str | None) -> None:
         if message:
             self.rejected[refname] = message
+
+
+def _is_zero(oid: pygit2.Oid) -> bool:
+    return not str(oid).strip("0")
 
 
 def _anonymous(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
@@ -197,11 +224,12 @@ def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
 
 
 def push(repo: pygit2.Repository, hub: HubUrl, local_ref: str, remote_ref: str,
-         progress: ProgressFn | None = None, *, force: bool = False) -> None:
+         progress: ProgressFn | None = None, *, force: bool = False, lease: Lease | None = None) -> None:
     """Push of one ref, never forced except by `memsync redact` (which checks the hub's tip
-    first); raises NotFastForward, PushRejected or RemoteError."""
+    first); with a `lease`, only if the hub's ref is where the lease says (else NotFastForward,
+    nothing sent). Raises NotFastForward, PushRejected or RemoteError."""
     check_local(hub)
-    cb = Callbacks(hub, progress)
+    cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease))
     try:
         _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
     except (pygit2.GitError, OSError, ValueError) as exc:

@@ -1,0 +1,55 @@
+"""Nagle's algorithm off on the connection libgit2 opened to a hub, before a push is written.
+
+libgit2 writes a push in several writes on one socket (the ref updates, then the pack in pieces)
+and leaves Nagle's algorithm on: a small write that follows data the server has not yet
+acknowledged waits for that acknowledgement, which the server's TCP delays (delayed ACK, ~40
+ms). Measured at 10,000 files with 10 files changed: ~35 ms of a ~90 ms push to `git daemon`,
+~30 ms over HTTP. libgit2 has no option for it and does not hand out its socket, so once it is
+connected (push negotiation) the socket is found among this process's descriptors by the hub's
+port, and TCP_NODELAY set on it through a duplicate. Best effort: where descriptors cannot be
+listed, or a socket cannot be looked at, nothing changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+
+__all__ = ["send_promptly"]
+
+_FD_DIR = "/dev/fd"  # Linux (-> /proc/self/fd) and macOS
+
+
+def send_promptly(port: int) -> int:
+    """Set TCP_NODELAY on this process's TCP sockets connected to `port`; how many were set."""
+    try:
+        names = os.listdir(_FD_DIR)
+    except OSError:
+        return 0
+    done = 0
+    for name in names:
+        if name.isdigit() and _set_if_peer(int(name), port):
+            done += 1
+    return done
+
+
+def _set_if_peer(fd: int, port: int) -> bool:
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return False
+        copy = os.dup(fd)
+    except OSError:  # closed meanwhile, or the listing's own descriptor
+        return False
+    try:
+        sock = socket.socket(fileno=copy)
+    except OSError:
+        os.close(copy)
+        return False
+    with sock, contextlib.suppress(OSError):  # closes the duplicate only: libgit2's descriptor stays
+        if (sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
+                and sock.getpeername()[1] == port):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return True
+    return False
