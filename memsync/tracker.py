@@ -15,7 +15,8 @@ is a full one:
 - more paths were touched than a narrowed scan would save (`hints.MAX_PATHS`).
 And every FULL_EVERY seconds a scan is a full one anyway: what inotify cannot see (below) waits
 at most that long.
-While a folder of the memory holds a repository of its own (a .git), scans are never narrowed.
+While a folder of the memory holds a repository of its own (a .git), or a .gitignore or
+.gitattributes is a symlink, scans are never narrowed.
 A memory with more than MAX_DIRS folders, where a watch cannot be added (out of inotify watches),
 on a file system not known to be local (LOCAL_FILESYSTEMS: a network or FUSE file system can
 change without an event here), or with another file system mounted inside it, is not tracked;
@@ -93,13 +94,14 @@ class Tracker:
         self.inotify: Any = None
         self.dirs: dict[int, str] = {}  # watch descriptor -> folder, relative to root ("" is root)
         self.nested: set[str] = set()  # folders holding a .git of their own
+        self.linked_rules: set[str] = set()  # .gitignore/.gitattributes that are symlinks
         self._start()
 
     # -- watching ---------------------------------------------------------------------------
     def _start(self) -> None:
         self.close()
         self.inotify = INotify(nonblocking=True)
-        self.dirs, self.nested = {}, set()
+        self.dirs, self.nested, self.linked_rules = {}, set(), set()
         try:
             self._watch_tree("")
         except BaseException:
@@ -140,6 +142,8 @@ class Tracker:
                     if entry.name == ".git":
                         if rel:
                             self.nested.add(rel)
+                    elif entry.name in hints.RULE_FILES and entry.is_symlink():
+                        self.linked_rules.add(f"{rel}/{entry.name}" if rel else entry.name)
                     elif entry.is_dir(follow_symlinks=False):
                         stack.append(f"{rel}/{entry.name}" if rel else entry.name)
 
@@ -196,6 +200,11 @@ class Tracker:
                 raise _Restart
             if mask & flags.CREATE:
                 self._watch_tree(path)
+        elif name in hints.RULE_FILES:  # a symlinked one changes with its target, unseen
+            if os.path.islink(os.path.join(self.root, path)):
+                self.linked_rules.add(path)
+            else:
+                self.linked_rules.discard(path)
         self.gen += 1
         self.dirty[path] = self.gen
 
@@ -204,10 +213,12 @@ class Tracker:
         self.drain()
         reply: dict[str, Any] = {"token": self.gen}
         base = self.baseline
-        if (base is None or base.token < self.reset_gen or self.nested
+        if (base is None or base.token < self.reset_gen or self.nested or self.linked_rules
                 or time.monotonic() - base.full_at > FULL_EVERY):
-            return reply  # no baseline; or a repository inside this one: libgit2 narrowed may not
-            # report it as a full diff does (tests/test_tracker.py found such trees), so never narrow
+            # No baseline; or a repository inside this one (libgit2 narrowed may not report it as
+            # a full diff does: tests/test_tracker.py found such trees), or a rule file that is a
+            # symlink (its target changes the rules without an event for the rule file itself).
+            return reply
         paths = set(base.paths)
         paths.update(p for p, n in self.dirty.items() if n > base.token)
         if len(paths) <= hints.MAX_PATHS:

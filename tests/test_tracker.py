@@ -426,3 +426,36 @@ def test_a_dropped_tracker_is_never_drained(memory: Path, direct: Direct) -> Non
     write(memory, "late.md", "x\n")
     direct.trackers.drain(tracked)  # no error, nothing done
     assert tracked.inotify is None and root not in direct.trackers.by_root
+
+
+def test_a_symlinked_rule_file_means_full_scans(memory: Path, direct: Direct) -> None:
+    """A .gitignore that is a symlink changes with its target, and no event names the .gitignore:
+    found by the differential test (the narrowed scan still listed a newly ignored file)."""
+    write(memory, "rules.txt", "")
+    (memory / ".gitignore").symlink_to("rules.txt")
+    git("add", "rules.txt", ".gitignore", cwd=memory)
+    git("-c", "user.name=a", "-c", "user.email=b@c", "commit", "-qm", "rules", cwd=memory)
+    write(memory, "logs/debug.log", "x\n")
+    scan_both(memory, direct)
+    (memory / "rules.txt").write_text("logs/\n")  # the rules change; the event names rules.txt
+    narrowed, full = scan_both(memory, direct)
+    assert narrowed == full and "logs/" in full[1]  # type: ignore[index]
+    (memory / ".gitignore").unlink()
+    write(memory, ".gitignore", "*.tmp\n")
+    scan_both(memory, direct)
+    assert "paths" in direct.trackers.by_root[os.path.realpath(memory)].since()  # narrowed again
+
+
+def test_files_leaving_the_index_under_an_ignored_folder(memory: Path, direct: Direct) -> None:
+    """Found by the differential test: once the index has nothing left under an ignored folder,
+    git reports the folder as one entry; a scan narrowed to the file alone missed it."""
+    write(memory, "logs/a/run.log", "x\n")
+    write(memory, ".gitignore", "logs/\n")
+    git("add", "-f", "logs", ".gitignore", cwd=memory)
+    git("-c", "user.name=a", "-c", "user.email=b@c", "commit", "-qm", "logs", cwd=memory)
+    scan_both(memory, direct)
+    git("rm", "-rq", "--cached", "logs", cwd=memory)
+    narrowed_before = direct.narrowed
+    narrowed, full = scan_both(memory, direct)
+    assert direct.narrowed == narrowed_before + 1  # the scan was a narrowed one
+    assert narrowed == full and "logs/" in full[1]  # type: ignore[index]

@@ -341,7 +341,8 @@ class GitRepo:
             try:
                 from memsync.git.treediff import paths_between
 
-                moved = paths_between(self.repo, since.tree, tree)
+                moved = [p if kind != "deleted" else _first_gone(self.repo, tree, p)
+                         for p, kind in paths_between(self.repo, since.tree, tree)]
             except (KeyError, ValueError, pygit2.GitError, RepoError):
                 moved = None
             if moved is None or len(moved) + len(paths) > hints.MAX_PATHS or any(
@@ -349,11 +350,12 @@ class GitRepo:
                 paths = None
             else:
                 paths = paths | frozenset(moved)
-        # Asked by top-level entry: libgit2 narrowed to a path deep inside a folder can miss what a
-        # full diff reports there (an untracked folder below a folder holding its own .git).
-        tops = None if paths is None else sorted({p.split("/", 1)[0] for p in paths})
+        # One diff per path (workdiff.py says why), none inside another: a folder covers its files.
+        # (libgit2 narrowed to a path below a folder holding its own .git can miss what a full diff
+        # reports there; the tracker never narrows while the memory holds one.)
+        tops = None if paths is None else _outermost(p.rstrip("/") for p in paths)
         if tops is not None and len(tops) > hints.MAX_TOPS:
-            tops = None  # one diff per entry: past this many, one full diff costs less
+            tops = None  # past this many, one full diff costs less
         deltas, hashed = diff_to_workdir(self.repo, index, flags, tops)
         if tree is not None:
             found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
@@ -744,6 +746,29 @@ def _write_tree(index: pygit2.Index) -> pygit2.Oid:
             return index.write_tree()
         finally:
             pygit2.option(Option.ENABLE_STRICT_OBJECT_CREATION, 1)
+
+
+def _first_gone(repo: pygit2.Repository, tree: str, path: str) -> str:
+    """For a path the index no longer has: its outermost folder with nothing left in the index's
+    tree (git reports an ignored folder without tracked files as one "dir/" entry), else itself."""
+    root = repo[tree].peel(pygit2.Tree)
+    parts = path.split("/")
+    for depth in range(1, len(parts)):
+        folder = "/".join(parts[:depth])
+        try:
+            root[folder]
+        except KeyError:
+            return folder
+    return path
+
+
+def _outermost(paths: Iterator[str] | list[str]) -> list[str]:
+    """The paths, without any that lies inside another of them (sorted)."""
+    kept: list[str] = []
+    for path in sorted(set(paths), key=lambda p: p.split("/")):
+        if not kept or not path.startswith(kept[-1] + "/"):
+            kept.append(path)
+    return kept
 
 
 def _index_tree_cached(index: pygit2.Index) -> pygit2.Oid | None:

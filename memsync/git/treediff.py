@@ -75,8 +75,8 @@ def walk(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid | None
                 found.append((path, "added", None, b[1]))
 
 
-def paths_between(repo: pygit2.Repository, old: str, new: str) -> list[str]:
-    """Every file path whose entry differs between the trees `old` and `new` (hex ids)."""
+def paths_between(repo: pygit2.Repository, old: str, new: str) -> list[tuple[str, DeltaKind]]:
+    """Every file path whose entry differs between the trees `old` and `new` (hex ids), and how."""
     found: Found = []
     walk(repo, pygit2.Oid(hex=old), pygit2.Oid(hex=new), "", found, 1)
-    return [path for path, _kind, _a, _b in found]
+    return [(path, kind) for path, kind, _a, _b in found]
