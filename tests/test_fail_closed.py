@@ -220,18 +220,24 @@ class WrapperInterrupter:
         return self.local
 
 
-@pytest.mark.parametrize("at", [1, 2, 3])
-def test_ctrl_c_in_the_push_verdict_never_reports_a_refused_push_as_pushed(git_daemon, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                                                           at: int, figures: Figures) -> None:
-    """The server's verdict on each pushed ref arrives through a callback too: a Ctrl-C before
-    pygit2's try used to drop a refusal, and memsync said the push was done (exit 0)."""
-    figures.add("security attacks")
+def _pushed_over_daemon(git_daemon, cli, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    """A memory `research` on a bare hub served by `git daemon`, with one file pushed: (hub, memory)."""
     bare = make_bare_hub(git_daemon.base_path / "hub.git")
     root = tmp_path / "research"
     root.mkdir()
     assert cli("init", "--remote", git_daemon.url("hub.git"), cwd=root).code == 0
     write(root, "a.md", "a\n")
     assert cli("push", cwd=root).code == 0
+    return bare, root
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_ctrl_c_in_the_push_verdict_never_reports_a_refused_push_as_pushed(git_daemon, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                           at: int, figures: Figures) -> None:
+    """The server's verdict on each pushed ref arrives through a callback too: a Ctrl-C before
+    pygit2's try used to drop a refusal, and memsync said the push was done (exit 0)."""
+    figures.add("security attacks")
+    bare, root = _pushed_over_daemon(git_daemon, cli, tmp_path)
     install_reject_hook(bare, "protected")
     write(root, "b.md", "b\n")
     with WrapperInterrupter("_push_update_reference_cb", at) as interrupter:
@@ -247,12 +253,7 @@ def test_ctrl_c_in_the_push_lease_check_sends_nothing(git_daemon, cli, tmp_path:
     """A push ahead of the hub checks its lease (the hub's tip) in libgit2's push-negotiation
     callback: a Ctrl-C there must stop the push, never let it go on unchecked."""
     figures.add("security attacks")
-    bare = make_bare_hub(git_daemon.base_path / "hub.git")
-    root = tmp_path / "research"
-    root.mkdir()
-    assert cli("init", "--remote", git_daemon.url("hub.git"), cwd=root).code == 0
-    write(root, "a.md", "a\n")
-    assert cli("push", cwd=root).code == 0
+    bare, root = _pushed_over_daemon(git_daemon, cli, tmp_path)
     before = subprocess.run(["git", "rev-parse", "memory/research"], cwd=bare, capture_output=True,
                             text=True, check=True).stdout
     write(root, "b.md", "b\n")
