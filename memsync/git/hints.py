@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["MAX_PATHS", "MAX_TOPS", "RULE_FILES", "Since", "Source", "fingerprint", "narrowing", "source"]
+__all__ = ["MAX_DIFFS", "MAX_PATHS", "RULE_FILES", "Since", "Source", "fingerprint", "narrowing", "source"]
 
 MAX_PATHS = 4096  # more candidates than this: a full scan costs about the same
-MAX_TOPS = 64  # paths a narrowed scan diffs one by one (~0.2 ms a file, more for a folder)
+MAX_DIFFS = 64  # paths a narrowed scan diffs one by one (~0.2 ms a file, more for a folder)
 RULE_FILES = frozenset({".gitignore", ".gitattributes"})  # they change other paths' status
 
 

@@ -353,13 +353,13 @@ class GitRepo:
         # One diff per path (workdiff.py says why), none inside another: a folder covers its files.
         # (libgit2 narrowed to a path below a folder holding its own .git can miss what a full diff
         # reports there; the tracker never narrows while the memory holds one.)
-        tops = None if paths is None else _outermost(p.rstrip("/") for p in paths)
-        if tops is not None and len(tops) > hints.MAX_TOPS:
-            tops = None  # past this many, one full diff costs less
-        deltas, hashed = diff_to_workdir(self.repo, index, flags, tops)
+        asked = None if paths is None else _outermost(p.rstrip("/") for p in paths)
+        if asked is not None and len(asked) > hints.MAX_DIFFS:
+            asked = None  # past this many, one full diff costs less
+        deltas, hashed = diff_to_workdir(self.repo, index, flags, asked)
         if tree is not None:
             found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
-            link.settled(os.path.realpath(self.root), since.token, tree, stamp, sorted(found), tops is None)
+            link.settled(os.path.realpath(self.root), since.token, tree, stamp, sorted(found), asked is None)
         return deltas, hashed
 
     def _config_path(self, key: str) -> str | None:
