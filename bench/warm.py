@@ -171,22 +171,9 @@ def _track() -> None:
     """The server's trackers in this process, reached directly instead of over a worker's line."""
     from memsync.git import hints
     from memsync.tracker import Trackers
+    from memsync.tracklink import Local
 
-    trackers = Trackers()
-
-    class Direct:
-        def since(self, root: str) -> hints.Since | None:
-            reply = trackers.since(root)
-            if reply is None:
-                return None
-            if "paths" not in reply:
-                return hints.Since(reply["token"])
-            return hints.Since(reply["token"], reply["tree"], reply["fingerprint"], frozenset(reply["paths"]))
-
-        def settled(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
-            trackers.settled(root, token, tree, fingerprint, paths, full)
-
-    hints.source = Direct()
+    hints.source = Local(Trackers())
 
 
 if __name__ == "__main__":

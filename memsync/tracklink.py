@@ -17,7 +17,7 @@ from typing import Any
 from memsync.git import hints
 from memsync.tracker import Trackers
 
-__all__ = ["Lines", "Link"]
+__all__ = ["Lines", "Link", "Local", "since_from"]
 
 _LEN = struct.Struct("!I")
 _MAX = 4 << 20
@@ -27,6 +27,29 @@ _WAIT = 2.0  # seconds a scan waits for the server's answer
 def _frame(message: dict[str, Any]) -> bytes:
     body = json.dumps(message, separators=(",", ":")).encode("utf-8", "surrogateescape")
     return _LEN.pack(len(body)) + body
+
+
+def since_from(reply: dict[str, Any]) -> hints.Since:
+    """A tracker's answer (Tracker.since) as the scan takes it."""
+    token = int(reply["token"])
+    if "paths" not in reply:
+        return hints.Since(token)
+    return hints.Since(token, str(reply["tree"]), str(reply["fingerprint"]), frozenset(str(p) for p in reply["paths"]))
+
+
+class Local:
+    """A `hints.Source` straight onto Trackers in this process, without a line: what a served
+    worker gets, for bench/warm.py and the tests."""
+
+    def __init__(self, trackers: Trackers) -> None:
+        self.trackers = trackers
+
+    def since(self, root: str) -> hints.Since | None:
+        reply = self.trackers.since(root)
+        return None if reply is None else since_from(reply)
+
+    def settled(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
+        self.trackers.settled(root, token, tree, fingerprint, paths, full)
 
 
 class Link:
@@ -47,13 +70,7 @@ class Link:
             if n > _MAX:
                 raise ValueError("reply too large")
             reply = json.loads(self._exact(n).decode("utf-8", "surrogateescape"))
-            if reply.get("none"):
-                return None  # this memory is not tracked
-            token = int(reply["token"])
-            if "paths" not in reply:
-                return hints.Since(token)
-            return hints.Since(token, str(reply["tree"]), str(reply["fingerprint"]),
-                               frozenset(str(p) for p in reply["paths"]))
+            return None if reply.get("none") else since_from(reply)  # "none": not tracked
         except (OSError, EOFError, ValueError, KeyError, TypeError):
             self.broken = True
             return None

@@ -25,6 +25,7 @@ from memsync import tracker as tracker_mod
 from memsync.git import hints
 from memsync.git.repo import GitRepo
 from memsync.tracker import Tracker, Trackers
+from memsync.tracklink import Local
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 
 pytestmark = pytest.mark.skipif(
@@ -32,26 +33,19 @@ pytestmark = pytest.mark.skipif(
     not in tracker_mod.LOCAL_FILESYSTEMS, reason="inotify (Linux) on a local file system")
 
 
-class Direct:
-    """A hints.Source straight onto Trackers, as a server worker's line is; counts narrowed scans."""
+class Direct(Local):
+    """The server's trackers reached in-process, as a worker's line reaches them; counts narrowed scans."""
 
     def __init__(self) -> None:
-        self.trackers = Trackers()
+        super().__init__(Trackers())
         self.narrowed = 0
         self.asked = 0
 
     def since(self, root: str) -> hints.Since | None:
-        reply = self.trackers.since(root)
+        found = super().since(root)
         self.asked += 1
-        if reply is None:
-            return None
-        if "paths" not in reply:
-            return hints.Since(reply["token"])
-        self.narrowed += 1
-        return hints.Since(reply["token"], reply["tree"], reply["fingerprint"], frozenset(reply["paths"]))
-
-    def settled(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
-        self.trackers.settled(root, token, tree, fingerprint, paths, full)
+        self.narrowed += found is not None and found.paths is not None
+        return found
 
 
 @pytest.fixture
