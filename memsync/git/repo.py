@@ -325,7 +325,8 @@ class GitRepo:
         baseline this index can use (git/hints.py) and the caller allows it, else of everything.
         Its result is handed back as the next baseline."""
         link = hints.source
-        since = None if link is None or self.repo.head_is_unborn else link.since(os.path.realpath(self.root))
+        root = os.path.realpath(self.root)
+        since = None if link is None or self.repo.head_is_unborn else link.since(root)
         if link is None or since is None:
             return diff_to_workdir(self.repo, index, flags)
         cached = _index_tree_cached(index)
@@ -334,8 +335,8 @@ class GitRepo:
                 cached = _write_tree(index)
                 self._index_dirty = True  # and keep it, so the next scan has it for free
         tree = None if cached is None else str(cached)
-        stamp = hints.fingerprint(self.git_dir, int(flags), (self._config_path("core.excludesFile"),
-                                                             self._config_path("core.attributesFile")))
+        stamp = hints.fingerprint(self.git_dir, int(flags), self._config_paths("core.excludesFile",
+                                                                              "core.attributesFile"))
         paths = None if full or not self.narrow else hints.narrowing(since, tree, stamp)
         if paths is not None and tree is not None and since.tree is not None and tree != since.tree:
             try:
@@ -359,15 +360,22 @@ class GitRepo:
         deltas, hashed = diff_to_workdir(self.repo, index, flags, asked)
         if tree is not None:
             found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
-            link.settled(os.path.realpath(self.root), since.token, tree, stamp, sorted(found), asked is None)
+            link.settled(root, since.token, tree, stamp, sorted(found), asked is None)
         return deltas, hashed
 
-    def _config_path(self, key: str) -> str | None:
+    def _config_paths(self, *keys: str) -> tuple[str | None, ...]:
+        """These config values (None where unset), from one reading of the configuration."""
         try:
-            value = self.repo.config[key]
-        except (KeyError, ValueError, pygit2.GitError):
-            return None
-        return str(value)
+            config = self.repo.config
+        except pygit2.GitError:
+            return tuple(None for _ in keys)
+        found: list[str | None] = []
+        for key in keys:
+            try:
+                found.append(str(config[key]))
+            except (KeyError, ValueError, pygit2.GitError):
+                found.append(None)
+        return tuple(found)
 
     # -- files held back from the work tree ---------------------------------------------------
     def held_back(self) -> dict[str, str]:
