@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memsync import maintenance
+from memsync import maintenance, shallow
 from memsync.attribution import Attribution
 from memsync.errors import AuthFailed, HostKeyError, RemoteUnreachable, RepoError
 from memsync.git import transport
@@ -54,14 +54,15 @@ class Exchange:
         return [c for m in self.merges for c in m.conflicts]
 
 
-def fetch(mem: Memory, progress: ProgressFn | None = None) -> str | None:
-    """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there."""
+def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> str | None:
+    """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there.
+    `depth`: see transport.fetch (a clone from a network hub fetches the tip alone)."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
     if mem.hub.local_path is not None:
         tip = local_tip(mem.hub.local_path, f"refs/heads/{mem.branch}")
         if tip is None or tip != mem.git.ref_oid(mem.tracking_ref):  # else we already have it all
             link_hub_objects(mem.hub.local_path, mem.git.git_dir, have=mem.git.has_object)
-    heads = transport.fetch(mem.git.repo, mem.hub, [spec], progress)
+    heads = transport.fetch(mem.git.repo, mem.hub, [spec], progress, depth)
     tip = heads.get(f"refs/heads/{mem.branch}")
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
@@ -176,6 +177,8 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
     for _ in range(MAX_ROUNDS):
         tag = their_tag(mem, theirs)
         ours = mem.git.head_oid()
+        if ours is not None and shallow.is_shallow(mem) and mem.git.merge_base(ours, theirs) is None:
+            shallow.complete(mem)  # the base is older than the shallow clone: fetch the rest
         subject = f"Merge {theirs[:8]} into {ours[:8] if ours else 'an empty memory'}"
         trailers = who.trailers([])
         message = compose(subject, trailers)
@@ -208,6 +211,7 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
                *, hub_locked: bool = False) -> None:
     local_path = mem.hub.local_path
     source = source or mem.local_ref
+    shallow.check_push(mem, expected)
     if local_path is None:
         transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
         return
@@ -268,7 +272,7 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
 
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
          progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None,
-         vetted: Callable[[], list[str]] | None = None) -> Exchange:
+         vetted: Callable[[], list[str]] | None = None, depth: int = 0) -> Exchange:
     """Fetch + merge (+ push) until the hub holds our work; caller holds the memory's lock.
 
     `accept` may refuse (raise) a fetched version before anything of it reaches the work tree.
@@ -280,7 +284,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
     runs out, each retry folding its merge into the previous one. On a hub on this machine the
     retry takes the hub's lock for the whole fetch-merge-push, so it cannot lose again. On a
     network hub the first try may be a push alone (_push_ahead); when that cannot be, the
-    exchange goes on as above at once."""
+    exchange goes on as above at once. `depth`: of the fetches (a clone's: see shallow.py)."""
     result = Exchange()
     network_failures = 0
     lost = 0
@@ -295,7 +299,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
                 if head is not None:
                     break
             with hub_lock(mem, push_patience()) if serial else contextlib.nullcontext():
-                remote = fetch(mem, progress)
+                remote = fetch(mem, progress, depth)
                 if remote is not None:
                     if accept is not None:
                         accept(remote)
@@ -352,6 +356,8 @@ def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], l
     head = mem.git.head_oid()
     if head is None or head == known or (known is not None and not mem.git.is_ancestor(known, head)):
         return None
+    if shallow.is_shallow(mem) and (known is None or not _reaches_roots(mem, known)):
+        return None  # said by the full exchange, against the hub's actual tip
     source = mem.local_ref
     if vetted is not None:
         try:
@@ -366,6 +372,14 @@ def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], l
     except (NotFastForward, AuthFailed, HostKeyError):
         return None
     return head
+
+
+def _reaches_roots(mem: Memory, tip: str) -> bool:
+    try:
+        shallow.check_push(mem, tip)
+    except RepoError:
+        return False
+    return True
 
 
 def _refuse_foreign(mem: Memory, head: str, hide: list[str]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memsync import shallow
 from memsync.attribution import Attribution, acting, operator
 from memsync.errors import RemoteError, RepoError, UnsavedWork, UsageError
 from memsync.exchange import Exchange, sync, unpushed
@@ -111,11 +112,13 @@ def diff(start: Path, revs: list[str], paths: list[str] | None = None) -> DiffRe
     if len(revs) > 2:
         raise UsageError("diff takes at most two versions", "put paths after --: memsync diff REV -- PATH")
     mem = open_memory(start)
-    repo = mem.git.repo
     rels = [relative(mem, start, p) for p in paths or []]
     if not revs:
+        repo = mem.git.repo
         old = history.tree_of(repo, mem.git.head_oid())
         return DiffResult(_label(mem.git.head_oid()), "work tree", history.diff(repo, old, None, rels))
+    shallow.complete(mem)  # a version's parent may be older than a shallow clone
+    repo = mem.git.repo
     if len(revs) == 1:
         old, new = _span(mem, revs[0])
         return DiffResult(f"before {revs[0]}", revs[0], history.diff(repo, old, new, rels))
@@ -137,6 +140,7 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
         raise UsageError("nothing to restore", "name the files: memsync restore PATH... --at REV")
     mem = open_memory(start, remote)
     mem.git.narrow = False  # it overwrites files: every local change must be seen, and saved first
+    shallow.complete(mem)
     with mem.locked():
         refuse_during_run(mem, "restore", as_run=run_id)
         _prepare(mem)
@@ -191,6 +195,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
     undone content is kept beside it as NAME.conflict-revert-<UTC>.EXT."""
     mem = open_memory(start, remote)
     mem.git.narrow = False  # it overwrites files: every local change must be seen, and saved first
+    shallow.complete(mem)
     with mem.locked():
         refuse_during_run(mem, "revert")
         _prepare(mem)

@@ -66,7 +66,8 @@ class LogResult:
 # -- log -----------------------------------------------------------------------------------------
 def log(start: Path, path: str | None = None, *, run_id: str | None = None, flagged: bool = False,
         limit: int | None = None) -> LogResult:
-    """The versions of a memory (or of one file), newest first, from the local history."""
+    """The versions of a memory (or of one file), newest first, from the local history (a shallow
+    clone fetches its older versions first when they are needed: shallow.py)."""
     if limit is not None and limit < 0:
         raise UsageError("-n must be 0 or more")
     mem = open_memory(start)
@@ -75,23 +76,35 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
     found: list[LogEntry] = []
     if head is None or limit == 0:
         return LogResult(mem.name, rel, head, found)
-    repo = mem.git.repo
     cache = Summaries(memsync_home() / "cache" / "versions.db")
     try:
-        for oid, _, message in history.messages(repo, head, stream=True):
-            trailers = parse(message)
-            if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
-                continue
-            if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")):
-                continue
-            if rel is not None and not history.touches(repo, oid, rel):
-                continue
-            found.append(_entry(mem, oid, cache, rel))
-            if limit is not None and len(found) >= limit:
-                break
+        found = _versions(mem, head, cache, rel, run_id, flagged, limit)
+        if (limit is None or len(found) < limit) and mem.git.repo.is_shallow:
+            from memsync import shallow  # the hub's transport: imported only for a shallow clone
+
+            if shallow.complete(mem):  # the versions older than the clone were asked for
+                found = _versions(mem, head, cache, rel, run_id, flagged, limit)
     finally:
         cache.close()
     return LogResult(mem.name, rel, head, found)
+
+
+def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id: str | None,
+              flagged: bool, limit: int | None) -> list[LogEntry]:
+    repo = mem.git.repo
+    found: list[LogEntry] = []
+    for oid, _, message in history.messages(repo, head, stream=True):
+        trailers = parse(message)
+        if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
+            continue
+        if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")):
+            continue
+        if rel is not None and not history.touches(repo, oid, rel):
+            continue
+        found.append(_entry(mem, oid, cache, rel))
+        if limit is not None and len(found) >= limit:
+            break
+    return found
 
 
 def summarize(v: VersionChanges) -> Summary:

@@ -61,6 +61,12 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
                          "find it with `memsync log PATH`")
     mem = open_memory(start, remote)
     mem.git.narrow = False  # it rewrites the work tree: every local change must be seen, and saved first
+    from memsync import shallow
+
+    if not shallow.complete(mem):  # rewriting a history with a hole would push the hole
+        raise RepoError("cannot redact: this memory's versions before "
+                        f"{(shallow.roots(mem) or ['?'])[0][:8]} are not here (see the warning above)",
+                        "redact from a full clone: `memsync clone NAME --full-history`")
     with mem.locked():
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)

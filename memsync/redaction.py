@@ -58,7 +58,13 @@ def recover(mem: Memory, theirs: str) -> Recovery | None:
             continue
         commits.update(_pairs(every(trailers, REWRITTEN)))
         blobs.update(_pairs(every(trailers, BLOB)))
-    if not commits or not any(rewrite.reaches(git.repo, ours, old) for old in commits):
+    if not commits:
+        return None
+    if git.repo.is_shallow:
+        from memsync import shallow
+
+        shallow.complete(mem)  # the rewrite maps our whole history: a shallow clone's too
+    if not any(rewrite.reaches(git.repo, ours, old) for old in commits):
         return None
     trusted = {old: new for old, new in blobs.items() if rewrite.is_redaction_of(git.repo, old, new)}
 

@@ -267,8 +267,10 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
 
 # -- clone ----------------------------------------------------------------------------------------
 def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
-          progress: ProgressFn | None = None) -> PullResult:
-    """Create a working memory from the hub in `dest` (default ./NAME), atomically."""
+          progress: ProgressFn | None = None, full_history: bool = False) -> PullResult:
+    """Create a working memory from the hub in `dest` (default ./NAME), atomically. From a network
+    hub only the newest version is fetched unless `full_history`: older ones come when something
+    reads them (shallow.py). A hub on this machine lends its object files, so all of it comes."""
     check_name(name)
     target = (dest or Path(name)).resolve()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -299,7 +301,8 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
             link_hub_objects(hub.local_path, git.git_dir, packs=True)
         mem = Memory(staging, cfg, git, hub)
         with mem.locked():
-            exchange = sync(mem, operator("Clone"), lambda: None, push=False, progress=progress)
+            depth = 0 if full_history or hub.local_path is not None else 1
+            exchange = sync(mem, operator("Clone"), lambda: None, push=False, progress=progress, depth=depth)
         from memsync.snapshot import Snapshot
 
         result = PullResult(_version(git, git.head_oid()), Snapshot(), exchange)
@@ -387,6 +390,8 @@ def _last_run_of(git: GitRepo, tip: str) -> LastRun | None:
                 and (entry[3] is None or type(entry[3]) is int):
             return LastRun(entry[0], entry[1], entry[2], entry[3])
     found = last_run(git, tip)
+    if found is None and git.repo.is_shallow:
+        return None  # it may be in the versions a shallow clone left out: not an answer to keep
     cache.pop(tip, None)
     cache[tip] = None if found is None else [found.run_id, found.version, found.time, found.exit_code]
     keep = dict(list(cache.items())[-_LAST_RUN_KEEP:])

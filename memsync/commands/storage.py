@@ -149,13 +149,17 @@ def register(app: typer.Typer, guard: Guard) -> None:
         name: Annotated[str, typer.Argument(help="The memory's name on the remote.")],
         dest: Annotated[Path | None, typer.Argument(help="Directory to create (default: ./NAME).")] = None,
         remote: RemoteOpt = None,
+        full_history: Annotated[bool, typer.Option(
+            "--full-history",
+            help="Fetch every version now. By default a network hub sends the newest one and older "
+                 "ones come the first time something reads them (log, diff, restore, revert).")] = False,
     ) -> None:
         """Create a working memory from the remote."""
         from memsync import sync
         from memsync.output import transfer_progress
 
         with transfer_progress() as progress:
-            result = sync.clone(name, dest, remote=remote, progress=progress)
+            result = sync.clone(name, dest, remote=remote, progress=progress, full_history=full_history)
         out(f"Cloned {name} into {(dest or Path(name)).resolve()}")
         _report_merges(result.exchange)
         _print_version(result.version)

@@ -540,6 +540,10 @@ class GitRepo:
         a, b = self.repo.ahead_behind(pygit2.Oid(hex=local), pygit2.Oid(hex=upstream))
         return int(a), int(b)
 
+    def merge_base(self, one: str, two: str) -> str | None:
+        base = self.repo.merge_base(pygit2.Oid(hex=one), pygit2.Oid(hex=two))
+        return None if base is None else str(base)
+
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True

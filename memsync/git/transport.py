@@ -208,15 +208,19 @@ def list_heads(repo: pygit2.Repository, hub: HubUrl) -> list[RemoteHead]:
     return [RemoteHead(h.name, str(h.oid)) for h in heads if h.name and h.name.startswith("refs/heads/")]
 
 
+UNSHALLOW = 2**31 - 1  # libgit2's GIT_FETCH_DEPTH_UNSHALLOW: the whole history behind a shallow clone
+
+
 def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
-          progress: ProgressFn | None = None) -> dict[str, str]:
+          progress: ProgressFn | None = None, depth: int = 0) -> dict[str, str]:
     """Fetch; returns the hub's branches as advertised on that same connection (authoritative:
-    a tracking ref left from before may be stale)."""
+    a tracking ref left from before may be stale). `depth`: 0 all history (a shallow repository
+    stays as shallow as it is), N the last N versions, UNSHALLOW what a shallow one lacks."""
     check_local(hub)
     cb = Callbacks(hub, progress)
     remote = _anonymous(repo, hub)
     try:
-        remote.fetch(refspecs, callbacks=cb)
+        remote.fetch(refspecs, callbacks=cb, depth=depth)
         heads = remote.list_heads(callbacks=cb, connect=False)
     except (pygit2.GitError, OSError, ValueError) as exc:
         raise translate(exc, hub, "cannot fetch from") from exc

@@ -49,6 +49,9 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
     head = mem.git.head_oid()
     if head is None:
         return hits, False
+    from memsync import shallow
+
+    shallow.complete(mem)  # a shallow clone's older versions are searched too
     seen = set(current)
     for count, version in enumerate(history.walk(mem.git.repo, head)):
         if count >= MAX_VERSIONS:
