@@ -531,6 +531,33 @@ def bench_history(res: Results, h: History, log_rounds: int, clone_rounds: int,
     cands += [(f"git full {LABEL[t]}", git_clone("", h.git_url[t])) for t in h.git_url]
     alternate(res, scope, "clone", clone_rounds, cands, after=cleanup)
     say(f"  clone: done ({_brief(res, scope, 'clone')})")
+    if h.ms_url.get("daemon"):
+        first_history_read(res, h, clone_rounds, say)
+
+
+def first_history_read(res: Results, h: History, rounds: int, say: Callable[[str], None]) -> None:
+    """What a shallow clone defers: the first `log -n 20` after a clone over git:// (memsync's
+    clone from a network hub holds the newest version only, and this log fetches the rest),
+    against `git fetch --unshallow` and `git log -n 20 --stat` in a `git clone --depth 1`. The
+    clones are untimed set-up; each round starts from fresh ones."""
+    env = h.env
+    ms_dest, git_dest = h.root / "first-read-ms", h.root / "first-read-git"
+
+    def memsync_first() -> Sample:
+        shutil.rmtree(ms_dest, ignore_errors=True)
+        procs.run([*MEMSYNC, "clone", HIST_NAME, str(ms_dest), "--remote", str(h.ms_url["daemon"])], h.root, env)
+        return procs.timed([*MEMSYNC, "log", "-n", "20"], ms_dest, env)
+
+    def git_first() -> Sample:
+        shutil.rmtree(git_dest, ignore_errors=True)
+        procs.run(f"git clone -q --depth 1 -b {HIST_BRANCH} {h.git_url['daemon']} {git_dest}", h.root, env)
+        return procs.timed(f"git fetch -q --unshallow && {GIT_LOG} >/dev/null", git_dest, env)
+
+    alternate(res, "history", "first log after a shallow clone", rounds,
+              [("memsync git://", memsync_first), ("git git://", git_first)])
+    for dest in (ms_dest, git_dest):
+        shutil.rmtree(dest, ignore_errors=True)
+    say(f"  first log after a shallow clone: done ({_brief(res, 'history', 'first log after a shallow clone')})")
 
 
 Candidates = list[tuple[str, Callable[[], Sample]]]
@@ -704,7 +731,7 @@ def _x(value: float | None) -> str:
     return f"{value:.2f}x" if value else "-"
 
 
-REFERENCE = {"log -n 20": "git log --stat", "clone@history": "git --depth 1"}
+REFERENCE = {"log -n 20": "git log --stat", "clone@history": "git --depth 1", "first log after a shallow clone": "git"}
 
 
 def _others(found: dict[str, Series], t: str, reference: str) -> list[str]:
