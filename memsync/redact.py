@@ -160,9 +160,9 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
                 finally:
                     rewrite.delete_ref(hub.local_path, temp)
             return
-        _check_tip(mem, ref, expected)  # the window: from here to the server's update, see README
-        try:
-            transport.push(mem.git.repo, hub, temp, ref, force=True)
+        try:  # the push's own ref advertisement must show `expected`, and the server moves the
+            # branch only from what it advertised: a push landing at any moment is never overwritten
+            transport.push(mem.git.repo, hub, temp, ref, force=True, lease=transport.Lease(expected))
         except (PushRejected, transport.NotFastForward) as exc:
             _check_tip(mem, ref, expected)  # refused because someone pushed: say that instead
             raise PushRejected(f"{hub.display} refused the rewritten history ({exc.message})",

@@ -198,3 +198,37 @@ def test_redact_over_git_daemon_and_a_server_that_refuses_rewrites(cli, tmp_path
     assert "allow a force push" in r.err
     assert git("rev-parse", "memory/research", cwd=bare) == tip
     assert (root / "more.md").read_text() == f"again {SECRET}\n"  # nothing changed locally either
+
+
+def test_a_push_landing_just_before_the_forced_push_is_never_overwritten(  # type: ignore[no-untyped-def]
+        cli, tmp_path: Path, git_daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a network hub a push that lands after redact looked at the hub, right before its forced
+    push connects, once was overwritten (the tip was checked on another connection); the forced
+    push is now leased on the tip redact found, so it refuses and the other push stands."""
+    from memsync.git import transport
+    from tests.servers import make_bare_hub
+
+    bare = make_bare_hub(git_daemon.base_path / "hub.git")
+    root, other = tmp_path / "research", tmp_path / "other"
+    root.mkdir()
+    assert cli("init", "--remote", git_daemon.url("hub.git"), cwd=root).code == 0
+    write(root, "keys.md", f"{SECRET}\n")
+    assert cli("push", cwd=root).code == 0
+    git("clone", "-q", "-b", "memory/research", git_daemon.url("hub.git"), str(other), cwd=tmp_path)
+    real_push = transport.push
+
+    def someone_pushes_first(repo, hub, local_ref, remote_ref, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if kwargs.get("force"):
+            write(other, "late.md", "pushed a moment before the redaction\n")
+            git("add", "late.md", cwd=other)
+            git("-c", "user.name=o", "-c", "user.email=o@x", "commit", "-qm", "late", cwd=other)
+            git("push", "-q", "origin", "HEAD:memory/research", cwd=other)
+        return real_push(repo, hub, local_ref, remote_ref, *args, **kwargs)
+
+    monkeypatch.setattr(transport, "push", someone_pushes_first)
+    r = cli("redact", "keys.md", "--at", "HEAD", "--yes", cwd=root)
+    late = git("rev-parse", "HEAD", cwd=other).strip()
+    assert r.code == 5, r.err
+    assert "the hub moved" in r.err
+    assert git("rev-parse", "memory/research", cwd=bare).strip() == late  # the other push stands
+    assert git("show", "memory/research:keys.md", cwd=bare) == f"{SECRET}\n"
