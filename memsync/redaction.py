@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pygit2
+
 from memsync.errors import RepoError
 from memsync.git import rewrite
 from memsync.git.trailers import every, first, parse
@@ -43,6 +45,36 @@ def _pairs(values: list[str]) -> dict[str, str]:
     return found
 
 
+def _shallow_roots(mem: Memory, commits: dict[str, str]) -> rewrite.AdoptFn | None:
+    """A shallow clone cannot rewrite the versions where its history stops (their parents are not
+    here): each becomes the commit the hub's record names, if that commit is here and is this
+    one with exactly the rewritten tree (same message, author, committer and dates); its parents
+    are the hub's redacted history. Anything else leaves it to the mismatch check."""
+    if not mem.git.repo.is_shallow:
+        return None
+    from memsync import shallow
+
+    roots = set(shallow.roots(mem))
+
+    def adopt(c: pygit2.Commit, tree: str) -> str | None:
+        new = commits.get(str(c.id))
+        if str(c.id) not in roots or new is None:
+            return None
+        try:
+            n = mem.git.repo[new].peel(pygit2.Commit)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        same = (str(n.tree_id) == tree and n.message == c.message and n.message_encoding == c.message_encoding
+                and _who(n.author) == _who(c.author) and _who(n.committer) == _who(c.committer))
+        return new if same else None
+
+    return adopt
+
+
+def _who(sig: pygit2.Signature) -> tuple[str, str, int, int]:
+    return (sig.name, sig.email, sig.time, sig.offset)
+
+
 def recover(mem: Memory, theirs: str) -> Recovery | None:
     """Adopt a redaction the hub's history records, if it covers our history; None otherwise.
     Caller holds the memory's lock, and the work tree is committed (a snapshot was just taken)."""
@@ -60,10 +92,6 @@ def recover(mem: Memory, theirs: str) -> Recovery | None:
         blobs.update(_pairs(every(trailers, BLOB)))
     if not commits:
         return None
-    if git.repo.is_shallow:
-        from memsync import shallow
-
-        shallow.complete(mem)  # the rewrite maps our whole history: a shallow clone's too
     if not any(rewrite.reaches(git.repo, ours, old) for old in commits):
         return None
     trusted = {old: new for old, new in blobs.items() if rewrite.is_redaction_of(git.repo, old, new)}
@@ -76,7 +104,7 @@ def recover(mem: Memory, theirs: str) -> Recovery | None:
             new = trusted[new]
         return new if new != blob else None
 
-    done = rewrite.rewrite(git.repo, ours, replace)
+    done = rewrite.rewrite(git.repo, ours, replace, _shallow_roots(mem, commits))
     mismatched = [old for old, new in done.commits.items() if old in commits and commits[old] != new]
     unmapped = [old for old in commits if old not in done.commits and rewrite.reaches(git.repo, ours, old)]
     if mismatched or unmapped:

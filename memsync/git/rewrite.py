@@ -31,8 +31,12 @@ class Rewritten:
     blobs: dict[str, str] = field(default_factory=dict)  # old -> new, those actually replaced
 
 
-def rewrite(repo: pygit2.Repository, tip: str, blob_fn: BlobFn) -> Rewritten:
-    """Rewrite the history reachable from `tip`."""
+AdoptFn = Callable[[pygit2.Commit, str], str | None]  # a shallow root, its rewritten tree -> its rewrite
+
+
+def rewrite(repo: pygit2.Repository, tip: str, blob_fn: BlobFn, adopt: AdoptFn | None = None) -> Rewritten:
+    """Rewrite the history reachable from `tip`. `adopt`: for a commit whose parents a shallow
+    clone left out, the commit it becomes (the hub's, checked by the caller), or None."""
     result = Rewritten(tip)
     trees: dict[str, str] = {}
     walker = repo.walk(pygit2.Oid(hex=tip), SortMode.TOPOLOGICAL | SortMode.REVERSE)
@@ -40,6 +44,11 @@ def rewrite(repo: pygit2.Repository, tip: str, blob_fn: BlobFn) -> Rewritten:
         old = str(c.id)
         parents = [pygit2.Oid(hex=result.commits.get(str(p), str(p))) for p in c.parent_ids]
         tree = _tree(repo, str(c.tree_id), blob_fn, trees, result.blobs)
+        adopted = adopt(c, tree) if adopt is not None and not c.parent_ids else None
+        if adopted is not None:
+            if adopted != old:
+                result.commits[old] = adopted
+            continue
         if tree == str(c.tree_id) and [str(p) for p in parents] == [str(p) for p in c.parent_ids]:
             continue
         args = [c.message_encoding] if c.message_encoding else []
