@@ -20,6 +20,7 @@ from tests.servers import (
     HttpGitServer,
     RefusingPort,
     SshGitServer,
+    make_bare_hub,
     sshd_available,
 )
 
@@ -35,6 +36,15 @@ def git_daemon(tmp_path: Path) -> Iterator[GitDaemon]:
     with server:
         yield server
     server.cleanup()
+
+
+@pytest.fixture
+def daemon_hub(git_daemon: GitDaemon, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A bare hub served by `git_daemon` (hub.git, accepting any update: make_bare_hub), made the
+    hub of every memsync command through MEMSYNC_REMOTE."""
+    bare = make_bare_hub(git_daemon.base_path / "hub.git")
+    monkeypatch.setenv("MEMSYNC_REMOTE", git_daemon.url("hub.git"))
+    return bare
 
 
 def _http(tmp_path: Path, name: str, tls: bool) -> Iterator[HttpGitServer]:

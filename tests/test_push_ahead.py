@@ -29,10 +29,8 @@ BRANCH = "memory/research"
 
 
 @pytest.fixture
-def hub(git_daemon: GitDaemon, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bare = make_bare_hub(git_daemon.base_path / "hub.git")
-    monkeypatch.setenv("MEMSYNC_REMOTE", git_daemon.url("hub.git"))
-    return bare
+def hub(daemon_hub: Path) -> Path:
+    return daemon_hub
 
 
 @pytest.fixture

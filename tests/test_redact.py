@@ -31,6 +31,21 @@ def history(where: Path, branch: str = "memory/research") -> list[str]:
     return [entry.strip() for entry in out.split("\0") if entry.strip()]
 
 
+def redaction_record(repo, base: str, blob: tuple[str, str], commits: dict[str, str], on: str) -> str:  # type: ignore[no-untyped-def]
+    """A redaction record as memsync writes one (a hostile hub can write any): `blob` redacted,
+    `commits` rewritten, on top of the commit `on` with its tree; at refs/heads/forged."""
+    import pygit2
+
+    from memsync.git.trailers import compose
+
+    trailers = [("Memsync-Actor", "operator"), ("Memsync-Redaction-Base", base),
+                ("Memsync-Redacted-Blob", f"{blob[0]} {blob[1]}")]
+    trailers += [("Memsync-Rewritten", f"{o} {n}") for o, n in commits.items()]
+    sig = pygit2.Signature("hub", "hub@example.com")
+    return str(repo.create_commit("refs/heads/forged", sig, sig, compose("Redact", trailers),
+                                  repo[on].peel(pygit2.Commit).tree_id, [pygit2.Oid(hex=on)]))
+
+
 def test_redact_rewrites_the_hub_and_a_clone_recovers_keeping_its_work(cli, memory: Path, tmp_path: Path) -> None:
     write(memory, "keys.md", f"deploy token: {SECRET}\n")
     assert cli("push", "-m", "Add deploy notes", cwd=memory).code == 0
@@ -141,7 +156,6 @@ def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: 
     import pygit2
 
     from memsync.git import rewrite
-    from memsync.git.trailers import compose
 
     figures.add("security attacks")
     other = tmp_path / "b"
@@ -155,12 +169,7 @@ def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: 
     old = rewrite.blob_id_at(repo, tip, "summary.md")
     evil = rewrite.create_blob(repo, forged)
     done = rewrite.rewrite(repo, tip, lambda blob: evil if blob == old else None)
-    trailers = [("Memsync-Actor", "operator"), ("Memsync-Redaction-Base", tip),
-                ("Memsync-Redacted-Blob", f"{old} {evil}")]
-    trailers += [("Memsync-Rewritten", f"{o} {n}") for o, n in done.commits.items()]
-    sig = pygit2.Signature("hub", "hub@example.com")
-    record = repo.create_commit("refs/heads/forged", sig, sig, compose("Redact", trailers),
-                                repo[done.tip].peel(pygit2.Commit).tree_id, [pygit2.Oid(hex=done.tip)])
+    record = redaction_record(repo, tip, (old, evil), done.commits, done.tip)
     # the attacker writes the hub's ref directly (the embedded hub refuses a forced push)
     git("push", str(hub_path()), f"{record}:refs/attacker/forged", cwd=memory)
     git("update-ref", "refs/heads/memory/research", str(record), cwd=hub_path())

