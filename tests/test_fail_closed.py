@@ -266,3 +266,39 @@ def test_ctrl_c_in_the_push_lease_check_sends_nothing(git_daemon, cli, tmp_path:
     assert after == before
     assert cli("push", cwd=root).code == 0  # the commit was kept: the next push delivers it
     figures.add("security attacks refused")
+
+
+def test_a_ctrl_c_while_objects_arrive_aborts_the_fetch(tmp_path: Path, git_daemon,  # type: ignore[no-untyped-def]
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no progress to show, libgit2 calls memsync's own do-nothing callback per object
+    (not pygit2's, which cost a quarter of a large fetch): a Ctrl-C landing there, the only
+    Python that runs while objects arrive, still stops the fetch and is still a Ctrl-C."""
+    import pygit2
+
+    from memsync import hub as hubmod
+    from memsync.git import interrupts, transport
+
+    bare = make_bare_hub(git_daemon.base_path / "hub.git")
+    src = pygit2.init_repository(str(tmp_path / "src"))
+    for n in range(40):
+        write(tmp_path / "src", f"f{n}.md", f"{n}\n")
+    src.index.add_all()
+    src.index.write()
+    sig = pygit2.Signature("a", "a@example.com")
+    src.create_commit("refs/heads/main", sig, sig, "files", src.index.write_tree(), [])
+    subprocess.run(["git", "push", "-q", str(bare), "main:refs/heads/memory/research"], cwd=tmp_path / "src",
+                   check=True)
+    calls = []
+
+    def ctrl_c_at_the_20th() -> None:
+        calls.append(1)
+        if len(calls) == 20:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(interrupts, "QUIET_PROGRESS", interrupts.quiet_progress(ctrl_c_at_the_20th))
+    repo = pygit2.init_repository(str(tmp_path / "dest"), bare=True)
+    hub = hubmod.resolve(git_daemon.url("hub.git"), None)
+    with pytest.raises(KeyboardInterrupt):
+        transport.fetch(repo, hub, ["+refs/heads/memory/research:refs/hub/research"])
+    assert len(calls) == 20
+    assert "refs/hub/research" not in repo.references

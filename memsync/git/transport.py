@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pygit2
 from pygit2.enums import ConfigLevel, Option
@@ -100,6 +101,19 @@ class Callbacks(pygit2.RemoteCallbacks):
     def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
         if self.progress is not None:
             self.progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
+
+    @property
+    def fetch_options(self) -> Any:
+        return self._fetch_options
+
+    @fetch_options.setter
+    def fetch_options(self, opts: Any) -> None:
+        """pygit2 hands every fetch's options over here before the fetch (pygit2 1.21's
+        git_fetch_options). With no progress to show, libgit2 gets a callback that does
+        nothing instead of pygit2's (see interrupts.quiet_progress)."""
+        if opts is not None and self.progress is None:
+            opts.callbacks.transfer_progress = interrupts.QUIET_PROGRESS
+        self._fetch_options = opts
 
     def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
         if self.progress is not None:
