@@ -55,6 +55,7 @@ class Oversize:
 @dataclass
 class TreeCheck:
     oversize: list[Oversize] = field(default_factory=list)
+    attributes: list[tuple[str, int]] = field(default_factory=list)  # (id, mode) of each .gitattributes walked
 
 
 def reserved_name(name: str) -> str | None:
@@ -129,6 +130,8 @@ def check_tree(repo: pygit2.Repository, tree: pygit2.Tree, old: pygit2.Tree | No
             if same is not None and same.id == entry.id and same.filemode == entry.filemode:
                 continue  # unchanged: checked when it arrived, and not written again
             mode = int(entry.filemode)
+            if name == ".gitattributes":
+                result.attributes.append((str(entry.id), mode))
             if mode == _TREE:
                 was = repo[same.id].peel(pygit2.Tree) if same is not None and int(same.filemode) == _TREE else None
                 stack.append((repo[entry.id].peel(pygit2.Tree), was, path + "/", depth + 1))

@@ -17,6 +17,7 @@ import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
 
 from memsync.errors import MemsyncError, RepoError
+from memsync.git import filters
 from memsync.git.hubtree import Oversize, check_tree, refusal
 from memsync.git.merge import ConflictCopy, merge_keep_both
 from memsync.git.repo import GitRepo, file_blob_id, file_entry
@@ -76,8 +77,11 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     repo = git.repo
     tree = repo[commit].peel(pygit2.Commit).tree
     old = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
-    oversize = check_tree(repo, tree, old, version=checked or commit, memory=memory,
-                          max_file_size=max_file_size, totals=git.stats_memo).oversize
+    checked_tree = check_tree(repo, tree, old, version=checked or commit, memory=memory,
+                              max_file_size=max_file_size, totals=git.stats_memo)
+    oversize = checked_tree.oversize
+    # a first checkout writes every file: without libgit2's filters when none can apply (filters.py)
+    unfiltered = old is None and filters.unneeded(repo, checked_tree.attributes)
     stale = _stale_copies(git, old, oversize)  # before anything is written
     before = git.held_back()
     held = {path: oid for path, oid in before.items() if _blob_id(tree, path) == oid}
@@ -94,7 +98,10 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     try:
         if paths is None:
             for part in _parts(tree, git.stats_memo):
-                repo.checkout_tree(tree, paths=part, strategy=CheckoutStrategy.SAFE)  # type: ignore[no-untyped-call]
+                filters.checkout(repo, tree, CheckoutStrategy.SAFE, part, filters=not unfiltered)
+        elif paths and old is None:  # a first checkout holding back files over the size limit
+            filters.checkout(repo, tree, CheckoutStrategy.SAFE | CheckoutStrategy.DISABLE_PATHSPEC_MATCH, paths,
+                             filters=not unfiltered)
         elif paths:  # only what differs from HEAD: the cost follows the change, not the memory's size
             repo.checkout_tree(tree, paths=paths,  # type: ignore[no-untyped-call]
                                strategy=CheckoutStrategy.SAFE | CheckoutStrategy.DISABLE_PATHSPEC_MATCH)
