@@ -128,6 +128,35 @@ def test_exit_code_and_output_of_a_run_pass_through(memory: Path, server: Server
     assert "err\n" in proc.stderr and "finished: exit 3" in proc.stderr
 
 
+# What a served command's client may import beyond a bare interpreter (`python -S`): its own
+# three modules, _socket, what `site` brings anyway (os and its path modules); a run also seals
+# itself (memsync.sealed, ctypes for prctl). Every other module is paid for by every command.
+CLIENT_MODULES = {"__future__", "_socket", "memsync", "memsync.entry", "memsync.handoff", "os", "stat", "_stat",
+                  "posixpath", "genericpath", "_collections_abc"}
+SEALING_MODULES = {"memsync.sealed", "ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "types"}
+
+
+def client_imports(args: list[str], cwd: Path, env: dict[str, str]) -> set[str]:
+    """The modules a client process imports for `memsync ARGS`, less those of `python -S -c pass`
+    (no site: the editable install's import hook would hide what the client itself imports)."""
+    def listed(argv: list[str]) -> set[str]:
+        proc = subprocess.run([sys.executable, "-S", "-X", "importtime", *argv], cwd=cwd, capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL,
+                              env={**env, "PYTHONPATH": str(Path(__file__).parent.parent)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return {ln.rsplit("|", 1)[1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
+
+    return listed(["-c", "from memsync.entry import main; main()", *args]) - listed(["-c", "pass"])
+
+
+def test_a_served_clients_imports_stay_lean(memory: Path, server: Server) -> None:
+    log = client_imports(["log", "-n", "1"], memory, server.env())
+    assert "memsync.handoff" in log and log <= CLIENT_MODULES, sorted(log - CLIENT_MODULES)
+    run = client_imports(["run", "--", sys.executable, "-c", f"import sys; {PARENTS}"], memory, server.env())
+    assert run <= CLIENT_MODULES | SEALING_MODULES, sorted(run - CLIENT_MODULES - SEALING_MODULES)
+    assert "memsync.sealed" in run
+
+
 def test_sigterm_to_the_client_reaches_the_run(memory: Path, server: Server) -> None:
     agent = ("import signal, sys, time\n"
              "signal.signal(signal.SIGTERM, lambda *a: (print('got-term', flush=True), sys.exit(5)))\n"
