@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +155,53 @@ def test_a_served_clients_imports_stay_lean(memory: Path, server: Server) -> Non
     run = client_imports(["run", "--", sys.executable, "-c", f"import sys; {PARENTS}"], memory, server.env())
     assert run <= CLIENT_MODULES | SEALING_MODULES, sorted(run - CLIENT_MODULES - SEALING_MODULES)
     assert "memsync.sealed" in run
+
+
+def _state_and_parent(pid: int | str) -> tuple[str, int] | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
+def alive(pid: int) -> bool:
+    found = _state_and_parent(pid)
+    return found is not None and found[0] != "Z"
+
+
+def spare_of(server: Server, not_one_of: Collection[int] = ()) -> int:
+    """The server's spare worker: its one live child, other than those given (earlier workers)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = set()
+        for entry in os.listdir("/proc"):
+            info = _state_and_parent(entry) if entry.isdigit() and int(entry) not in not_one_of else None
+            if info is not None and info[0] != "Z" and info[1] == server.proc.pid:
+                found.add(int(entry))
+        if len(found) == 1:
+            return found.pop()
+        time.sleep(0.02)
+    raise AssertionError("the server has no spare worker")
+
+
+def test_each_command_gets_a_fresh_worker_forked_ahead_of_it(memory: Path, server: Server) -> None:
+    """A spare worker waits for the next client (its fork is off the client's path), serves that
+    one only, and exits when the server stops."""
+    used: set[int] = set()
+    for _ in range(3):
+        spare = spare_of(server, used)
+        proc = ms("run", "--", sys.executable, "-c", f"import sys; {PARENTS}", cwd=memory, env=server.env())
+        assert proc.returncode == 0, proc.stderr
+        worker = int(next(ln for ln in proc.stdout.splitlines() if ln.split()[0].isdigit()).split()[0])
+        assert worker == spare and worker not in used  # the spare, and a new process each time
+        used.add(worker)
+    last = spare_of(server, used)
+    stop(server)
+    deadline = time.monotonic() + 10
+    while alive(last):
+        assert time.monotonic() < deadline, "the spare outlived its server"
+        time.sleep(0.02)
 
 
 def test_sigterm_to_the_client_reaches_the_run(memory: Path, server: Server) -> None:
