@@ -85,7 +85,8 @@ def worker_parent(proc: subprocess.CompletedProcess[str]) -> int:
 def test_commands_through_the_server_match_in_process(memory: Path, server: Server) -> None:
     write(memory, "notes.md", "a note\n")
     for args in (["status"], ["status", "--json"], ["diff"], ["push"], ["log", "-n", "5"], ["status"],
-                 ["pull"], ["list"], ["bogus"], ["log", "-n", "x"], ["diff", "no-such-version"]):
+                 ["pull"], ["list"], ["bogus"], ["log", "-n", "x"], ["diff", "no-such-version"], ["log", "-h"],
+                 ["hooks", "status", "--help"]):
         if args == ["push"]:
             served = memsync_cmd(*args, cwd=memory, env=server.env())
             assert served.returncode == 0, served.stderr
