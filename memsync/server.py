@@ -57,7 +57,6 @@ _SOCKET_MAX = 107  # sun_path, less its NUL
 # A new spare worker is forked once no client has arrived for this long: not while the worker just
 # started is busy, which the fork and the spare's first steps would slow down (2 cores, measured).
 _SPARE_AFTER = 0.03
-_FDS = 4  # the working directory, stdin, stdout, stderr
 
 
 def preload() -> None:

@@ -38,8 +38,7 @@ _FDS = 4  # the working directory, stdin, stdout, stderr
 class Spare:
     """The server's end of a spare worker: a socket pair on which it is handed its client."""
 
-    def __init__(self, pid: int, control: socket.socket) -> None:
-        self.pid = pid
+    def __init__(self, control: socket.socket) -> None:
         self.control = control
 
     def hand(self, conn: socket.socket) -> bool:
@@ -71,7 +70,7 @@ def fork_spare(line: socket.socket, in_child: Callable[[], None]) -> Spare:
     if pid == 0:
         _child(lambda: _await_client(theirs), line, [ours], in_child)
     theirs.close()
-    return Spare(pid, ours)
+    return Spare(ours)
 
 
 def fork_for(conn: socket.socket, line: socket.socket, in_child: Callable[[], None]) -> None:

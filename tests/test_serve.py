@@ -7,6 +7,7 @@ parent is a worker whose parent is the server), or that it really did not (fallb
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import signal
@@ -172,16 +173,25 @@ def alive(pid: int) -> bool:
 
 
 def spare_of(server: Server, not_one_of: Collection[int] = ()) -> int:
-    """The server's spare worker: its one live child, other than those given (earlier workers)."""
+    """The server's spare worker: its one live child that is a copy of it, other than those given,
+    the same one for 0.2 s (start_server's probe was a client too: the spare it used is exiting)."""
+    command = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
     deadline = time.monotonic() + 30
+    seen: tuple[int, float] = (0, 0.0)
     while time.monotonic() < deadline:
         found = set()
         for entry in os.listdir("/proc"):
             info = _state_and_parent(entry) if entry.isdigit() and int(entry) not in not_one_of else None
             if info is not None and info[0] != "Z" and info[1] == server.proc.pid:
-                found.add(int(entry))
-        if len(found) == 1:
-            return found.pop()
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{entry}/cmdline").read_bytes() == command:
+                        found.add(int(entry))
+        if len(found) != 1:
+            seen = (0, 0.0)
+        elif found != {seen[0]}:
+            seen = (found.pop(), time.monotonic())
+        elif time.monotonic() - seen[1] >= 0.2:
+            return seen[0]
         time.sleep(0.02)
     raise AssertionError("the server has no spare worker")
 
