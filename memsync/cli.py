@@ -195,8 +195,19 @@ def prepare() -> None:
     register_names = [info.name or (get_command_name(info.callback.__name__) if info.callback else "")
                       for info in app.registered_commands]
     for verb in [*register_names, *OCCASIONAL]:
-        if verb:
-            _command_for(_app_for([verb]))
+        command = _command_for(_app_for([verb])) if verb else app
+        if command is not app:
+            _help_options(command)
+
+
+def _help_options(command: Any, parent: Any = None) -> None:
+    """Build the help option of `command` and of its subcommands now, in a context made as a real
+    parse makes it (the option's names, `-h/--help`, come from there): click builds it, and imports
+    its decorators module, on the first parse in each process, ~1 ms of every served command."""
+    ctx = command.context_class(command, info_name=command.name, parent=parent, **command.context_settings)
+    command.get_help_option(ctx)
+    for sub in getattr(command, "commands", {}).values():
+        _help_options(sub, ctx)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -1,6 +1,8 @@
 """Hand a command to a resident `memsync serve` instead of starting the work here.
 
-Imported by the entry point before anything heavy: only `_socket`, `struct` and `os`. When
+Imported by the entry point before anything heavy: only `_socket` and what the interpreter has
+loaded anyway (a served command's client is a fresh interpreter each time, so every module it
+imports is paid for on every command: no contextlib, struct or signal here). When
 `MEMSYNC_SERVER` names a socket of `memsync serve` run by the same user, the command line, the
 working directory (as a descriptor), the umask, the environment and stdin/stdout/stderr (as
 descriptors) go to the server, which forks a worker that already has typer, pygit2 and memsync
@@ -18,24 +20,21 @@ so a command is never run twice (a client that timed out never said go).
 from __future__ import annotations
 
 import _socket
-import contextlib
 import os
-import struct
 import sys
 
 __all__ = ["GO", "PROTOCOL", "decode", "encode", "served", "wanted"]
 
 PROTOCOL = b"memsync-serve/1"
 GO = b"g"
-_LEN = struct.Struct("!I")
 MAX_REQUEST = 8 << 20  # an environment plus a command line; anything bigger is not a request
 
 
 def encode(fields: list[bytes]) -> bytes:
     """Length-prefixed fields: no parser, no escaping, exact bytes (argv and environment keep
     whatever bytes the caller had)."""
-    body = b"".join(_LEN.pack(len(f)) + f for f in fields)
-    return _LEN.pack(len(body)) + body
+    body = b"".join(len(f).to_bytes(4, "big") + f for f in fields)
+    return len(body).to_bytes(4, "big") + body
 
 
 def decode(body: bytes) -> list[bytes]:
@@ -43,7 +42,7 @@ def decode(body: bytes) -> list[bytes]:
     while at < len(body):
         if at + 4 > len(body):
             raise ValueError("truncated field length")
-        (n,) = _LEN.unpack_from(body, at)
+        n = int.from_bytes(body[at:at + 4], "big")
         at += 4
         if at + n > len(body):
             raise ValueError("truncated field")
@@ -114,8 +113,8 @@ def _connect(path: str) -> _socket.socket | None:
     try:
         sock.settimeout(5.0)
         sock.connect(path)
-        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12))
-        if uid != os.getuid():
+        uid = int.from_bytes(sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)[4:8], sys.byteorder)
+        if uid != os.getuid():  # struct ucred: pid, uid, gid
             sock.close()
             return None
         return sock
@@ -155,12 +154,12 @@ def served(argv: list[str], version: str) -> int | None:
         return None
     try:
         message = encode(_request(argv, version))
-        fds = struct.pack("4i", cwd, 0, 1, 2)
+        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (cwd, 0, 1, 2))
         sock.sendmsg([message[:4096]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         if len(message) > 4096:
             sock.sendall(message[4096:])
-        (n,) = _LEN.unpack(recv_exact(sock, 4))
-        reply = decode(recv_exact(sock, n))
+        _seal_for_run(argv)  # while the server finds a worker
+        reply = decode(recv_exact(sock, int.from_bytes(recv_exact(sock, 4), "big")))
     except (OSError, EOFError, ValueError):
         sock.close()
         return None  # nothing was started
@@ -170,7 +169,6 @@ def served(argv: list[str], version: str) -> int | None:
         sock.close()
         return None  # the server declined (another version, stale code): run it here
     worker = int(reply[1])
-    _seal_for_run(argv)
     try:
         sock.sendall(GO)  # the worker starts only now: a client that gave up above never has it run
     except OSError:
@@ -180,18 +178,19 @@ def served(argv: list[str], version: str) -> int | None:
 
 
 def _wait(sock: _socket.socket, worker: int) -> int:
-    import signal
+    import _signal  # type: ignore[import-not-found]  # not `signal`: its enums cost more than this whole client
 
     def forward(signum: int, _frame: object) -> None:
-        with contextlib.suppress(OSError):
+        try:
             os.kill(worker, signum)
+        except OSError:  # the worker has ended already
+            return
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, forward)
+    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT):
+        _signal.signal(signum, forward)
     sock.settimeout(None)
     try:  # a forwarded signal interrupts nothing: recv resumes after the handler (PEP 475)
-        (n,) = _LEN.unpack(recv_exact(sock, 4))
-        reply = decode(recv_exact(sock, n))
+        reply = decode(recv_exact(sock, int.from_bytes(recv_exact(sock, 4), "big")))
     except (OSError, EOFError, ValueError):
         sys.stderr.write("error: the memsync server's worker ended without an exit code\n"
                          "hint: see the server's output; unset MEMSYNC_SERVER to run commands in-process\n")

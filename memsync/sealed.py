@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from urllib.parse import urlsplit, urlunsplit
+
+# Cheap to import: a served `run`'s client (handoff.py) seals itself with this module on every
+# command, so urllib.parse (and its `re`), contextlib and ctypes are imported only where needed.
 
 __all__ = ["CREDENTIAL_VARS", "child_environment", "get", "make_undumpable", "seal", "strip_userinfo",
            "wipe_initial_copy"]
@@ -34,6 +34,10 @@ def get(name: str) -> str | None:
 def strip_userinfo(url: str) -> str:
     """The URL without a password or bare token (`https://user:TOKEN@host` -> `https://user@host`,
     `https://TOKEN@host` -> `https://host`); anything else unchanged."""
+    if "@" not in url:
+        return url
+    from urllib.parse import urlsplit, urlunsplit
+
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -45,21 +49,21 @@ def strip_userinfo(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{host}" if has_secret and user else host))
 
 
-@contextmanager
-def seal() -> Iterator[None]:
+class seal:  # a class, not a @contextmanager: contextlib stays out of the client (see above)
     """Move the credentials (and a MEMSYNC_REMOTE holding one) out of this process's environment
     for the duration, keeping them for `get()`; they are put back afterwards."""
-    remote = os.environ.get("MEMSYNC_REMOTE")
-    names = CREDENTIAL_VARS + (("MEMSYNC_REMOTE",) if remote and strip_userinfo(remote) != remote else ())
-    for name in names:
-        value = os.environ.get(name)
-        if value is not None:
-            _held[name] = value
-            wipe_initial_copy(name)
-            del os.environ[name]
-    try:
-        yield
-    finally:
+
+    def __enter__(self) -> None:
+        remote = os.environ.get("MEMSYNC_REMOTE")
+        names = CREDENTIAL_VARS + (("MEMSYNC_REMOTE",) if remote and strip_userinfo(remote) != remote else ())
+        for name in names:
+            value = os.environ.get(name)
+            if value is not None:
+                _held[name] = value
+                wipe_initial_copy(name)
+                del os.environ[name]
+
+    def __exit__(self, *_exc: object) -> None:
         os.environ.update(_held)
         _held.clear()
 

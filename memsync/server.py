@@ -2,12 +2,13 @@
 
 Every memsync command pays ~0.2 s before any work: the interpreter, typer, pygit2 and memsync's
 own modules. The server pays it once. It imports everything a command may need and then waits on
-a Unix socket; for each client (see handoff.py) it forks a worker, a copy of itself with all of
-that already loaded, which takes on the caller's working directory, umask, environment and
+a Unix socket; each client (see handoff.py) gets a worker (worker.py), a copy of the server with
+all of that already loaded, which takes on the caller's working directory, umask, environment and
 stdin/stdout/stderr and runs the command line exactly as `memsync` would, then reports the exit
-code. A fork is a fresh process per command: nothing of one command (open repositories, locks,
-caches, globals, the environment) reaches the next, and concurrent commands run in parallel as
-separate processes do.
+code. One worker is forked ahead of the next client (once no client has come for _SPARE_AFTER)
+and handed its connection, so the fork is off the client's path. A fork is a fresh process per
+command: nothing of one command (open repositories, locks, caches, globals, the environment)
+reaches the next, and concurrent commands run in parallel as separate processes do.
 
 The server itself never opens a repository and runs no thread, so each fork starts clean. It
 does keep inotify watches on the memories its workers scan (tracker.py), and answers their
@@ -20,11 +21,9 @@ the same user reaches it: the socket is mode 0600 and every peer's uid is checke
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import gc
 import importlib
-import io
 import os
 import selectors
 import signal
@@ -36,10 +35,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memsync import __version__, handoff
+from memsync import handoff
 from memsync.errors import LockBusy, UsageError
 from memsync.tracker import Tracker, Trackers
-from memsync.tracklink import Lines, Link
+from memsync.tracklink import Lines
+from memsync.worker import Spare, fork_for, fork_spare
 
 __all__ = ["PRELOAD", "serve"]
 
@@ -54,7 +54,9 @@ PRELOAD = (
     "rich.progress", "rich.table",
 )
 _SOCKET_MAX = 107  # sun_path, less its NUL
-_FDS = 4  # the working directory, stdin, stdout, stderr
+# A new spare worker is forked once no client has arrived for this long: not while the worker just
+# started is busy, which the fork and the spare's first steps would slow down (2 cores, measured).
+_SPARE_AFTER = 0.03
 
 
 def preload() -> None:
@@ -169,18 +171,28 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
     selector = selectors.DefaultSelector()
     listener.setblocking(False)
     selector.register(listener, selectors.EVENT_READ)
+    workers = _Workers(listener, selector, trackers, lines)
     watched: dict[int, object] = {}  # inotify descriptor -> the tracker's INotify it was registered for
     last = time.monotonic()
+    spare_due = last  # the first spare at once
     try:
         while True:
-            ready = selector.select(max(0.0, idle - (time.monotonic() - last)) if idle > 0 else None)
+            now = time.monotonic()
+            if now >= spare_due and not workers.replenish():
+                spare_due = now + 1.0  # no fork (EAGAIN): again later, not in a busy loop
+            _watch(selector, trackers, lines, watched)
+            wait = [idle - (now - last)] if idle > 0 else []
+            if workers.spare is None:
+                wait.append(spare_due - now)
+            ready = selector.select(max(0.0, min(wait)) if wait else None)
             if not ready and idle > 0 and time.monotonic() - last >= idle:
                 say(f"no command for {idle:g} s; stopping")
                 break
             for key, _events in ready:
                 if key.fileobj is listener:
                     last = time.monotonic()
-                    if not _accept(listener, stamps, lines, lambda: _forked(selector, trackers, lines)):
+                    spare_due = last + _SPARE_AFTER
+                    if not _accept(listener, stamps, workers):
                         restart = True
                         break
                 elif isinstance(key.data, Tracker):
@@ -190,10 +202,10 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
                     lines.close(key.fileobj)
             if restart:
                 break
-            _watch(selector, trackers, lines, watched)
     except _Stop:
         say(f"stopping ({signal.Signals(stopping[-1]).name})")
     finally:
+        workers.close()
         selector.close()
         lines.close_all()
         trackers.close()
@@ -208,8 +220,8 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
     return 0
 
 
-def _accept(listener: socket.socket, stamps: dict[str, int], lines: Lines, in_child: Callable[[], None]) -> bool:
-    """One client: a forked worker for it. False: memsync's code changed, the server must restart."""
+def _accept(listener: socket.socket, stamps: dict[str, int], workers: _Workers) -> bool:
+    """One client: a worker for it. False: memsync's code changed, the server must restart."""
     try:
         conn, _ = listener.accept()
     except (BlockingIOError, InterruptedError, ConnectionAbortedError):
@@ -223,22 +235,56 @@ def _accept(listener: socket.socket, stamps: dict[str, int], lines: Lines, in_ch
         with contextlib.suppress(OSError):
             if _peer_uid(conn) != os.getuid():
                 return True
-            theirs = lines.open()
-            try:
-                if os.fork() == 0:
-                    in_child()
-                    _worker(conn, listener, theirs)  # never returns
-            finally:
-                theirs.close()
+            workers.start(conn)
     return True
 
 
-def _forked(selector: selectors.BaseSelector, trackers: Trackers, lines: Lines) -> None:
-    """In a new worker: none of the server's descriptors but its own line."""
-    with contextlib.suppress(OSError):
-        selector.close()
-    trackers.close()
-    lines.close_all()
+class _Workers:
+    """The server's workers (worker.py): one spare forked ahead of the next client, else one
+    forked for the client that has arrived."""
+
+    def __init__(self, listener: socket.socket, selector: selectors.BaseSelector, trackers: Trackers,
+                 lines: Lines) -> None:
+        self.listener, self.selector, self.trackers, self.lines = listener, selector, trackers, lines
+        self.spare: Spare | None = None
+
+    def start(self, conn: socket.socket) -> None:
+        spare, self.spare = self.spare, None
+        if spare is not None and spare.hand(conn):
+            return
+        line = self.lines.open()
+        try:
+            fork_for(conn, line, self._in_child)
+        finally:
+            line.close()
+
+    def replenish(self) -> bool:
+        """A new spare when there is none. False: the fork failed (the next client gets a worker
+        of its own)."""
+        if self.spare is not None:
+            return True
+        line = self.lines.open()
+        try:
+            self.spare = fork_spare(line, self._in_child)
+        except OSError:
+            return False
+        finally:
+            line.close()
+        return True
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
+            self.spare = None
+
+    def _in_child(self) -> None:
+        """In a new worker: none of the server's descriptors but its own line."""
+        with contextlib.suppress(OSError):
+            self.selector.close()
+        self.trackers.close()
+        self.lines.close_all()
+        self.listener.close()
+        self.close()
 
 
 def _watch(selector: selectors.BaseSelector, trackers: Trackers, lines: Lines, watched: dict[int, object]) -> None:
@@ -261,122 +307,3 @@ def _watch(selector: selectors.BaseSelector, trackers: Trackers, lines: Lines, w
 
 class _Stop(Exception):
     pass
-
-
-# -- the worker: one command, then exit ---------------------------------------------------------
-def _receive(conn: socket.socket) -> tuple[list[bytes], list[int]]:
-    conn.settimeout(10.0)
-    data, ancillary, _flags, _addr = conn.recvmsg(4096, socket.CMSG_SPACE(_FDS * 4))
-    fds: list[int] = []
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            usable = len(payload) - len(payload) % 4
-            fds += list(struct.unpack(f"{usable // 4}i", payload[:usable]))
-    if len(data) < 4:
-        data += handoff.recv_exact(conn, 4 - len(data))
-    (n,) = struct.unpack("!I", data[:4])
-    if n > handoff.MAX_REQUEST:
-        raise ValueError("request too large")
-    body = data[4:]
-    if len(body) < n:
-        body += handoff.recv_exact(conn, n - len(body))
-    return handoff.decode(body), fds
-
-
-def _worker(conn: socket.socket, listener: socket.socket, line: socket.socket) -> None:
-    code = 1
-    try:
-        listener.close()
-        from memsync.git import hints
-
-        hints.source = Link(line)
-        os.setsid()  # out of the server's session: only the client's forwarded signals arrive
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        try:
-            fields, fds = _receive(conn)
-        except (OSError, EOFError, ValueError):
-            os._exit(1)
-        if len(fds) != _FDS or len(fields) < 9 or fields[0] != handoff.PROTOCOL:
-            _reply(conn, b"declined", b"not a request")
-            os._exit(1)
-        if fields[1].decode() != __version__:
-            _reply(conn, b"declined", b"another memsync version")
-            os._exit(1)
-        _reply(conn, b"pid", str(os.getpid()).encode())
-        if handoff.recv_exact(conn, len(handoff.GO)) != handoff.GO:  # the client gave up: do nothing
-            os._exit(1)
-        argv = _take_over(fields, fds)
-        code = _run(argv)
-    except BaseException:
-        code = 1
-    finally:
-        with contextlib.suppress(BaseException):
-            _reply(conn, b"exit", str(code).encode())
-        os._exit(code)
-
-
-def _take_over(fields: list[bytes], fds: list[int]) -> list[str]:
-    """Become the caller: its directory, umask, environment and standard streams."""
-    cwd, *streams = fds
-    os.fchdir(cwd)
-    os.close(cwd)
-    os.umask(int(fields[2]))
-    encodings = [(fields[3 + 2 * i].decode(), fields[4 + 2 * i].decode()) for i in range(3)]
-    count = int(fields[9])
-    argv = [os.fsdecode(a) for a in fields[10:10 + count]]
-    os.environb.clear()
-    for item in fields[10 + count:]:
-        key, sep, value = item.partition(b"=")
-        if sep and key:
-            os.environb[key] = value
-    for target, fd in enumerate(streams):
-        os.dup2(fd, target)
-        os.close(fd)
-    sys.stdin = _stream(0, "r", *encodings[0])
-    sys.stdout = _stream(1, "w", *encodings[1])
-    sys.stderr = _stream(2, "w", *encodings[2], line_buffering=True)
-    for name in ("stdin", "stdout", "stderr"):  # what a library falls back to, the same streams
-        setattr(sys, f"__{name}__", getattr(sys, name))
-    sys.argv = ["memsync", *argv]
-    import pygit2
-    from pygit2.enums import ConfigLevel
-
-    for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM, ConfigLevel.PROGRAMDATA):
-        pygit2.settings.search_path[level] = None  # type: ignore[assignment]  # found again from this HOME / XDG_CONFIG_HOME
-    from memsync.git import transport
-
-    transport.apply_timeouts()
-    return argv
-
-
-def _stream(fd: int, mode: str, encoding: str, errors: str, line_buffering: bool = False) -> io.TextIOWrapper:
-    interactive = False
-    with contextlib.suppress(OSError):
-        interactive = os.isatty(fd)
-    raw = io.FileIO(fd, mode, closefd=False)
-    buffered: io.BufferedReader | io.BufferedWriter = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
-    return io.TextIOWrapper(buffered, encoding=encoding, errors=errors,
-                            line_buffering=line_buffering or interactive)
-
-
-def _run(argv: list[str]) -> int:
-    from memsync.cli import main
-
-    try:
-        code = main(argv)
-    except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
-        code = 130
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    with contextlib.suppress(Exception):
-        atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    return code

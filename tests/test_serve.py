@@ -7,6 +7,7 @@ parent is a worker whose parent is the server), or that it really did not (fallb
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pty
 import signal
@@ -14,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +86,8 @@ def worker_parent(proc: subprocess.CompletedProcess[str]) -> int:
 def test_commands_through_the_server_match_in_process(memory: Path, server: Server) -> None:
     write(memory, "notes.md", "a note\n")
     for args in (["status"], ["status", "--json"], ["diff"], ["push"], ["log", "-n", "5"], ["status"],
-                 ["pull"], ["list"], ["bogus"], ["log", "-n", "x"], ["diff", "no-such-version"]):
+                 ["pull"], ["list"], ["bogus"], ["log", "-n", "x"], ["diff", "no-such-version"], ["log", "-h"],
+                 ["hooks", "status", "--help"]):
         if args == ["push"]:
             served = memsync_cmd(*args, cwd=memory, env=server.env())
             assert served.returncode == 0, served.stderr
@@ -126,6 +128,91 @@ def test_exit_code_and_output_of_a_run_pass_through(memory: Path, server: Server
     assert proc.returncode == 3
     assert proc.stdout == "out\n"
     assert "err\n" in proc.stderr and "finished: exit 3" in proc.stderr
+
+
+# What a served command's client may import beyond a bare interpreter (`python -S`): its own
+# three modules, _socket, what `site` brings anyway (os and its path modules); a run also seals
+# itself (memsync.sealed, ctypes for prctl). Every other module is paid for by every command.
+CLIENT_MODULES = {"__future__", "_socket", "memsync", "memsync.entry", "memsync.handoff", "os", "stat", "_stat",
+                  "posixpath", "genericpath", "_collections_abc"}
+SEALING_MODULES = {"memsync.sealed", "ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "types"}
+
+
+def client_imports(args: list[str], cwd: Path, env: dict[str, str]) -> set[str]:
+    """The modules a client process imports for `memsync ARGS`, less those of `python -S -c pass`
+    (no site: the editable install's import hook would hide what the client itself imports)."""
+    def listed(argv: list[str]) -> set[str]:
+        proc = subprocess.run([sys.executable, "-S", "-X", "importtime", *argv], cwd=cwd, capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL,
+                              env={**env, "PYTHONPATH": str(Path(__file__).parent.parent)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return {ln.rsplit("|", 1)[1].strip() for ln in proc.stderr.splitlines() if ln.startswith("import time:")}
+
+    return listed(["-c", "from memsync.entry import main; main()", *args]) - listed(["-c", "pass"])
+
+
+def test_a_served_clients_imports_stay_lean(memory: Path, server: Server) -> None:
+    log = client_imports(["log", "-n", "1"], memory, server.env())
+    assert "memsync.handoff" in log and log <= CLIENT_MODULES, sorted(log - CLIENT_MODULES)
+    run = client_imports(["run", "--", sys.executable, "-c", f"import sys; {PARENTS}"], memory, server.env())
+    assert run <= CLIENT_MODULES | SEALING_MODULES, sorted(run - CLIENT_MODULES - SEALING_MODULES)
+    assert "memsync.sealed" in run
+
+
+def _state_and_parent(pid: int | str) -> tuple[str, int] | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1])
+
+
+def alive(pid: int) -> bool:
+    found = _state_and_parent(pid)
+    return found is not None and found[0] != "Z"
+
+
+def spare_of(server: Server, not_one_of: Collection[int] = ()) -> int:
+    """The server's spare worker: its one live child that is a copy of it, other than those given,
+    the same one for 0.2 s (start_server's probe was a client too: the spare it used is exiting)."""
+    command = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
+    deadline = time.monotonic() + 30
+    seen: tuple[int, float] = (0, 0.0)
+    while time.monotonic() < deadline:
+        found = set()
+        for entry in os.listdir("/proc"):
+            info = _state_and_parent(entry) if entry.isdigit() and int(entry) not in not_one_of else None
+            if info is not None and info[0] != "Z" and info[1] == server.proc.pid:
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{entry}/cmdline").read_bytes() == command:
+                        found.add(int(entry))
+        if len(found) != 1:
+            seen = (0, 0.0)
+        elif found != {seen[0]}:
+            seen = (found.pop(), time.monotonic())
+        elif time.monotonic() - seen[1] >= 0.2:
+            return seen[0]
+        time.sleep(0.02)
+    raise AssertionError("the server has no spare worker")
+
+
+def test_each_command_gets_a_fresh_worker_forked_ahead_of_it(memory: Path, server: Server) -> None:
+    """A spare worker waits for the next client (its fork is off the client's path), serves that
+    one only, and exits when the server stops."""
+    used: set[int] = set()
+    for _ in range(3):
+        spare = spare_of(server, used)
+        proc = ms("run", "--", sys.executable, "-c", f"import sys; {PARENTS}", cwd=memory, env=server.env())
+        assert proc.returncode == 0, proc.stderr
+        worker = int(next(ln for ln in proc.stdout.splitlines() if ln.split()[0].isdigit()).split()[0])
+        assert worker == spare and worker not in used  # the spare, and a new process each time
+        used.add(worker)
+    last = spare_of(server, used)
+    stop(server)
+    deadline = time.monotonic() + 10
+    while alive(last):
+        assert time.monotonic() < deadline, "the spare outlived its server"
+        time.sleep(0.02)
 
 
 def test_sigterm_to_the_client_reaches_the_run(memory: Path, server: Server) -> None:
