@@ -1,8 +1,9 @@
 """The `memsync` command's entry point: as little as possible before the CLI is imported.
 
 A Ctrl-C during start-up (importing typer and pygit2 takes a moment) exits 130 with one line, as
-it does later; `memsync --version` answers without importing the CLI at all. With MEMSYNC_SERVER
-set, the command goes to a resident `memsync serve` (handoff.py) when one is there.
+it does later, even when it lands inside a C extension's import and surfaces as its failure;
+`memsync --version` answers without importing the CLI at all. With MEMSYNC_SERVER set, the
+command goes to a resident `memsync serve` (handoff.py) when one is there.
 """
 
 from __future__ import annotations
@@ -10,8 +11,19 @@ from __future__ import annotations
 import os
 import sys
 
+_interrupted = False
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
 
 def main() -> None:
+    import _signal  # type: ignore[import-not-found]  # not `signal`: see handoff.py
+
+    _signal.signal(_signal.SIGINT, _on_sigint)
     try:
         from memsync import __version__
 
@@ -30,7 +42,17 @@ def main() -> None:
 
         code = cli_main()
     except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
-        sys.stderr.flush()
-        os._exit(130)
+        _say_interrupted()
+    except Exception:
+        if not _interrupted:
+            raise
+        # a Ctrl-C inside a C extension's import comes out as that import's failure (e.g.
+        # "PyCapsule_Import could not import module _socket"): still a Ctrl-C
+        _say_interrupted()
     sys.exit(code)
+
+
+def _say_interrupted() -> None:
+    sys.stderr.write("error: interrupted\n")
+    sys.stderr.flush()
+    os._exit(130)

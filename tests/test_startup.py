@@ -64,3 +64,29 @@ def test_the_integrations_cost_the_core_commands_nothing(memory: Path) -> None:
     assert not loaded & {"memsync.commands.hooks", "memsync.commands.mcp", "memsync.commands.redact"}
     # nor does status load what only committing and merging use
     assert not loaded & {"memsync.snapshot", "memsync.guard", "memsync.unverified", "memsync.git.integrate"}
+
+
+def test_a_ctrl_c_surfacing_as_an_import_failure_is_still_a_ctrl_c(tmp_path: Path) -> None:
+    """A SIGINT that lands inside a C extension's import (CPython's PyCapsule_Import) comes out as
+    an ImportError ("PyCapsule_Import could not import module _socket"), not a KeyboardInterrupt;
+    it used to end in a traceback and exit 1. Here the import of memsync's CLI receives a real
+    SIGINT and then fails the way that import does."""
+    script = (
+        "import os, signal, sys\n"
+        "class Interrupted:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'memsync.cli':\n"
+        "            try:\n"
+        "                os.kill(os.getpid(), signal.SIGINT)\n"
+        "            except KeyboardInterrupt:\n"
+        "                pass\n"
+        "            raise ImportError('PyCapsule_Import could not import module \"_socket\"')\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Interrupted())\n"
+        "sys.argv = ['memsync', 'status']\n"
+        "from memsync.entry import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "error: interrupted\n"
