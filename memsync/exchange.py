@@ -356,7 +356,7 @@ def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], l
     head = mem.git.head_oid()
     if head is None or head == known or (known is not None and not mem.git.is_ancestor(known, head)):
         return None
-    if shallow.is_shallow(mem) and (known is None or not _reaches_roots(mem, known)):
+    if shallow.missing_root(mem, known) is not None:
         return None  # said by the full exchange, against the hub's actual tip
     source = mem.local_ref
     if vetted is not None:
@@ -372,14 +372,6 @@ def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], l
     except (NotFastForward, AuthFailed, HostKeyError):
         return None
     return head
-
-
-def _reaches_roots(mem: Memory, tip: str) -> bool:
-    try:
-        shallow.check_push(mem, tip)
-    except RepoError:
-        return False
-    return True
 
 
 def _refuse_foreign(mem: Memory, head: str, hide: list[str]) -> None:

@@ -17,7 +17,7 @@ from memsync.errors import MemsyncError, RepoError
 from memsync.git import transport
 from memsync.memory import Memory
 
-__all__ = ["check_push", "complete", "is_shallow", "roots"]
+__all__ = ["check_push", "complete", "is_shallow", "missing_root", "roots"]
 
 
 def is_shallow(mem: Memory) -> bool:
@@ -54,16 +54,23 @@ def complete(mem: Memory) -> bool:
     return True
 
 
+def missing_root(mem: Memory, onto: str | None) -> str | None:
+    """A version where a shallow memory's history stops that `onto` (the hub's tip) does not
+    reach, so the hub lacks what comes before it; None when there is none (or not shallow)."""
+    if not is_shallow(mem):
+        return None
+    return next((root for root in roots(mem)
+                 if onto is None or not (root == onto or mem.git.is_ancestor(root, onto))), None)
+
+
 def check_push(mem: Memory, onto: str | None) -> None:
     """Refuse to push a shallow memory's history onto `onto` (the hub's tip) unless the hub
     already has every version where that history stops."""
-    if not is_shallow(mem):
-        return
-    for root in roots(mem):
-        if onto is None or not (root == onto or mem.git.is_ancestor(root, onto)):
-            raise RepoError(
-                f"not pushed: this memory was cloned without its versions before {root[:8]}, and "
-                f"{mem.hub.display} does not have them",
-                "push from a full clone (`memsync clone NAME --full-history` from the hub it came from); "
-                "the version is committed locally",
-            )
+    root = missing_root(mem, onto)
+    if root is not None:
+        raise RepoError(
+            f"not pushed: this memory was cloned without its versions before {root[:8]}, and "
+            f"{mem.hub.display} does not have them",
+            "push from a full clone (`memsync clone NAME --full-history` from the hub it came from); "
+            "the version is committed locally",
+        )
