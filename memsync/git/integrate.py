@@ -99,16 +99,12 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
         if paths is None:
             for part in _parts(tree, git.stats_memo):
                 filters.checkout(repo, tree, CheckoutStrategy.SAFE, part, filters=not unfiltered)
-        elif paths and old is None:  # a first checkout holding back files over the size limit
+        elif paths:  # only what differs from HEAD: the cost follows the change, not the memory's size
             filters.checkout(repo, tree, CheckoutStrategy.SAFE | CheckoutStrategy.DISABLE_PATHSPEC_MATCH, paths,
                              filters=not unfiltered)
-        elif paths:  # only what differs from HEAD: the cost follows the change, not the memory's size
-            repo.checkout_tree(tree, paths=paths,  # type: ignore[no-untyped-call]
-                               strategy=CheckoutStrategy.SAFE | CheckoutStrategy.DISABLE_PATHSPEC_MATCH)
         if missing:
-            repo.checkout_tree(tree, paths=missing,  # type: ignore[no-untyped-call]
-                               strategy=CheckoutStrategy.SAFE | CheckoutStrategy.RECREATE_MISSING
-                               | CheckoutStrategy.DISABLE_PATHSPEC_MATCH)
+            filters.checkout(repo, tree, CheckoutStrategy.SAFE | CheckoutStrategy.RECREATE_MISSING
+                             | CheckoutStrategy.DISABLE_PATHSPEC_MATCH, missing)
     except pygit2.GitError as exc:
         text = str(exc)
         if "conflict" in text.lower():
