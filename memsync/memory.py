@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ class Memory:
     config: StorageConfig
     git: GitRepo
     hub: HubUrl
+    # where what is known of the hub's branch is kept: "origin" for the memory's own hub, a name
+    # of its own for a hub given with --remote, so a push to a mirror never stands in for it
+    tracking: str = "origin"
 
     @property
     def name(self) -> str:
@@ -38,7 +42,17 @@ class Memory:
 
     @property
     def tracking_ref(self) -> str:
-        return f"refs/remotes/origin/{self.branch}"
+        return f"refs/remotes/{self.tracking}/{self.branch}"
+
+    def hub_tips(self) -> list[str]:
+        """What is known to be on a hub: the tip last fetched from this hub, then (given another
+        with --remote) the memory's own hub's. Commits below them came from a hub, not from a
+        `git commit` here (unverified.py)."""
+        refs = [self.tracking_ref]
+        if self.tracking != "origin":
+            refs.append(f"refs/remotes/origin/{self.branch}")
+        tips = [self.git.ref_oid(ref) for ref in refs]
+        return list(dict.fromkeys(t for t in tips if t))
 
     @contextmanager
     def locked(self, timeout: float | None = None) -> Iterator[None]:
@@ -65,12 +79,20 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
     config = cfgmod.load(root)
     git = GitRepo.open(root)
     hub = hubmod.resolve(remote, config.remote)
-    mem = Memory(root, config, git, hub)
+    mem = Memory(root, config, git, hub, tracking_name(hub, config.remote))
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only
         from memsync.readonly import recover
 
         recover(mem)
     return mem
+
+
+def tracking_name(hub: HubUrl, configured: str | None) -> str:
+    """"origin" when `hub` is the memory's own (configured, else the default), else a name
+    derived from its address."""
+    if hub.url == hubmod.resolve(None, configured).url:
+        return "origin"
+    return "hub-" + hashlib.sha1(hub.url.encode("utf-8")).hexdigest()[:12]
 
 
 RUN_MARKER = "memsync-run.json"

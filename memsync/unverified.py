@@ -52,13 +52,14 @@ def settle(mem: Memory, *, refuse: bool = True) -> Unverified:
     found = Unverified()
     if head is None:
         return found
-    hub = git.ref_oid(mem.tracking_ref)
+    tips = mem.hub_tips()
+    hub = tips[0] if tips else None
     made = ownership.recorded(git)
-    found.commits = ownership.foreign(git, [head], [hub] if hub else [], made)
+    found.commits = ownership.foreign(git, [head], tips, made)
     found.forged = [f"{c.short} {key}" for c in found.commits for key in memsync_keys(c.message)]
     dead = _dead_run(mem)
     if dead is not None:
-        base = _base(mem, head, hub, made) if found.commits else head
+        base = _base(mem, head, tips, made) if found.commits else head
         if base is not None:
             _fold(mem, found, dead, base)
             return found
@@ -86,10 +87,10 @@ def _dead_run(mem: Memory) -> str | None:
     return None if run_in_progress(mem) is not None else run_id
 
 
-def _base(mem: Memory, head: str, hub: str | None, made: set[str]) -> str | None:
-    """The newest first-parent ancestor of `head` that memsync made or the hub has."""
+def _base(mem: Memory, head: str, tips: list[str], made: set[str]) -> str | None:
+    """The newest first-parent ancestor of `head` that memsync made or a hub has."""
     for oid in ownership.first_parents(mem.git, head):
-        if oid in made or (hub is not None and mem.git.is_ancestor(oid, hub)):
+        if oid in made or any(mem.git.is_ancestor(oid, tip) for tip in tips):
             return oid
     return None
 

@@ -387,3 +387,35 @@ def test_status_remembers_the_last_run_of_each_version(memory: Path, cli) -> Non
     assert len(json.loads(cache.read_text())["tips"]) == 2
     cache.write_text("not json")  # a damaged cache is only walked past
     assert json.loads(cli("status", "--json", cwd=memory).out)["last_run"] == first
+
+
+def test_a_push_to_another_hub_leaves_what_is_known_of_the_memorys_own(tmp_path: Path, cli) -> None:
+    """`push --remote OTHER` (a mirror, a backup) must not stand in for the memory's own hub: with
+    that hub out of reach, status still counts the version only OTHER has as not pushed."""
+    own, other = tmp_path / "own.git", tmp_path / "other.git"
+    for bare in (own, other):
+        git("init", "-q", "--bare", str(bare), cwd=tmp_path)
+    root = tmp_path / "research"
+    root.mkdir()
+    assert cli("init", "--remote", str(own), cwd=root).code == 0
+    write(root, "summary.md", "# Summary\n")
+    assert cli("push", cwd=root).code == 0
+    write(root, "mirror-only.md", "only on the other hub\n")
+    r = cli("push", "--remote", f"file://{other}", cwd=root)
+    assert r.code == 0, r.err
+    assert "mirror-only.md" in hub_tree(hub=other)
+    assert "mirror-only.md" not in hub_tree(hub=own)
+
+    own.rename(tmp_path / "away.git")  # the memory's own hub, out of reach
+    j = cli("status", "--json", cwd=root)
+    data = json.loads(j.out)
+    assert data["remote_error"], j.err
+    assert (data["ahead"], data["behind"]) == (1, 0)  # the mirror's copy is not the hub's
+    assert "mirror-only.md" not in git("ls-tree", "-r", "--name-only", data["remote_version"]["oid"], cwd=root)
+
+    (tmp_path / "away.git").rename(own)
+    r = cli("push", cwd=root)
+    assert r.code == 0, r.err
+    assert "mirror-only.md" in hub_tree(hub=own)
+    data = json.loads(cli("status", "--json", cwd=root).out)
+    assert (data["ahead"], data["behind"], data["remote_error"]) == (0, 0, None)
