@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pygit2
-from pygit2.enums import FileMode
 
 from memsync.errors import RepoError
 
@@ -28,8 +27,6 @@ _NOTHING_WRITTEN = "nothing was written; revert that version on the hub or ask i
 # Code points HFS+ ignores in names (git's next_hfs_char): `.g\u200cit` is `.git` on a Mac.
 _HFS_IGNORED = frozenset([0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x206A, 0x2070),
                           0xFEFF])
-_TREE = int(FileMode.TREE)
-_COMMIT = int(FileMode.COMMIT)
 
 
 class UnsafeVersion(RepoError):
@@ -61,8 +58,14 @@ class TreeCheck:
 def reserved_name(name: str) -> str | None:
     """`.git` or `.vm0` if `name` is one of them as git would see it on any file system
     (git's verify_path with core.protectNTFS and core.protectHFS); else None."""
-    # every ignorable code point is outside ASCII: an ASCII name (the common case) folds at once
-    folded = name.lower() if name.isascii() else "".join(c for c in name if ord(c) not in _HFS_IGNORED).lower()
+    # every ignorable code point is outside ASCII: an ASCII name (the common case) folds at once,
+    # and one that holds neither word is none of them
+    if name.isascii():
+        folded = name.lower()
+        if "git" not in folded and "vm0" not in folded:
+            return None
+    else:
+        folded = "".join(c for c in name if ord(c) not in _HFS_IGNORED).lower()
     for word in (".git", ".vm0"):
         for lead in (word, word[1:] + "~1"):  # `git~1`: the NTFS 8.3 short name of `.git`
             if folded.startswith(lead) and _only_dots_and_spaces(folded[len(lead):]):
@@ -129,16 +132,16 @@ def check_tree(repo: pygit2.Repository, tree: pygit2.Tree, old: pygit2.Tree | No
             same = _entry(before, name)
             if same is not None and same.id == entry.id and same.filemode == entry.filemode:
                 continue  # unchanged: checked when it arrived, and not written again
-            mode = int(entry.filemode)
+            kind = entry.type_str  # a plain string: no FileMode enum per entry
             if name == ".gitattributes":
-                result.attributes.append((str(entry.id), mode))
-            if mode == _TREE:
-                was = repo[same.id].peel(pygit2.Tree) if same is not None and int(same.filemode) == _TREE else None
+                result.attributes.append((str(entry.id), int(entry.filemode)))
+            if kind == "tree":
+                was = repo[same.id].peel(pygit2.Tree) if same is not None and same.type_str == "tree" else None
                 stack.append((repo[entry.id].peel(pygit2.Tree), was, path + "/", depth + 1))
-            elif mode != _COMMIT and limit is not None:
+            elif kind != "commit" and limit is not None:
                 size = int(repo.odb.read_header(entry.id)[1])
                 if size > limit:
-                    result.oversize.append(Oversize(path, str(entry.id), mode, size))
+                    result.oversize.append(Oversize(path, str(entry.id), int(entry.filemode), size))
     result.oversize.sort(key=lambda o: o.path)
     return result
 
