@@ -9,7 +9,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileMode, ObjectType
 
-from memsync.git import history, integrate
+from memsync.git import firstcheckout, history
 from tests.conftest import hub_tree, write
 
 
@@ -107,15 +107,15 @@ def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_pa
     (memory / "tool.sh").chmod(0o755)
     assert cli("push", cwd=memory).code == 0
     calls: list[object] = []
-    real = integrate._parts
+    real = firstcheckout.parts
 
     def parts(tree, totals):  # type: ignore[no-untyped-def]
         found = real(tree, totals)
         calls.append(found)
         return found
 
-    monkeypatch.setattr(integrate, "PART_FILES", 2)
-    monkeypatch.setattr(integrate, "_parts", parts)
+    monkeypatch.setattr(firstcheckout, "PART_FILES", 2)
+    monkeypatch.setattr(firstcheckout, "parts", parts)
     dest = tmp_path / "copy"
     assert cli("clone", "research", str(dest), cwd=tmp_path).code == 0
     assert len(calls[0]) > 3 and None not in calls[0]  # type: ignore[arg-type]

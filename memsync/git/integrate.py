@@ -8,7 +8,6 @@ branch, which the next snapshot simply commits: no ref ever contradicts the file
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -17,7 +16,7 @@ import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
 
 from memsync.errors import MemsyncError, RepoError
-from memsync.git import filters
+from memsync.git import filters, firstcheckout
 from memsync.git.hubtree import Oversize, check_tree, refusal
 from memsync.git.merge import ConflictCopy, merge_keep_both
 from memsync.git.repo import GitRepo, file_blob_id, file_entry
@@ -51,7 +50,9 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
     if ours is not None and git.is_ancestor(theirs, ours):
         return Integration("ahead", ours)
     if ours is None or git.is_ancestor(ours, theirs):
-        held = _checkout(git, theirs, memory, max_file_size)
+        # a first checkout reads every tree of the version: libgit2 need not keep them all
+        with firstcheckout.lean_cache() if ours is None else contextlib.nullcontext():
+            held = _checkout(git, theirs, memory, max_file_size)
         git.set_ref(ref, theirs, "memsync: fast-forward")
         return Integration("fast-forward", theirs, held_back=held)
     ours_tree = git.repo[ours].peel(pygit2.Commit).tree
@@ -97,8 +98,7 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
         paths = [p for p in _all_paths(repo, tree) if p not in skip]
     try:
         if paths is None:
-            for part in _parts(tree, git.stats_memo):
-                filters.checkout(repo, tree, CheckoutStrategy.SAFE, part, filters=not unfiltered)
+            firstcheckout.write_all(repo, tree, git.stats_memo, filtered=not unfiltered)
         elif paths:  # only what differs from HEAD: the cost follows the change, not the memory's size
             filters.checkout(repo, tree, CheckoutStrategy.SAFE | CheckoutStrategy.DISABLE_PATHSPEC_MATCH, paths,
                              filters=not unfiltered)
@@ -124,35 +124,6 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
         index.write()
     git.set_held_back(held)
     return oversize
-
-
-PART_FILES = 8192  # files a first checkout writes per libgit2 call
-_PLAIN = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")  # read as itself by libgit2's pathspec
-
-
-def _parts(tree: pygit2.Tree, totals: dict[str, tuple[int, int]]) -> list[list[str] | None]:
-    """A first checkout in parts of about PART_FILES files (top-level entries, in tree order, so a
-    root .gitattributes is still written first). libgit2 holds a delta per file of a checkout on
-    top of the index: one call for 100,000 files peaked ~50 MB above the index alone. [None] (one
-    call) when the tree is small, a top-level name is not plain (it could read as a pattern) or a
-    folder was not counted (`totals`, from hubtree.tree_totals)."""
-    groups: list[list[str] | None] = []
-    current: list[str] = []
-    count = 0
-    for entry in tree:
-        name = entry.name or ""
-        counted = totals.get(str(entry.id)) if entry.type_str == "tree" else (1, 0)
-        if not _PLAIN.fullmatch(name) or counted is None:
-            return [None]
-        files = counted[0]
-        if current and count + files > PART_FILES:
-            groups.append(current)
-            current, count = [], 0
-        current.append(name)
-        count += files
-    if current:
-        groups.append(current)
-    return groups if len(groups) > 1 else [None]
 
 
 def _stale_copies(git: GitRepo, old: pygit2.Tree | None, oversize: list[Oversize]) -> list[str]:
