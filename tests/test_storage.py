@@ -419,3 +419,8 @@ def test_a_push_to_another_hub_leaves_what_is_known_of_the_memorys_own(tmp_path:
     assert "mirror-only.md" in hub_tree(hub=own)
     data = json.loads(cli("status", "--json", cwd=root).out)
     assert (data["ahead"], data["behind"], data["remote_error"]) == (0, 0, None)
+    # the memory's own hub spelled another way is still the memory's own hub
+    write(root, "again.md", "again\n")
+    assert cli("push", "--remote", f"file://{tmp_path}/./own.git", cwd=root).code == 0
+    assert git("rev-parse", "refs/remotes/origin/memory/research", cwd=root) == git(
+        "rev-parse", "memory/research", cwd=own)
