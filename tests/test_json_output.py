@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
-from tests.conftest import memsync_cmd
+from tests.conftest import git, memsync_cmd
 
 TIME = {"type": "string", "pattern": r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"}
 SHORT = {"type": "string", "pattern": "^[0-9a-f]{8}$"}
@@ -89,12 +90,20 @@ def test_every_json_output_matches_its_schema(memory: Path, tmp_path: Path) -> N
 
 
 def test_status_says_when_remote_values_are_cached(memory: Path, tmp_path: Path) -> None:
-    status = _json("status", "--json", "--remote", str(tmp_path / "gone.git"), cwd=memory, code=4)
+    gone = tmp_path / "gone.git"
+    git("init", "-q", "--bare", str(gone), cwd=tmp_path)
+    assert memsync_cmd("push", "--remote", str(gone), cwd=memory).returncode == 0
+    shutil.rmtree(gone)
+    status = _json("status", "--json", "--remote", str(gone), cwd=memory, code=4)
     jsonschema.validate(status, STATUS)
     assert status["remote_error"] and status["remote_cached"] is True
     assert status["remote_version"] is not None, "the last fetched version, marked as cached"
-    text = memsync_cmd("status", "--remote", str(tmp_path / "gone.git"), cwd=memory)
+    text = memsync_cmd("status", "--remote", str(gone), cwd=memory)
     assert text.returncode == 4 and "as of the last successful fetch" in text.stdout
+    # a hub never reached has nothing cached: another hub's version never stands in for it
+    never = _json("status", "--json", "--remote", str(tmp_path / "never.git"), cwd=memory, code=4)
+    jsonschema.validate(never, STATUS)
+    assert never["remote_error"] and never["remote_cached"] is False and never["remote_version"] is None
 
 
 def test_times_are_one_format_in_text_too(memory: Path, tmp_path: Path) -> None:
