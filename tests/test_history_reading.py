@@ -107,15 +107,15 @@ def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_pa
     (memory / "tool.sh").chmod(0o755)
     assert cli("push", cwd=memory).code == 0
     calls: list[object] = []
-    real = firstcheckout.parts
+    real = firstcheckout._parts
 
-    def parts(tree, totals):  # type: ignore[no-untyped-def]
-        found = real(tree, totals)
+    def parts(counted):  # type: ignore[no-untyped-def]
+        found = real(counted)
         calls.append(found)
         return found
 
     monkeypatch.setattr(firstcheckout, "PART_FILES", 2)
-    monkeypatch.setattr(firstcheckout, "parts", parts)
+    monkeypatch.setattr(firstcheckout, "_parts", parts)
     dest = tmp_path / "copy"
     assert cli("clone", "research", str(dest), cwd=tmp_path).code == 0
     assert len(calls[0]) > 3 and None not in calls[0]  # type: ignore[arg-type]

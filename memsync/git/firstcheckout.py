@@ -32,7 +32,7 @@ from pygit2.ffi import C
 
 from memsync.git import filters
 
-__all__ = ["MIN_FILES_PER_WORKER", "PART_FILES", "WORKERS", "lean_cache", "parts", "write_all"]
+__all__ = ["MIN_FILES_PER_WORKER", "PART_FILES", "WORKERS", "lean_cache", "write_all"]
 
 PART_FILES = 8192  # files a first checkout writes per libgit2 call
 WORKERS = 4  # threads at most (each holds one part's delta at a time)
@@ -50,7 +50,7 @@ def write_all(repo: pygit2.Repository, tree: pygit2.Tree, totals: dict[str, tupl
     counted = _counted(tree, totals)
     runs = [] if filtered or counted is None else _runs(counted, _workers(sum(n for _, n in counted)))
     if len(runs) < 2:
-        for part in parts(tree, totals):
+        for part in _parts(counted):
             filters.checkout(repo, tree, CheckoutStrategy.SAFE, part, filters=filtered)
         return
     _write_runs(repo, tree, runs)
@@ -114,19 +114,16 @@ def _join(threads: list[threading.Thread]) -> None:
         raise KeyboardInterrupt
 
 
-def parts(tree: pygit2.Tree, totals: dict[str, tuple[int, int]]) -> list[list[str] | None]:
-    """The tree's top-level names in parts of about PART_FILES files; [None] (one call) when the
-    tree is small, a top-level name is not plain (it could read as a pattern) or a folder was not
-    counted (`totals`, from hubtree.tree_totals)."""
-    counted = _counted(tree, totals)
-    if counted is None:
-        return [None]
-    found = _split(counted)
+def _parts(counted: list[tuple[str, int]] | None) -> list[list[str] | None]:
+    """The top-level names in parts of about PART_FILES files; [None] (one call) when the tree
+    is small, a top-level name is not plain (it could read as a pattern) or a folder was not
+    counted (`totals`, from hubtree.tree_totals): `counted` is None."""
+    found = [] if counted is None else _split(counted)
     return found if len(found) > 1 else [None]
 
 
 def _counted(tree: pygit2.Tree, totals: dict[str, tuple[int, int]]) -> list[tuple[str, int]] | None:
-    """(name, files below it) of each top-level entry in tree order, or None (see parts)."""
+    """(name, files below it) of each top-level entry in tree order, or None (see _parts)."""
     counted = []
     for entry in tree:
         name = entry.name or ""
