@@ -92,8 +92,8 @@ def print_check_cost(root: Path, env: dict[str, str], rounds: int) -> None:
     import time
 
     os.environ.update(env)
-    from memsync.memory import open_memory
-    from memsync.trust import RunTrust
+    from memsync.core.memory import open_memory
+    from memsync.run.record import RunTrust
 
     def sh(line: str) -> None:
         subprocess.run(line, shell=True, cwd=root, env=env, check=True, capture_output=True)

@@ -1,4 +1,4 @@
-"""The work a verb does inside one warm process: memsync.cli.main([...]) called repeatedly.
+"""The work a verb does inside one warm process: memsync.cli.app.main([...]) called repeatedly.
 
 Start-up (interpreter, imports) is left out: what remains is what a resident server's child
 still pays per request. Needs a memory kept by bench.py:
@@ -97,7 +97,7 @@ def _serving(base: Path, hub: Path, memory: Path) -> Iterator[None]:
 def _measure(a: argparse.Namespace, home: Path) -> int:
     import pygit2
 
-    from memsync.cli import main as memsync_main
+    from memsync.cli.app import main as memsync_main
 
     if a.tracker:
         _track()
@@ -170,8 +170,8 @@ def _measure(a: argparse.Namespace, home: Path) -> int:
 def _track() -> None:
     """The server's trackers in this process, reached directly instead of over a worker's line."""
     from memsync.git import hints
-    from memsync.tracker import Trackers
-    from memsync.tracklink import Local
+    from memsync.serve.tracker import Trackers
+    from memsync.serve.tracklink import Local
 
     hints.source = Local(Trackers())
 

@@ -19,10 +19,10 @@ the command line: the `remote=` argument, storage.yaml, MEMSYNC_REMOTE, then the
 from __future__ import annotations
 
 from memsync.errors import MemsyncError
-from memsync.listing import MemoryInfo, list_memories
-from memsync.run import Mount, RunReport
-from memsync.run import execute as run
-from memsync.sync import InitResult, PullResult, PushResult, StatusReport, clone, init, pull, push, status
+from memsync.run.execute import Mount, RunReport
+from memsync.run.execute import execute as run
+from memsync.sync.listing import MemoryInfo, list_memories
+from memsync.sync.storage import InitResult, PullResult, PushResult, StatusReport, clone, init, pull, push, status
 
 __all__ = [
     "InitResult",

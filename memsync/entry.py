@@ -31,14 +31,14 @@ def main() -> None:
             sys.stdout.write(f"memsync {__version__}\n")
             return
         if os.environ.get("MEMSYNC_SERVER"):
-            from memsync import handoff
+            from memsync.serve import handoff
 
             if handoff.wanted(sys.argv[1:]):
                 served = handoff.served(sys.argv[1:], __version__)
                 if served is not None:
                     sys.stdout.flush()
                     os._exit(served)
-        from memsync.cli import main as cli_main
+        from memsync.cli.app import main as cli_main
 
         code = cli_main()
     except KeyboardInterrupt:

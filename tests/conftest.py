@@ -52,7 +52,7 @@ class Result:
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """Call the memsync CLI in-process: cli("push", cwd=path) -> Result(code, out, err)."""
-    from memsync.cli import main
+    from memsync.cli.app import main
 
     def invoke(*args: str, cwd: Path | None = None) -> Result:
         if cwd is not None:

@@ -198,7 +198,7 @@ def _nobody_python() -> list[str] | None:
             continue
         env = {"PYTHONPATH": f"{site}:{repo}", "PATH": os.environ.get("PATH", "")}
         try:
-            ok = subprocess.run([python, "-c", "import memsync.cli, pygit2"], user="nobody", env=env,
+            ok = subprocess.run([python, "-c", "import memsync.cli.app, pygit2"], user="nobody", env=env,
                                 capture_output=True, check=False, cwd="/")
         except OSError:
             continue

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from memsync import api, sync
+from memsync import api
 from memsync.errors import MemoryNotFound, NotAMemory
+from memsync.sync import storage as sync
 from tests.conftest import hub_tree, write
 
 

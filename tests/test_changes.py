@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.changes import ChangeMonitor
+from memsync.live.changes import ChangeMonitor
 from tests.conftest import write
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts inotify watches in /proc")

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from memsync.cmdline import redact_args, shown_command
+from memsync.run.cmdline import redact_args, shown_command
 
 _rng = random.Random(11)
 PW = "Zq8" + "".join(_rng.choice("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(14))

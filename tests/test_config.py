@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memsync import config
+from memsync.core import config
 
 CASES = [
     "name: research\ntype: memory\n",

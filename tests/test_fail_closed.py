@@ -275,7 +275,7 @@ def test_a_ctrl_c_while_objects_arrive_aborts_the_fetch(tmp_path: Path, git_daem
     Python that runs while objects arrive, still stops the fetch and is still a Ctrl-C."""
     import pygit2
 
-    from memsync import hub as hubmod
+    from memsync.git import hub as hubmod
     from memsync.git import interrupts, transport
 
     bare = make_bare_hub(git_daemon.base_path / "hub.git")

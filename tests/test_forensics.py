@@ -118,9 +118,9 @@ def test_run_that_deletes_and_rewrites_older_files_is_flagged(memory: Path, cli)
 
 
 def test_run_deleting_its_own_new_file_and_operator_deletes_are_not_flagged(memory: Path, cli) -> None:
-    from memsync.attribution import Attribution
-    from memsync.memory import open_memory
-    from memsync.snapshot import take
+    from memsync.core.attribution import Attribution
+    from memsync.core.memory import open_memory
+    from memsync.core.snapshot import take
 
     mem = open_memory(memory)
     base = mem.git.head_oid()
@@ -278,10 +278,10 @@ def test_diff_of_a_run_stat_and_paths(memory: Path, cli) -> None:
 
 def test_run_range_excludes_versions_merged_in_between(memory: Path, tmp_path: Path, cli) -> None:
     """A run whose checkpoint merged someone else's version: run:<id> is only its own change."""
-    from memsync.attribution import Attribution
-    from memsync.exchange import sync
-    from memsync.memory import open_memory
-    from memsync.snapshot import take
+    from memsync.core.attribution import Attribution
+    from memsync.core.memory import open_memory
+    from memsync.core.snapshot import take
+    from memsync.sync.exchange import sync
 
     other = tmp_path / "other"
     assert cli("clone", "research", str(other), cwd=tmp_path).code == 0

@@ -7,7 +7,7 @@ from typing import get_args
 
 import pytest
 
-from memsync.guard import (
+from memsync.checks.guard import (
     Actor,
     FileChange,
     Flag,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync import snapshot
+from memsync.core import snapshot
 from tests.conftest import git, hub_tree, write
 
 

@@ -135,7 +135,7 @@ def test_paths_cannot_escape_the_memory(memory: Path, tmp_path: Path, path: str,
 def test_destructive_overwrite_is_refused_then_made_flagged_on_purpose(memory: Path, tmp_path: Path) -> None:
     write(memory, "crdts.md", CRDTS)
     git("add", "-A", cwd=memory)  # the operator's push below commits it
-    from memsync import sync
+    from memsync.sync import storage as sync
 
     sync.push(memory)
     with tool(tmp_path / "s" / "research") as t:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.merge_policy import DEFAULT_RULES, MergeRule, parse_rules, strategy_for
+from memsync.checks.merge_policy import DEFAULT_RULES, MergeRule, parse_rules, strategy_for
 from tests.conftest import hub_tree, memsync_cmd, write
 from tests.stress_report import Figures, figures, size
 

@@ -152,7 +152,7 @@ def test_hub_moving_between_the_lease_check_and_the_update(pushed: Path, hub: Pa
 def test_the_lease_refuses_before_anything_is_sent(pushed: Path, hub: Path, cli) -> None:  # type: ignore[no-untyped-def]
     """transport.push with a lease the hub's tip contradicts: NotFastForward, and not one byte
     of the pack was written (libgit2 reports the first chunk it sends)."""
-    from memsync.memory import open_memory
+    from memsync.core.memory import open_memory
 
     before = head(hub, BRANCH)
     write(pushed, "runs/mine.md", "mine\n")
@@ -213,10 +213,10 @@ def test_first_push_of_a_name_the_hub_already_has_is_refused_as_before(hub: Path
 def test_commits_memsync_did_not_make_are_refused_as_before(pushed: Path, hub: Path, git_daemon: GitDaemon) -> None:
     """A run's push (`vetted`) with a commit nobody checked on its branch: refused with the
     same error as the full exchange gives, nothing pushed."""
-    from memsync.attribution import operator
+    from memsync.core.attribution import operator
+    from memsync.core.memory import open_memory
     from memsync.errors import RepoError
-    from memsync.exchange import sync
-    from memsync.memory import open_memory
+    from memsync.sync.exchange import sync
 
     before = head(hub, BRANCH)
     write(pushed, "sneaked.md", "not checked\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.pacing import PushPacer, PushRate, parse_rate
+from memsync.core.pacing import PushPacer, PushRate, parse_rate
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd
 
 # Six writes, 0.5 s apart: with checkpoints after 0.2 s of quiet, each is its own checkpoint.

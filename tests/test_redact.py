@@ -125,8 +125,8 @@ def test_without_yes_and_without_a_terminal_it_refuses(cli, memory: Path) -> Non
 
 
 def test_the_lease_refuses_when_the_hub_moved(cli, memory: Path, tmp_path: Path) -> None:
-    from memsync import redact as core
     from memsync.errors import PushRejected
+    from memsync.history import redact as core
 
     write(memory, "keys.md", f"{SECRET}\n")
     assert cli("push", cwd=memory).code == 0

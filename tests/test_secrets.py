@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.secrets import CHUNK_BYTES, PRAGMA, RULE_IDS, Finding, redact, scan_bytes, scan_file, scan_path
+from memsync.checks.secrets import CHUNK_BYTES, PRAGMA, RULE_IDS, Finding, redact, scan_bytes, scan_file, scan_path
 from tests.stress_report import Figures, figures
 
 __all__ = ["figures"]
@@ -490,8 +490,8 @@ def _timed(data: bytes) -> float:
 
 
 def test_module_imports_only_small_standard_modules() -> None:
-    import memsync.secret_rules as rules
-    import memsync.secrets as mod
+    import memsync.checks.secret_rules as rules
+    import memsync.checks.secrets as mod
 
     imported: set[str] = set()
     for module in (mod, rules):
@@ -502,13 +502,14 @@ def test_module_imports_only_small_standard_modules() -> None:
             elif isinstance(node, ast.ImportFrom):
                 assert node.module is not None
                 imported.add(node.module)
-    assert imported <= {"re", "math", "dataclasses", "binascii", "typing", "collections.abc", "memsync.secret_rules"}
+    assert imported <= {"re", "math", "dataclasses", "binascii", "typing", "collections.abc",
+                        "memsync.checks.secret_rules"}
 
 
 def test_sources_are_clean() -> None:
     """Neither this test file nor the scanner itself contains a flaggable literal."""
-    import memsync.secret_rules as rules
-    import memsync.secrets as mod
+    import memsync.checks.secret_rules as rules
+    import memsync.checks.secrets as mod
 
     assert mod.__file__ is not None and rules.__file__ is not None
     for path in (Path(__file__), Path(mod.__file__), Path(rules.__file__)):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.secrets import scan_bytes
+from memsync.checks.secrets import scan_bytes
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.stress_report import Figures, figures
 

@@ -203,7 +203,7 @@ def test_server_messages_on_the_sideband_are_escaped(git_daemon: GitDaemon, tmp_
 def test_paths_are_quoted_as_git_quotes_them(tmp_path: Path) -> None:
     """Byte for byte what `git ls-files` prints (core.quotePath=false) for names with controls,
     quotes and backslashes; C1 controls and bidi overrides, which git leaves alone, are quoted too."""
-    from memsync.textsafe import clean, quote_path
+    from memsync.util.textsafe import clean, quote_path
 
     repo = tmp_path / "names"
     repo.mkdir()

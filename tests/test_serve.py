@@ -133,9 +133,9 @@ def test_exit_code_and_output_of_a_run_pass_through(memory: Path, server: Server
 # What a served command's client may import beyond a bare interpreter (`python -S`): its own
 # three modules, _socket, what `site` brings anyway (os and its path modules); a run also seals
 # itself (memsync.sealed, ctypes for prctl). Every other module is paid for by every command.
-CLIENT_MODULES = {"__future__", "_socket", "memsync", "memsync.entry", "memsync.handoff", "os", "stat", "_stat",
+CLIENT_MODULES = {"__future__", "_socket", "memsync", "memsync.entry", "memsync.serve.handoff", "os", "stat", "_stat",
                   "posixpath", "genericpath", "_collections_abc"}
-SEALING_MODULES = {"memsync.sealed", "ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "types"}
+SEALING_MODULES = {"memsync.util.sealed", "ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "types"}
 
 
 def client_imports(args: list[str], cwd: Path, env: dict[str, str]) -> set[str]:
@@ -153,10 +153,10 @@ def client_imports(args: list[str], cwd: Path, env: dict[str, str]) -> set[str]:
 
 def test_a_served_clients_imports_stay_lean(memory: Path, server: Server) -> None:
     log = client_imports(["log", "-n", "1"], memory, server.env())
-    assert "memsync.handoff" in log and log <= CLIENT_MODULES, sorted(log - CLIENT_MODULES)
+    assert "memsync.serve.handoff" in log and log <= CLIENT_MODULES, sorted(log - CLIENT_MODULES)
     run = client_imports(["run", "--", sys.executable, "-c", f"import sys; {PARENTS}"], memory, server.env())
     assert run <= CLIENT_MODULES | SEALING_MODULES, sorted(run - CLIENT_MODULES - SEALING_MODULES)
-    assert "memsync.sealed" in run
+    assert "memsync.util.sealed" in run
 
 
 def _state_and_parent(pid: int | str) -> tuple[str, int] | None:
@@ -297,7 +297,7 @@ def test_idle_server_stops_and_removes_its_socket(tmp_path: Path) -> None:
 def test_changed_code_is_never_run_by_an_old_server(tmp_path: Path, memory: Path, server: Server) -> None:
     """An upgrade under a running server: the request runs in-process, and the server starts again
     with the new code (a new process on the same socket)."""
-    import memsync.names as touched
+    import memsync.util.names as touched
 
     path = Path(touched.__file__)
     st = path.stat()
@@ -380,7 +380,8 @@ def _ask(server: Server, argv: list[str], cwd: Path, go: bool) -> int:
     """A hand-made client: the request, the worker's pid back, then `go` or a hang-up."""
     import struct
 
-    from memsync import __version__, handoff
+    from memsync import __version__
+    from memsync.serve import handoff
 
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(str(server.socket))

@@ -209,7 +209,7 @@ def test_a_forged_record_cannot_replace_where_a_shallow_history_stops(cli, writt
     import pygit2
 
     from memsync.git import rewrite
-    from memsync.redact import placeholder
+    from memsync.history.redact import placeholder
     from tests.test_redact import redaction_record
 
     dest = tmp_path / "sandbox"

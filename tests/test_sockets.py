@@ -92,6 +92,6 @@ def test_a_push_over_git_daemon_sends_without_delay(git_daemon: GitDaemon, cli, 
     ("ssh://git@hub.example:2222/x", 2222), ("git@hub.example:x.git", 22), ("/srv/hub.git", None),
 ])
 def test_the_port_a_hub_is_reached_on(url: str, port: int | None) -> None:
-    from memsync.hub import parse
+    from memsync.git.hub import parse
 
     assert parse(url).port == port

@@ -60,10 +60,11 @@ def test_the_integrations_cost_the_core_commands_nothing(memory: Path) -> None:
                           env=dict(os.environ), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "memsync.commands.storage" in loaded
-    assert not loaded & {"memsync.commands.hooks", "memsync.commands.mcp", "memsync.commands.redact"}
+    assert "memsync.cli.storage" in loaded
+    assert not loaded & {"memsync.cli.hooks", "memsync.cli.mcp", "memsync.cli.redact"}
     # nor does status load what only committing and merging use
-    assert not loaded & {"memsync.snapshot", "memsync.guard", "memsync.unverified", "memsync.git.integrate"}
+    assert not loaded & {"memsync.core.snapshot", "memsync.checks.guard", "memsync.core.unverified",
+                         "memsync.git.integrate"}
 
 
 def test_a_ctrl_c_surfacing_as_an_import_failure_is_still_a_ctrl_c(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_a_ctrl_c_surfacing_as_an_import_failure_is_still_a_ctrl_c(tmp_path: Pat
         "import os, signal, sys\n"
         "class Interrupted:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'memsync.cli':\n"
+        "        if name == 'memsync.cli.app':\n"
         "            try:\n"
         "                os.kill(os.getpid(), signal.SIGINT)\n"
         "            except KeyboardInterrupt:\n"

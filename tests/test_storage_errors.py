@@ -157,7 +157,7 @@ def test_read_only_directory_as_unprivileged_user(tmp_path: Path) -> None:
     root = base / "locked-dir"
     root.mkdir()
     root.chmod(0o555)
-    code = ("import sys; from memsync.cli import main; sys.exit(main(['init']))")
+    code = ("import sys; from memsync.cli.app import main; sys.exit(main(['init']))")
     env = {"PATH": os.environ["PATH"], "HOME": str(root), "MEMSYNC_HOME": str(root / "h"),
            "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     proc = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",

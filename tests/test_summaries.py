@@ -1,4 +1,4 @@
-"""`memsync log`'s kept version summaries (memsync/summaries.py): the same log with or without them,
+"""`memsync log`'s kept version summaries (memsync/history/summaries.py): the same log with or without them,
 and a cache that cannot be read or written is only ever a slower log."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Change trackers (memsync/tracker.py): a narrowed scan reports exactly what a full scan does.
+"""Change trackers (memsync/serve/tracker.py): a narrowed scan reports exactly what a full scan does.
 
 Real inotify on a real memory. The differential tests make random changes of every kind a user,
 an agent or git can make (new folders, renames, deletions, mode changes, symlinks, .gitignore
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from memsync import tracker as tracker_mod
 from memsync.git import hints
 from memsync.git.repo import GitRepo
-from memsync.tracker import Tracker, Trackers
-from memsync.tracklink import Local
+from memsync.serve import tracker as tracker_mod
+from memsync.serve.tracker import Tracker, Trackers
+from memsync.serve.tracklink import Local
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 
 pytestmark = pytest.mark.skipif(

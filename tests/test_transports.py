@@ -94,7 +94,7 @@ def pushed(tmp_path: Path, cli, hub: Hub) -> Path:  # type: ignore[no-untyped-de
 
 
 def test_init_push_stores_the_memory_on_the_hub(pushed: Path, hub: Hub) -> None:
-    from memsync.sync import MERGE_RULES
+    from memsync.sync.storage import MERGE_RULES
 
     assert hub.tree() == {"summary.md": "# Summary\n\nfirst line\n", "runs/first.md": "first run\n",
                           ".gitattributes": MERGE_RULES}

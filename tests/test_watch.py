@@ -298,8 +298,8 @@ def test_bad_timings_are_usage_errors(memory: Path, args: list[str]) -> None:
 
 
 def test_status_line_is_compact() -> None:
-    from memsync.commands.watch import status_line
-    from memsync.watch import WatchStatus
+    from memsync.cli.watch import status_line
+    from memsync.live.watch import WatchStatus
 
     line = status_line(WatchStatus("offline", "hub unreachable", version="0123456789abcdef", last_sync=100.0,
                                    pending=2, commits=3), now=112.0)

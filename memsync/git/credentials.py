@@ -36,10 +36,10 @@ from urllib.parse import urlsplit
 import pygit2
 from pygit2.enums import CredentialType, Option
 
-from memsync import sealed
 from memsync.errors import AuthFailed, ConfigError, HostKeyError
 from memsync.git.hostkeys import ServerIdentity, verify_ssh
-from memsync.hub import HubUrl
+from memsync.git.hub import HubUrl
+from memsync.util import sealed
 
 DEFAULT_HTTP_USER = "x-access-token"
 DEFAULT_SSH_USER = "git"

@@ -2,7 +2,7 @@
 
 libgit2's index-to-work-tree diff lstat()s every file (40-45 ms at 10,000 files, as much as git's
 whole `fetch && status`). A tracker that watches the work tree (the resident server's, see
-memsync/tracker.py) can say which paths were touched since an earlier scan; the scan then asks
+memsync/serve/tracker.py) can say which paths were touched since an earlier scan; the scan then asks
 libgit2 about those paths only, with the same flags, so it reports exactly what a full diff would.
 
 A scan hands its result back as the next baseline: (token, the index's tree, what differed).
@@ -16,7 +16,7 @@ Anything else that can change a diff without touching a watched path (a .gitigno
 same place) makes the scan a full one. So does any doubt: no tracker, no answer, no baseline.
 
 This module is only an interface: `source` is None in a plain process, and the server sets it in
-its workers (memsync/server.py). Nothing here imports the server.
+its workers (memsync/serve/server.py). Nothing here imports the server.
 """
 
 from __future__ import annotations

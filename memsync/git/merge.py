@@ -18,7 +18,7 @@ import pygit2
 from pygit2.enums import MergeFavor
 
 from memsync.errors import RepoError
-from memsync.names import conflict_copy_name, host_name
+from memsync.util.names import conflict_copy_name, host_name
 
 
 @dataclass(frozen=True)

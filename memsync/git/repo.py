@@ -21,10 +21,10 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode, Option, RepositorySt
 
 from memsync.errors import RepoError
 from memsync.git import hints
+from memsync.git.hub import redact
 from memsync.git.hubtree import tree_totals
 from memsync.git.workdiff import diff_to_workdir
-from memsync.hub import redact
-from memsync.names import operator_identity
+from memsync.util.names import operator_identity
 
 ChangeKind = Literal["added", "modified", "deleted"]
 

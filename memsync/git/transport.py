@@ -29,7 +29,7 @@ from memsync.errors import (
 from memsync.git import hostkeys, interrupts, sockets
 from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
-from memsync.hub import HubUrl, redact
+from memsync.git.hub import HubUrl, redact
 
 ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objects total, bytes)
 

@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsync import guard
+from memsync.checks import guard
 from memsync.errors import MemsyncError, UsageError
 from memsync.integrations.session import MemorySession
 
@@ -347,7 +347,7 @@ class MemoryFiles:
         """A secret this write adds is refused (one already in the file does not block edits)."""
         if self.session.memory.config.secrets == "off":
             return
-        from memsync import secrets as secretscan
+        from memsync.checks import secrets as secretscan
 
         known = {(f.rule, f.preview) for f in secretscan.scan_bytes(t.rel, old)} if old else set()
         found = [f for f in secretscan.scan_bytes(t.rel, new) if (f.rule, f.preview) not in known]

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from memsync.errors import MemsyncError
 from memsync.integrations.files import MemoryFiles, Refused, Target, failure_text
 from memsync.integrations.session import MemorySession, SessionReport
-from memsync.run import Mount
+from memsync.run.execute import Mount
 
 TOOL = "mcp"
 MAX_DIFF_CHARS = 60_000
@@ -174,7 +174,7 @@ def build(memories: Memories) -> MCPServer:
 
 
 def _log(f: MemoryFiles, path: str | None, run_id: str | None, flagged: bool, limit: int) -> str:
-    from memsync import forensics
+    from memsync.history import forensics
 
     rel = _target(f, path).rel if path else None
     result = forensics.log(f.session.root, rel, run_id=run_id, flagged=flagged, limit=max(0, min(limit, 500)))
@@ -188,7 +188,7 @@ def _log(f: MemoryFiles, path: str | None, run_id: str | None, flagged: bool, li
 
 
 def _diff(f: MemoryFiles, revs: list[str], path: str | None) -> str:
-    from memsync import forensics
+    from memsync.history import forensics
 
     paths = [_target(f, path).rel] if path else None
     result = forensics.diff(f.session.root, revs, paths)
@@ -199,7 +199,7 @@ def _diff(f: MemoryFiles, revs: list[str], path: str | None) -> str:
 
 
 def _restore(f: MemoryFiles, path: str, at: str) -> str:
-    from memsync import forensics
+    from memsync.history import forensics
 
     session = f.session
     t = _target(f, path)

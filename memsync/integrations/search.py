@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from memsync.core.memory import Memory
 from memsync.errors import UsageError
 from memsync.git import history
-from memsync.memory import Memory
 
 MAX_FILE_BYTES = 2_000_000  # bigger files are not searched
 MAX_LINE_CHARS = 400  # a matching line is shown cut to this
@@ -49,7 +49,7 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
     head = mem.git.head_oid()
     if head is None:
         return hits, False
-    from memsync import shallow
+    from memsync.sync import shallow
 
     shallow.complete(mem)  # a shallow clone's older versions are searched too
     seen = set(current)

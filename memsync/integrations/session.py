@@ -13,11 +13,11 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memsync.attribution import Attribution
+from memsync.core.attribution import Attribution
+from memsync.core.memory import Memory
+from memsync.core.snapshot import Snapshot, describe, take
 from memsync.errors import MemoryNotFound, MemsyncError, RemoteError, UsageError
-from memsync.memory import Memory
-from memsync.names import check_name, check_run_id, new_run_id
-from memsync.snapshot import Snapshot, describe, take
+from memsync.util.names import check_name, check_run_id, new_run_id
 
 DEFAULT_CHECKPOINT_WRITES = 20
 DEFAULT_CHECKPOINT_SECONDS = 30.0
@@ -76,7 +76,7 @@ class MemorySession:
     def open(self) -> Memory:
         if self._mem is not None:
             return self._mem
-        from memsync import run as runner
+        from memsync.run import execute as runner
 
         mount = runner.Mount(self.name, self.path, self.read_only)
         try:
@@ -85,7 +85,7 @@ class MemorySession:
         except MemoryNotFound:
             if not self.create or self.read_only:
                 raise
-            from memsync import sync
+            from memsync.sync import storage as sync
 
             sync.init(self.path, name=self.name, remote=self.remote)
             mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append,
@@ -93,7 +93,7 @@ class MemorySession:
         self._mem = mems[0]
         self._base = self._mem.git.head_oid()
         if not self.read_only:
-            from memsync.exchange import unpushed
+            from memsync.sync.exchange import unpushed
 
             if unpushed(self._mem):  # left by a session killed before its push: the next checkpoint sends it
                 self._unpushed_writes = 1
@@ -130,7 +130,7 @@ class MemorySession:
                 report.error = error
                 report.pushed = error is None
             report.version = mem.git.head_oid()
-            from memsync.exchange import unpushed
+            from memsync.sync.exchange import unpushed
 
             with contextlib.suppress(MemsyncError):
                 report.unpushed = unpushed(mem) if not report.pushed else []
@@ -184,7 +184,7 @@ class MemorySession:
             return self._push()
 
     def _push(self) -> str | None:
-        from memsync.exchange import sync
+        from memsync.sync.exchange import sync
 
         mem = self.memory
         who = self._who(f"Checkpoint of session {self.run_id}")

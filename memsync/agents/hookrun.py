@@ -1,0 +1,211 @@
+"""What a coding agent's hooks run: pull its memory at session start, commit and push it when a
+turn or the session ends, with the session as the run.
+
+A hook must never block or break the agent: the CLI turns every failure into one line on stderr
+and exit 0, and network waits are short (the agent cancels a hook after its timeout anyway; a
+cancelled hook leaves a state the next one recovers from, as any killed memsync does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memsync.agents import registry as agents
+from memsync.agents.registry import Agent
+from memsync.core import config as cfgmod
+from memsync.core.attribution import Attribution, operator
+from memsync.core.memory import Memory, open_memory
+from memsync.errors import UsageError
+from memsync.util.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
+
+HOOK_VERBS = ("session-start", "stop", "session-end")
+EXCLUDE_MARK = "# memsync hooks: in the agent's home only its memory files are synced"
+
+
+def short_network() -> None:
+    """Hooks wait seconds, not minutes, for a hub (set before the transport is imported)."""
+    os.environ.setdefault("MEMSYNC_CONNECT_TIMEOUT", "5")
+    os.environ.setdefault("MEMSYNC_IO_TIMEOUT", "15")
+    os.environ.setdefault("MEMSYNC_LOCK_TIMEOUT", "5")
+
+
+@dataclass
+class HookResult:
+    event: str
+    memory: str
+    run_id: str | None = None
+    version: str | None = None
+    committed: bool = False
+    pulled: bool = False  # the hub's newer versions were merged in
+    pushed: bool = False
+    adopted: str | None = None  # "initialized" | "cloned" | "adopted"
+    conflicts: int = 0
+    warnings: list[str] = field(default_factory=list)  # what the snapshot found (secrets, size...)
+
+
+def run_id_for(a: Agent, payload: dict[str, Any]) -> str:
+    """The session as the run: `claude-code-<session id>` (any unsafe character becomes `-`)."""
+    session = re.sub(r"[^A-Za-z0-9._-]+", "-", str(payload.get("session_id") or "")).strip("-.")
+    if not session:
+        return new_run_id()
+    return check_run_id(f"{a.key}-{session}"[:128].replace("..", "-"))
+
+
+def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
+           payload: dict[str, Any]) -> HookResult:
+    if verb not in HOOK_VERBS:
+        raise UsageError(f"unknown hook {verb!r}", f"use one of: {', '.join(HOOK_VERBS)}")
+    check_name(name)
+    short_network()
+    from memsync.core.snapshot import describe, take
+    from memsync.sync import exchange
+    from memsync.sync.storage import ensure_hub
+
+    exchange.NETWORK_TRIES = 2  # one retry: the agent is waiting
+    result = HookResult(verb, name)
+    mem, result.adopted = ensure_memory(a, name, directory.expanduser(), remote)
+    if verb == "session-start":
+        who = operator("Save local changes before the session")  # a previous session's last edits
+    else:
+        result.run_id = run_id_for(a, payload)
+        event = str(payload.get("hook_event_name") or verb)
+        session = str(payload.get("session_id") or result.run_id)
+        who = Attribution("run", f"{a.label} session {session} ({event})", result.run_id,
+                          (("Memsync-Command", a.key), ("Memsync-Hook", event)))
+    with mem.locked():
+        mem.git.check_state(mem.branch)
+        mem.git.ensure_layout(mem.branch, None)
+        ensure_hub(mem.hub)
+        snap = take(mem, who)
+        mine = mem.git.head_oid()
+        result.committed = snap.commit is not None
+        result.warnings = describe(snap)
+
+        def resnap() -> None:
+            take(mem, who)
+
+        merge_as = operator("Merge the remote memory") if verb == "session-start" else who
+        whole_home = mem.root.resolve() == a.home.resolve()
+        done = exchange.sync(mem, merge_as, resnap, accept=_only_memory_files(mem, a) if whole_home else None)
+        result.pushed = done.pushed
+        result.pulled = mem.git.head_oid() != mine  # pushing never moves the local head
+        result.conflicts = len(done.conflicts)
+        result.version = mem.git.head_oid()
+    return result
+
+
+def _only_memory_files(mem: Memory, a: Agent) -> Callable[[str], None]:
+    """In the agent's home a version from the hub may hold its memory files and nothing else: a
+    settings.json from the hub would be the agent's configuration (its hooks run commands)."""
+    from memsync.errors import RepoError
+
+    def check(theirs: str) -> None:
+        changed = mem.git.tree_changes(mem.git.head_oid(), theirs)
+        bad = sorted(p for p, blob in changed.items() if blob is not None
+                     and (not agents.allowed_path(a, p) or mem.git.is_link(theirs, p)))
+        if bad:
+            raise RepoError(f"refused version {theirs[:8]} of {mem.name!r}: it holds {bad[0]!r}, which is not "
+                            f"one of {a.label}'s memory files (or is a symbolic link)",
+                            "nothing was written; remove it on the hub")
+
+    return check
+
+
+# -- the memory directory -------------------------------------------------------------------------
+def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> tuple[Memory, str | None]:
+    """The memory at `directory`, made one if needed: cloned when the hub has it, adopted in place
+    when the directory already holds files (the hub's versions of files that differ are kept
+    beside them as conflict copies), else initialised."""
+    from memsync.sync import storage as sync
+
+    done = None
+    whole_home = directory.resolve() == a.home.resolve()
+    if cfgmod.find_root(directory) != directory.resolve():
+        directory.mkdir(parents=True, exist_ok=True)
+        _remove_dead_stagings(directory.parent, name)
+        if (directory / ".git").exists() or not _on_hub(name, remote):
+            sync.init(directory, name, None, remote, merge_rules=False)  # an existing repository is adopted as it is
+            done = "initialized"
+        elif any(directory.iterdir()) or whole_home:
+            _adopt(name, directory, remote, a if whole_home else None)
+            done = "adopted"
+        else:
+            directory.rmdir()
+            sync.clone(name, directory, remote=remote)
+            done = "cloned"
+    if whole_home:  # every time: a kill may have come before it
+        _exclude_all_but_memory(directory, a)
+    mem = open_memory(directory, remote)
+    if mem.name != name:
+        raise UsageError(f"{directory} holds the memory {mem.name!r}, not {name!r}",
+                         "reinstall the hooks with the right --memory or --dir")
+    return mem, done
+
+
+def _on_hub(name: str, remote: str | None) -> bool:
+    from memsync.git import hub as hubmod
+    from memsync.git import transport
+    from memsync.sync.listing import _cache_repo
+    from memsync.sync.storage import ensure_hub
+
+    hub = hubmod.resolve(remote, None)
+    ensure_hub(hub)
+    heads = {h.ref for h in transport.list_heads(_cache_repo(hub), hub)}
+    return any(f"refs/heads/{k}/{name}" in heads for k in ("memory", "artifact"))
+
+
+def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None) -> None:
+    """Clone beside the directory, then move the clone's files in where none exists, its .git and
+    .vm0 last. A file present in both with other bytes stays; the hub's version goes beside it.
+    `home_of`: the directory is that agent's home, where only its memory files may arrive."""
+    from memsync.errors import RepoError
+    from memsync.sync import storage as sync
+
+    staging = directory.parent / f".memsync-adopt-{name}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        sync.clone(name, staging, remote=remote)
+        clone = open_memory(staging).git
+        git_files = clone.tracked_paths()
+        tip = clone.head_oid()
+        bad = [p for p in git_files if home_of is not None and
+               (not agents.allowed_path(home_of, p) or (tip is not None and clone.is_link(tip, p)))]
+        if bad:
+            raise RepoError(f"refused the memory {name!r} from the hub: it holds {bad[0]!r}, which is not one "
+                            f"of {home_of.label if home_of else ''}'s memory files (or is a symbolic link)",
+                            f"nothing was written to {directory}; remove it on the hub")
+        for rel in git_files:
+            src, dst = staging / rel, directory / rel
+            if not os.path.lexists(dst):
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(src, dst)
+            elif not dst.is_file() or dst.read_bytes() != src.read_bytes():
+                os.replace(src, dst.parent / Path(conflict_copy_name(rel, host_name())).name)
+        os.replace(staging / ".git", directory / ".git")  # killed after this: the next hook adopts it
+        os.replace(staging / cfgmod.CONFIG_DIR, directory / cfgmod.CONFIG_DIR)  # the marker, last
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _remove_dead_stagings(parent: Path, name: str) -> None:
+    from memsync.util.fs import pid_alive as _alive
+
+    for stale in parent.glob(f".memsync-adopt-{name}-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _exclude_all_but_memory(directory: Path, a: Agent) -> None:
+    exclude = directory / ".git" / "info" / "exclude"
+    current = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+    if EXCLUDE_MARK in current:
+        return
+    sep = "" if not current or current.endswith("\n") else "\n"
+    exclude.write_text(current + sep + EXCLUDE_MARK + "\n" + "\n".join(a.exclude) + "\n", encoding="utf-8")

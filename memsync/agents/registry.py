@@ -1,0 +1,257 @@
+"""Coding agents whose own memory files memsync keeps in a memory: where each keeps them, and its
+hook settings file (Claude Code's settings.json, Codex's hooks.json), edited safely.
+
+Installing rewrites only memsync's own hook entries: everything else in the file stays as it was,
+running it twice changes nothing, and a file that is not valid JSON is refused untouched.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memsync.errors import ConfigError, UsageError
+
+MARK = "memsync hooks run"  # how memsync recognises its own entries in a settings file
+SCOPES = ("user", "project")
+
+
+@dataclass(frozen=True)
+class HookEvent:
+    event: str  # the agent's event name
+    verb: str  # `memsync hooks run VERB`
+    matcher: str | None
+    timeout: int  # seconds the agent waits before cancelling the hook
+
+
+@dataclass(frozen=True)
+class Agent:
+    key: str
+    label: str
+    home_env: str  # the variable that moves the agent's home
+    home_default: str
+    settings_file: str  # under the home (user scope) or the project (project scope)
+    project_settings: str
+    events: tuple[HookEvent, ...]
+    exclude: tuple[str, ...]  # .git/info/exclude lines when the memory is the agent's whole home
+    allowed: tuple[str, ...]  # and the only paths a version from the hub may hold then
+
+    @property
+    def home(self) -> Path:
+        return Path(os.environ.get(self.home_env) or Path.home() / self.home_default).expanduser()
+
+
+CLAUDE_CODE = Agent(
+    "claude-code", "Claude Code", "CLAUDE_CONFIG_DIR", ".claude", "settings.json", ".claude/settings.json",
+    (HookEvent("SessionStart", "session-start", "startup|resume", 30),
+     HookEvent("Stop", "stop", None, 30),
+     # Claude Code gives SessionEnd hooks a short exit budget (raised to the declared timeout);
+     # Stop has already pushed each turn, so this one only catches the last edits.
+     HookEvent("SessionEnd", "session-end", None, 15)),
+    ("/*", "!/CLAUDE*.md", "!/rules/", "!/projects/", "/projects/*/*", "!/projects/*/memory/"),
+    ("CLAUDE*.md", "rules/**", "projects/*/memory/**"),
+)
+CODEX = Agent(
+    "codex", "Codex CLI", "CODEX_HOME", ".codex", "hooks.json", ".codex/hooks.json",
+    (HookEvent("SessionStart", "session-start", "startup|resume", 30),
+     HookEvent("Stop", "stop", None, 30)),  # Codex has no session-end event
+    ("/*", "!/AGENTS*.md", "!/memories/"),
+    ("AGENTS*.md", "memories/**"),
+)
+AGENTS = {a.key: a for a in (CLAUDE_CODE, CODEX)}
+
+
+def agent(key: str) -> Agent:
+    try:
+        return AGENTS[key]
+    except KeyError:
+        raise UsageError(f"unknown agent {key!r}", f"use one of: {', '.join(AGENTS)}") from None
+
+
+def allowed_path(a: Agent, path: str) -> bool:
+    """Whether `path` is one of the agent's memory files (`**` at the end: anything below)."""
+    from fnmatch import fnmatchcase
+
+    parts = path.split("/")
+    for pattern in a.allowed:
+        want = pattern.split("/")
+        if want[-1] == "**":
+            if len(parts) > len(want) - 1 and all(map(fnmatchcase, parts, want[:-1])):
+                return True
+        elif len(parts) == len(want) and all(map(fnmatchcase, parts, want)):
+            return True
+    return False
+
+
+def project_slug(project: Path) -> str:
+    """Claude Code's directory name for a project under ~/.claude/projects: every character other
+    than a letter or digit becomes `-` (/home/ana/src/app -> -home-ana-src-app)."""
+    return re.sub(r"[^A-Za-z0-9]", "-", str(project))
+
+
+def default_target(a: Agent, scope: str, project: Path) -> tuple[str, Path]:
+    """user scope: the agent's home, of which only its memory files are synced; project scope
+    (Claude Code): the project's auto-memory directory."""
+    if scope == "project" and a is CLAUDE_CODE:
+        from memsync.util.names import suggest_name
+
+        name = suggest_name(f"claude-{project.name}") or "claude-project"
+        return name, a.home / "projects" / project_slug(project) / "memory"
+    return a.key, a.home
+
+
+def settings_path(a: Agent, scope: str, project: Path) -> Path:
+    if scope not in SCOPES:
+        raise UsageError(f"invalid --scope {scope!r}", "use user or project")
+    return a.home / a.settings_file if scope == "user" else project / a.project_settings
+
+
+def hook_command(verb: str, a: Agent, name: str, directory: Path, remote: str | None) -> str:
+    """The command an agent runs: this Python's memsync, so it works from any PATH."""
+    words = [sys.executable, "-m", "memsync", "hooks", "run", verb, "--agent", a.key,
+             "--memory", name, "--dir", str(directory)]
+    if remote:
+        words += ["--remote", remote]
+    return shlex.join(words)
+
+
+# -- the settings file ---------------------------------------------------------------------------
+def load(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+                          "fix it by hand, then run the command again; memsync left it untouched") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} holds a JSON {type(data).__name__}, not an object",
+                          "fix it by hand, then run the command again; memsync left it untouched")
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict) or not all(isinstance(v, list) for v in hooks.values()):
+        raise ConfigError(f"{path}: `hooks` is not an object of lists",
+                          "fix it by hand, then run the command again; memsync left it untouched")
+    return data
+
+
+def _indent(path: Path) -> int:
+    """The file's own indentation (its first indented line), so a rewrite changes only our lines."""
+    try:
+        for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+            stripped = line.lstrip(" ")
+            if stripped and len(stripped) < len(line):
+                return min(len(line) - len(stripped), 8)
+    except OSError:
+        pass
+    return 2
+
+
+def save(path: Path, data: dict[str, Any]) -> None:
+    """Atomically, keeping the file's permissions and indentation."""
+    from memsync.core.config import atomic_write
+
+    mode = path.stat().st_mode & 0o7777 if path.exists() else None
+    try:
+        atomic_write(path, json.dumps(data, indent=_indent(path), ensure_ascii=False) + "\n")
+        if mode is not None:
+            path.chmod(mode)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+def _ours(hook: Any) -> bool:
+    return isinstance(hook, dict) and MARK in str(hook.get("command", ""))
+
+
+def without_ours(groups: list[Any]) -> list[Any]:
+    """The event's matcher groups with memsync's hooks taken out (a group left empty goes)."""
+    kept = []
+    for group in groups:
+        if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
+            kept.append(group)
+            continue
+        hooks = [h for h in group["hooks"] if not _ours(h)]
+        if len(hooks) == len(group["hooks"]):
+            kept.append(group)
+        elif hooks:
+            kept.append({**group, "hooks": hooks})
+    return kept
+
+
+@dataclass
+class Installed:
+    path: Path
+    events: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+
+
+def install(path: Path, a: Agent, name: str, directory: Path, remote: str | None) -> bool:
+    """Put memsync's hooks in the settings file; True if the file changed."""
+    data = load(path)
+    before = json.dumps(data, sort_keys=True)
+    hooks = data.setdefault("hooks", {})
+    for ev in a.events:
+        group: dict[str, Any] = {} if ev.matcher is None else {"matcher": ev.matcher}
+        group["hooks"] = [{"type": "command", "command": hook_command(ev.verb, a, name, directory, remote),
+                           "timeout": ev.timeout}]
+        hooks[ev.event] = [*without_ours(hooks.get(ev.event, [])), group]
+    if json.dumps(data, sort_keys=True) == before:
+        return False
+    save(path, data)
+    return True
+
+
+def uninstall(path: Path) -> bool:
+    if not path.exists():
+        return False
+    data = load(path)
+    hooks = data.get("hooks")
+    if not hooks:
+        return False
+    changed = False
+    for event in list(hooks):
+        kept = without_ours(hooks[event])
+        if kept != hooks[event]:
+            changed = True
+            if kept:
+                hooks[event] = kept
+            else:
+                del hooks[event]
+    if changed:
+        save(path, data)
+    return changed
+
+
+def installed(path: Path) -> Installed | None:
+    """memsync's hooks found in a settings file, or None (also for an unreadable file)."""
+    try:
+        data = load(path)
+    except ConfigError:
+        return None
+    found = Installed(path)
+    for event, groups in data.get("hooks", {}).items():
+        for group in groups:
+            for hook in (group.get("hooks") or []) if isinstance(group, dict) else []:
+                if _ours(hook):
+                    found.events.append(event)
+                    found.commands.append(str(hook["command"]))
+    return found if found.events else None
+
+
+def parse_command(command: str) -> dict[str, str]:
+    """--agent/--memory/--dir/--remote of an installed hook command."""
+    words = shlex.split(command)
+    return {w[2:]: v for w, v in itertools.pairwise(words) if w.startswith("--")}

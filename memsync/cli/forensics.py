@@ -1,0 +1,247 @@
+"""log, diff, restore, revert: find the damage, see it, undo it."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperCommand
+
+from memsync.cli.output import err, out, print_json, warn
+from memsync.cli.verbs import Guard
+from memsync.util.textsafe import clean, quote_path, terminal
+
+Segment = tuple[str, str]  # (text, rich style); the style is used on a terminal only
+
+RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push to "
+                                               "(default: the memory's).")]
+
+
+def register(app: typer.Typer, guard: Guard) -> None:
+    @app.command()
+    @guard
+    def log(
+        path: Annotated[str | None, typer.Argument(help="Only versions that changed this file, with its "
+                                                   "size and sha256 at each.")] = None,
+        run: Annotated[str | None, typer.Option("--run", help="Only this run's versions "
+                                                "(checkpoints, final, merges).")] = None,
+        flagged: Annotated[bool, typer.Option("--flagged", help="Only versions the integrity guard "
+                                              "flagged or a protect policy refused.")] = False,
+        json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+        limit: Annotated[int | None, typer.Option("-n", "--max-count",
+                                                  help="Show at most N versions.")] = None,
+    ) -> None:
+        """One line per version, newest first: version, UTC time, actor, exit code, files, bytes +/-,
+        integrity flags. Reads the local history (`memsync pull` first to see the newest)."""
+        from pathlib import Path
+
+        from memsync.history import log as logview  # not forensics: log needs nothing of the exchange with the hub
+
+        if limit is not None and limit < 1:
+            from memsync.errors import UsageError
+
+            raise UsageError(f"-n must be 1 or more, not {limit}", "e.g. -n 10")
+        result = logview.log(Path.cwd(), path, run_id=run, flagged=flagged, limit=limit)
+        if json:
+            print_json(result)
+            return
+        if not result.versions:
+            what = f" of {quote_path(result.path)}" if result.path else ""
+            out(f"No versions{what} match" if (run or flagged or path) else "No versions yet")
+            return
+        for entry in result.versions:
+            _emit(_log_line(entry))
+
+    @app.command(cls=_PathsAfterDashes)
+    @guard
+    def diff(
+        ctx: typer.Context,
+        args: Annotated[list[str] | None, typer.Argument(
+            help="[REV [REV]] [-- PATH...]. REV: a version (full or short), a git revision (HEAD~2) or "
+            "run:<id>. None: uncommitted changes; one: what it changed; two: from the first to the "
+            "second.")] = None,
+        stat: Annotated[bool, typer.Option("--stat", help="Only a summary per file.")] = False,
+    ) -> None:
+        """Show changes as a unified diff (coloured on a terminal)."""
+        from pathlib import Path
+
+        from memsync.history import forensics
+
+        paths = ctx.meta.get(_PATHS)
+        result = forensics.diff(Path.cwd(), list(args or []), paths)
+        if stat:
+            _print_stat(result.patches)
+        else:
+            _print_patches(result.patches)
+
+    @app.command()
+    @guard
+    def restore(
+        paths: Annotated[list[str], typer.Argument(help="Files or folders to put back.")],
+        at: Annotated[str, typer.Option("--at", help="The version to take them from "
+                                        "(sha, HEAD~2, run:<id>).")],
+        force: Annotated[bool, typer.Option("--force", help="Even if PATH has uncommitted changes (they are "
+                                            "committed first, so they stay in history).")] = False,
+        remote: RemoteOpt = None,
+    ) -> None:
+        """Put files back byte for byte as they were at a version, as a new version by the operator
+        (pushed). Works for files deleted since; never rewrites history."""
+        from pathlib import Path
+
+        from memsync.history import forensics
+
+        result = forensics.restore(Path.cwd(), paths, at, force=force, remote=remote)
+        if result.saved_first:
+            err(f"saved your uncommitted changes first as version {result.saved_first[:8]}")
+        _report_snapshot(result.snapshot)
+        if result.version is None:
+            out(f"Already as at {result.source[:8]}: nothing to restore")
+        else:
+            out(f"Restored from {result.source[:8]} as version {result.version[:8]}:")
+        for f in result.files:
+            out(f"  {quote_path(f.path)}  {f.size} bytes  sha256 {f.sha256}")
+        _report_push(result)
+
+    @app.command()
+    @guard
+    def revert(
+        rev: Annotated[str, typer.Argument(help="The version to undo, or run:<id> for a whole run.")],
+        remote: RemoteOpt = None,
+    ) -> None:
+        """Undo a version or a whole run as one new version (pushed); never rewrites history. Where
+        later versions changed the same lines, both are kept: the current content at the path, the
+        reverted one beside it as NAME.conflict-revert-<UTC>.EXT."""
+        from pathlib import Path
+
+        from memsync.history import forensics
+
+        result = forensics.revert(Path.cwd(), rev, remote=remote)
+        _report_snapshot(result.snapshot)
+        what = result.source if result.source.startswith("run:") else result.source[:8]
+        if result.version is None:
+            out(f"Nothing to revert: the changes of {what} are already undone")
+            return
+        out(f"Reverted {what} as version {result.version[:8]}:")
+        for f in result.files:
+            out(f"  {f.state:<8} {quote_path(f.path)}")
+        for c in result.conflicts:
+            warn(f"{quote_path(c.path)} changed since {what}: kept the current content there, "
+                 f"the reverted one as {quote_path(c.copy)}")
+        for p in result.kept_modified:
+            warn(f"{quote_path(p)} changed since {what}: kept the current content (a change beats a deletion)")
+        _report_push(result)
+
+
+# -- log -----------------------------------------------------------------------------------------
+def _log_line(e: Any) -> list[Segment]:
+    actor = clean(e.actor)  # trailers and names come from the hub: escaped (see textsafe)
+    if e.run_id:
+        actor = f"run {clean(e.run_id)}" + (f" checkpoint {clean(str(e.checkpoint))}" if e.checkpoint is not None
+                                              else " end" if e.end else "")
+    if e.merge:
+        actor = f"merge by {actor}"
+    parts: list[Segment] = [(e.version, "yellow"), (f"  {e.time}  ", ""), (f"{actor:<34}", "bold")]
+    parts.append((f"  exit {clean(str(e.exit_code))}" if e.exit_code is not None else "", "red" if e.exit_code else ""))
+    if e.file is not None:
+        if e.file.state == "deleted":
+            parts.append(("  deleted", "red"))
+        else:
+            parts.append((f"  {e.file.size} bytes  sha256 {e.file.sha256}", ""))
+    else:
+        files = "file" if e.files_changed == 1 else "files"
+        parts.append((f"  {e.files_changed} {files}  +{e.bytes_added} -{e.bytes_removed} bytes", ""))
+    for flag in e.flags:
+        parts.append((f"  FLAG {clean(flag)}", "bold red"))
+    for policy in e.policies:
+        parts.append((f"  POLICY {clean(policy)}", "bold magenta"))
+    if e.copies:
+        parts.append((f"  kept both: {', '.join(quote_path(c) for c in e.copies)}", "cyan"))
+    for restored in e.restored_from:
+        sha, _, path = restored.partition(" ")
+        parts.append((f"  restored {quote_path(path)} from {clean(sha[:8])}", "green"))
+    if e.reverted:
+        parts.append((f"  reverted {', '.join(clean(r[:8]) for r in e.reverted)}", "green"))
+    return parts
+
+
+def _emit(parts: list[Segment]) -> None:
+    if not sys.stdout.isatty():
+        out("".join(text for text, _ in parts))
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    # Text, never a markup string: `[red]` or `[link=...]` in a path is shown as written
+    safe = [(terminal(text), style) for text, style in parts]
+    Console(highlight=False, soft_wrap=True).print(Text.assemble(*safe))
+
+
+# -- diff ----------------------------------------------------------------------------------------
+_PATHS = "memsync.paths"
+
+
+class _PathsAfterDashes(TyperCommand):
+    """`diff REV -- PATH...`: the parser would drop the `--`, so the paths are taken off first."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta[_PATHS] = args[cut + 1:]
+            args = args[:cut]
+        return list(super().parse_args(ctx, args))
+
+
+def _print_patches(patches: list[Any]) -> None:
+    if not sys.stdout.isatty():
+        for p in patches:
+            sys.stdout.buffer.write(p.data)
+        sys.stdout.flush()
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False, soft_wrap=True)
+    for p in patches:
+        for line in p.data.decode("utf-8", "replace").splitlines():
+            console.print(Text(terminal(line), style=_diff_style(line)))
+
+
+def _diff_style(line: str) -> str:
+    if line.startswith(("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file")):
+        return "bold"
+    if line.startswith("@@"):
+        return "cyan"
+    if line.startswith("+"):
+        return "green"
+    if line.startswith("-"):
+        return "red"
+    return ""
+
+
+def _print_stat(patches: list[Any]) -> None:
+    names = [quote_path(p.path) for p in patches]
+    width = max((len(name) for name in names), default=0)
+    added = deleted = 0
+    for p, name in zip(patches, names, strict=True):
+        added, deleted = added + p.added, deleted + p.deleted
+        bar = "+" * min(p.added, 40) + "-" * min(p.deleted, 40)
+        change = "Bin" if p.binary else f"{p.added + p.deleted:>5} {bar}"
+        _emit([(f" {name:<{width}} | ", ""), (change, "green" if p.added >= p.deleted else "red")])
+    files = "file" if len(patches) == 1 else "files"
+    out(f" {len(patches)} {files} changed, {added} insertions(+), {deleted} deletions(-)")
+
+
+# -- restore / revert --------------------------------------------------------------------------
+def _report_snapshot(snap: Any) -> None:
+    from memsync.core.snapshot import describe
+
+    for line in describe(snap):
+        warn(line)
+
+
+def _report_push(result: Any) -> None:
+    if result.merged:
+        err(f"merged {result.merged} newer remote version{'' if result.merged == 1 else 's'} before pushing")
+    if result.pushed:
+        err("pushed")

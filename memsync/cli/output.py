@@ -1,0 +1,103 @@
+"""Rendering: plain lines for results, rich for tables, progress and colour; --json as JSON.
+
+rich is imported only where a table, a progress bar or colour is drawn, to keep start-up lean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from memsync.util.textsafe import clean, terminal
+
+if TYPE_CHECKING:  # pygit2 stays out of start-up (`memsync --version`)
+    from memsync.git.transport import ProgressFn
+
+
+def human_size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def out(line: str = "") -> None:
+    """Results on stdout. Any control or bidi character a renderer left in (text from the hub)
+    is escaped here, so nothing reaches the terminal raw (see textsafe)."""
+    sys.stdout.write(terminal(line, newlines=True) + "\n")
+    sys.stdout.flush()
+
+
+def err(line: str) -> None:
+    """memsync's own messages: whole lines on stderr, flushed at once (never mid-line); one line
+    each, whatever the text inside holds."""
+    sys.stderr.write(terminal(line) + "\n")
+    sys.stderr.flush()
+
+
+def warn(line: str) -> None:
+    err(f"warning: {line}")
+
+
+def _plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: _plain(v) for k, v in dataclasses.asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def print_json(obj: Any, stream: TextIO | None = None) -> None:
+    (stream or sys.stdout).write(json.dumps(_plain(obj), indent=2, sort_keys=False) + "\n")
+
+
+def table(headers: list[str], rows: list[list[str]]) -> None:
+    """Aligned columns, never truncated (scripts and logs read them), header in bold on a terminal."""
+    rows = [[clean(cell) for cell in row] for row in rows]
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
+
+    head = line(headers)
+    if sys.stdout.isatty():
+        sys.stdout.write(f"\033[1m{head}\033[0m\n")  # memsync's own escape, written past out()
+    else:
+        out(head)
+    for row in rows:
+        out(line(row))
+
+
+@contextmanager
+def transfer_progress() -> Iterator[ProgressFn | None]:
+    """A rich progress bar on a terminal; nothing when stderr is not one."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), transient=True, console=Console(stderr=True)) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(phase: str, done: int, total: int, nbytes: int) -> None:
+            if total <= 0:
+                return
+            label = f"{phase} objects, {human_size(nbytes)}"
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(label, total=total)
+            bar.update(tasks[phase], completed=done, total=total, description=label)
+
+        yield update

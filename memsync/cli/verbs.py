@@ -1,0 +1,45 @@
+"""The CLI's verbs, one module per group; each attaches its commands to the app.
+
+Command modules import typer and memsync.output only at the top; the core they call is imported
+inside each command, so `memsync --help` does not pay for pygit2, rich or yaml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+# Verbs whose modules are imported only when they are the one being run (or for the whole
+# app: help, an unknown name), so that the integrations cost the core commands nothing.
+OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp", "serve": "serve"}
+_registered: set[str] = set()
+
+
+def register(app: typer.Typer, guard: Guard) -> None:
+    """Attach the core verbs to `app`; the occasional ones come with `register_for`."""
+    from memsync.cli import forensics, run, storage, watch
+
+    for module in (storage, run, forensics, watch):
+        module.register(app, guard)
+
+
+def register_for(app: typer.Typer, guard: Guard, words: list[str]) -> None:
+    """Attach what the command line `words` needs: its occasional verb, or every verb when it
+    names none that is known (help, a typo: the whole app answers)."""
+    import importlib
+
+    core = {info.name or (info.callback.__name__.replace("_", "-") if info.callback else "")
+            for info in app.registered_commands}
+    first = words[0] if words else ""
+    if first in core:
+        return
+    wanted = {OCCASIONAL[first]} if first in OCCASIONAL else set(OCCASIONAL.values())
+    for name in ("redact", "hooks", "mcp", "serve"):
+        if name in wanted and name not in _registered:
+            _registered.add(name)
+            importlib.import_module(f"memsync.cli.{name}").register(app, guard)

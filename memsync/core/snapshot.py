@@ -1,0 +1,355 @@
+"""Commit settled changes: the one pipeline behind push, run, checkpoints and watch.
+
+One scan of the work tree; each changed file is read once and exactly those bytes are checked
+(size limit, secrets, protect policies, integrity guard) and committed, so what was checked is what
+is stored. Files still being written (changed within `settle` seconds) wait for the next snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memsync.checks import guard
+from memsync.core.attribution import Attribution
+from memsync.core.memory import Memory
+from memsync.git import ownership
+from memsync.git.repo import LINK_MODE, WorkChange, file_mode
+from memsync.git.trailers import compose, quote_path
+from memsync.util.fs import make_folders, place, real_folders
+from memsync.util.names import conflict_copy_name
+
+if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
+    from memsync.checks import secrets as secretscan
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass
+class Snapshot:
+    commit: str | None = None
+    changes: list[WorkChange] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    flags: list[guard.Flag] = field(default_factory=list)
+    violations: list[guard.Violation] = field(default_factory=list)
+    secrets: list[secretscan.Finding] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`; printable (redacted)
+    run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
+    ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
+
+    @property
+    def left_out(self) -> int:
+        """Files in the tree this snapshot did not commit (reported, never silent)."""
+        return len(self.skipped) + len(self.ignored) + len(self.blocked)
+
+
+@dataclass
+class _Staged:
+    change: WorkChange
+    data: bytes | None
+    mode: int
+    old: bytes | None
+    st: os.stat_result | None = None  # the file's stat for the index (see _settled)
+
+
+def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
+         run_base: str | None = None, only: Collection[str] | None = None,
+         check_integrity: bool = True,
+         run_flags: Callable[[str, list[guard.Flag]], list[str]] | None = None) -> Snapshot:
+    """Commit what changed as `who`; caller holds the memory's lock.
+
+    `only`: just these paths (restore and revert commit exactly the files they wrote).
+    `check_integrity=False`: no guard flags, for deliberate operator rewrites (a restore or a
+    revert is recorded by its own trailers; flagging it would bury the damage it repairs).
+    `run_flags(tree, flags)`: further flags for the tree about to be committed (a run's record,
+    see trust.py); a commit is made to carry them even if no file changed."""
+    snap = Snapshot()
+    staged: list[_Staged] = []
+    now = time.time()
+    # commit_index writes the index once. An agent's record (a run's checkpoints and closing
+    # version) sees every change however it was written: never a tracker-narrowed scan.
+    found = mem.git.scan(write_index=False, full=who.actor == "run")
+    for change in found:
+        if only is not None and change.path not in only:
+            continue
+        item = _read(mem, change, now, settle, snap)
+        if item is not None:
+            staged.append(item)
+    if only is None:
+        snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
+                                 "not committed") for d in mem.git.nested]
+        snap.ignored = list(mem.git.ignored)
+    _scan_secrets(mem, staged, snap)
+    staged = _apply_policies(mem, who, staged, snap)
+    changes = [guard.FileChange(s.change.path, s.old, s.data,
+                                created_in_same_run=_created_since(mem, s.change.path, run_base))
+               for s in staged]
+    snap.flags = guard.integrity_flags(changes, who.actor) if check_integrity else []
+    for item in staged:
+        if item.data is None:
+            mem.git.unstage(item.change.path)
+    for item in staged:
+        if item.data is not None:
+            mem.git.stage(item.change.path, item.data, item.mode, item.st)
+    # A file kept out (blocked, too large, still being written) keeps HEAD's version in the
+    # index, even if someone `git add`ed it: only what was checked is committed.
+    kept_out = {c.path for c in found if only is None or c.path in only} - {s.change.path for s in staged}
+    if kept_out:
+        ownership.reset_entries(mem.git, sorted(kept_out))
+    if run_flags is not None:
+        snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
+    trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags)
+    trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
+    message = compose(who.subject, trailers)
+    snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
+                                       allow_empty=allow_empty or bool(snap.run_flags))
+    if snap.commit is not None:
+        snap.changes = [s.change for s in staged]
+    return snap
+
+
+def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snapshot) -> _Staged | None:
+    path = change.path
+    old = mem.git.head_blob(path) if change.kind != "added" else None
+    if change.kind == "deleted":
+        return _Staged(change, None, 0, old)
+    full = mem.root / path
+    try:
+        st = full.lstat()
+    except FileNotFoundError:
+        return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
+    except OSError as exc:
+        snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
+        return None
+    if settle and now - st.st_mtime < settle:
+        snap.pending.append(path)
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        target = os.fsencode(os.readlink(full))
+        return _Staged(change, target, file_mode(st), old, _settled(st, _lstat(full)))
+    if not stat.S_ISREG(st.st_mode):
+        snap.skipped.append(Skipped(path, "not a regular file"))
+        return None
+    if st.st_size > mem.config.max_file_size:
+        snap.skipped.append(Skipped(path, f"{st.st_size} bytes, larger than max_file_size "
+                                          f"({mem.config.max_file_size})"))
+        return None
+    try:
+        with open(full, "rb") as fh:
+            data = fh.read()
+            after = os.fstat(fh.fileno())
+    except OSError as exc:
+        snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
+        return None
+    return _Staged(change, data, file_mode(st), old, _settled(st, after))
+
+
+# A file last changed this long ago gets a later timestamp from any further write, even on file
+# systems with 1-2 s timestamps, so its stat data can vouch for the bytes just read.
+_SETTLED_NS = 2_000_000_000
+
+
+def _settled(before: os.stat_result, after: os.stat_result | None) -> os.stat_result | None:
+    """`before` if it still describes the file after the read and the file is not fresh; else
+    None, and the next scan re-hashes the file rather than trust a stat a same-tick write
+    could leave unchanged (git's "racy clean" problem)."""
+    if after is None or (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) != (
+            after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns):
+        return None
+    if time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < _SETTLED_NS:
+        return None
+    return before
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return path.lstat()
+    except OSError:
+        return None
+
+
+def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
+    """Everything a commit would hold is scanned: the path itself, the content at any size and
+    encoding (chunked, UTF-16/32, binary) and a symlink's target. A path holding a secret is
+    shown redacted in every finding and in `snap.blocked`."""
+    if mem.config.secrets == "off":
+        return
+    if not staged:
+        return
+    from memsync.checks import secrets as secretscan
+
+    blocked: set[str] = set()
+    for item in staged:
+        if item.data is None:
+            continue
+        path = item.change.path
+        found = secretscan.scan_path(path)
+        shown = found[0].path if found else path
+        found += secretscan.scan_bytes(shown, item.data)  # a symlink's data is its target
+        snap.secrets.extend(found)
+        if found and mem.config.secrets == "block":
+            snap.blocked.append(shown)
+            blocked.add(path)
+    if blocked:
+        staged[:] = [s for s in staged if s.change.path not in blocked]
+
+
+def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: Snapshot) -> list[_Staged]:
+    """A change that breaks a protect rule keeps the previous content at its path; the new
+    version is kept beside it as a conflict-style copy. Nothing is lost either way. A file named
+    like a conflict copy is checked like any other; a protected folder replaced by a file or a
+    symlink is the deletion of everything under it, and that file or symlink is kept as a copy.
+    Nothing is ever written through a symlink."""
+    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    if not rules:
+        return staged
+    changes = [guard.FileChange(s.change.path, s.old, s.data) for s in staged]
+    violations = guard.policy_violations(changes, rules)
+    if who.actor == "operator" and any(v.reason == guard.SEEDING_REASON for v in violations):
+        violations = guard.allow_seeding(violations, mem.git.tracked_paths())
+    if not violations:
+        return staged
+    violations += _in_the_way(staged, violations)
+    violations.sort(key=lambda v: v.path)
+    snap.violations = violations
+    bad = {v.path for v in violations}
+    tag = who.run_id or who.actor
+    for item in list(staged):
+        if item.change.path in bad and item.old is not None:
+            _folder_aside(mem.root, item.change.path, tag, staged)
+    kept: list[_Staged] = []
+    # what stands where a folder must be (shorter paths) is moved before anything goes back under it
+    for item in sorted(staged, key=lambda s: (s.change.path not in bad, s.change.path.count("/"), s.change.path)):
+        path = item.change.path
+        if path not in bad:
+            kept.append(item)
+            continue
+        if item.data is not None:
+            copy = conflict_copy_name(path, tag)
+            if _write_inside(mem.root, copy, item.data, item.mode):
+                kept.append(_Staged(WorkChange(copy, "added"), item.data, item.mode, None))
+            else:
+                snap.skipped.append(Skipped(path, _IN_THE_WAY))
+                continue
+        if item.old is not None:
+            if not _write_inside(mem.root, path, item.old, _old_mode(mem, path)):
+                snap.skipped.append(Skipped(path, _IN_THE_WAY))
+        elif real_folders(mem.root, path):
+            full = mem.root / path
+            if full.is_symlink() or full.is_file():
+                full.unlink()
+    return kept
+
+
+_IN_THE_WAY = "a symlink, file or folder stands in the way of the previous version; nothing written through it"
+
+
+def _old_mode(mem: Memory, path: str) -> int:
+    from memsync.git.history import blob_at
+
+    head = mem.git.head_oid()
+    found = blob_at(mem.git.repo, head, path) if head else None
+    return found[1] if found else 0o100644
+
+
+def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> list[guard.Violation]:
+    """A new file or symlink at a path where a protected folder was (its files come back)."""
+    restored = [v for v in violations if any(s.change.path == v.path and s.old is not None for s in staged)]
+    extra: list[guard.Violation] = []
+    flagged = {v.path for v in violations}
+    for item in staged:
+        path = item.change.path
+        if path in flagged or item.data is None:
+            continue
+        under = next((v for v in restored if v.path.startswith(path + "/")), None)
+        if under is not None:
+            kind = "a symlink" if item.mode == LINK_MODE else "a file"
+            extra.append(guard.Violation(path, under.rule, f"{under.rule.mode}: protected folder replaced by {kind}"))
+    return extra
+
+
+def _folder_aside(root: Path, path: str, tag: str, staged: list[_Staged]) -> None:
+    """A protected file replaced by a folder: the folder is renamed as a conflict copy of the file
+    (what it holds is committed there), so the file can come back at its path."""
+    full = root / path
+    if not (real_folders(root, path) and full.is_dir() and not full.is_symlink()):
+        return
+    copy = conflict_copy_name(path, tag)
+    try:
+        os.rename(full, root / copy)
+    except OSError:
+        return
+    for i, item in enumerate(staged):
+        if item.change.path.startswith(path + "/"):
+            staged[i] = _Staged(WorkChange(copy + item.change.path[len(path):], "added"), item.data, item.mode, None)
+
+
+def _write_inside(root: Path, rel: str, data: bytes, mode: int) -> bool:
+    """Write `rel` (a file, or a symlink for git's link mode) without following any symlink:
+    missing folders are created, a symlink or file where a folder should be refuses the write,
+    and whatever is at `rel` itself is replaced, never written through. False: not written."""
+    try:
+        if not make_folders(root, rel):
+            return False
+        full = root / rel
+        if full.is_dir() and not full.is_symlink():
+            return False
+        place(full, data, mode)
+    except OSError:
+        return False
+    return True
+
+
+def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
+    if run_base is None:
+        return False
+    return not mem.git.path_in(run_base, path)
+
+
+SHOWN_PATHS = 10
+
+
+def ignored_line(paths: list[str]) -> str:
+    """`not committed: 3 new files ignored by .gitignore rules: a.log, b.log, build/`"""
+    from memsync.util.textsafe import quote_path
+
+    shown = ", ".join(quote_path(p) for p in paths[:SHOWN_PATHS])
+    more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
+    noun = "new file or folder" if len(paths) == 1 else "new files or folders"
+    return (f"not committed: {len(paths)} {noun} ignored by .gitignore rules: {shown}{more} "
+            "(`git check-ignore -v PATH` names the rule)")
+
+
+def describe(snap: Snapshot) -> list[str]:
+    """What a snapshot has to tell its user, one line each (callers add `warning:` and context)."""
+    from memsync.util.textsafe import clean, quote_path
+
+    lines = [f"not committed: {quote_path(_shown(item.path))} ({item.reason})" for item in snap.skipped]
+    if snap.ignored:
+        lines.append(ignored_line(snap.ignored))
+    for finding in snap.secrets:
+        verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
+        shown = quote_path(finding.path)
+        where = f"the file name {shown}" if finding.line == 0 else f"{shown}:{finding.line}"
+        lines.append(f"possible secret ({finding.rule}) in {where}, {verb}: {clean(finding.preview)}")
+    lines += [f"integrity flag: {clean(flag.trailer())}" for flag in snap.flags]
+    lines += [f"policy: {quote_path(v.path)}: {v.reason}; the new version was kept beside it"
+              for v in snap.violations]
+    return lines
+
+
+def _shown(path: str) -> str:
+    """A path as it may be printed: a token used as a file name is redacted."""
+    from memsync.checks.secrets import redact
+
+    return redact(path)

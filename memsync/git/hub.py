@@ -1,0 +1,135 @@
+"""Where memories live: resolving the hub URL, redacting it, and the embedded default hub.
+
+Resolution order (BRIEF): --remote flag, storage.yaml `remote`, MEMSYNC_REMOTE, embedded hub.
+A credential written into a URL is split off here: it is used for the operation and never stored
+or shown.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from memsync.errors import UsageError
+
+SCHEMES = ("file", "git", "http", "https", "ssh")
+_DEFAULT_PORTS = {"git": 9418, "http": 80, "https": 443, "ssh": 22}
+_SCP_RE = re.compile(r"^(?:(?P<user>[^@/]+)@)?(?P<host>[^:/]+):(?P<path>(?!//).+)$")
+
+
+@dataclass(frozen=True)
+class HubUrl:
+    url: str  # what libgit2 is given: no password inside
+    kind: str  # "file" | "git" | "http" | "ssh"
+    password: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def display(self) -> str:
+        return redact(self.url)
+
+    @property
+    def local_path(self) -> Path | None:
+        if self.kind != "file":
+            return None
+        return Path(urlsplit(self.url).path) if self.url.startswith("file://") else Path(self.url)
+
+    @property
+    def port(self) -> int | None:
+        """The TCP port a network hub is reached on (None: a hub on this machine)."""
+        if self.kind == "file":
+            return None
+        if "://" not in self.url:
+            return 22  # scp-like user@host:path
+        parts = urlsplit(self.url)
+        try:
+            given = parts.port
+        except ValueError:
+            return None
+        return given or _DEFAULT_PORTS.get(parts.scheme.lower())
+
+
+def memsync_home() -> Path:
+    env = os.environ.get("MEMSYNC_HOME")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "memsync"
+
+
+def ensure_home() -> Path:
+    """MEMSYNC_HOME, created private (0700) on first use: it holds the embedded hub and the
+    caches of other hubs, which no other user should read or plant files in."""
+    home = memsync_home()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return home
+
+
+def embedded_hub_path() -> Path:
+    return memsync_home() / "hub.git"
+
+
+def redact(url: str) -> str:
+    """Hide any credential in a URL, pip-style: https://user:***@host/x, https://***@host/x."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//***@", url)
+    if parts.scheme in ("http", "https", "git", "ssh") and "@" in parts.netloc:
+        userinfo, host = parts.netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            userinfo = userinfo.split(":", 1)[0] + ":***"
+        elif parts.scheme in ("http", "https"):
+            userinfo = "***"  # a bare token as the user name is how GitHub tokens are often written
+        return urlunsplit(parts._replace(netloc=f"{userinfo}@{host}"))
+    return url
+
+
+def parse(raw: str, base: Path | None = None) -> HubUrl:
+    """Classify and normalise a remote given by a user."""
+    text = raw.strip()
+    if not text:
+        raise UsageError("the remote URL is empty", "give a path, file://, git://, http(s):// or ssh:// URL")
+    if "://" in text:
+        parts = urlsplit(text)
+        scheme = parts.scheme.lower()
+        if scheme not in SCHEMES:
+            raise UsageError(
+                f"unsupported remote scheme {scheme!r} in {redact(text)}",
+                "use a path, file://, git://, http(s):// or ssh://",
+            )
+        if scheme == "file":
+            return HubUrl(str(Path(parts.path).resolve()), "file")
+        if not parts.hostname:
+            raise UsageError(f"remote URL {redact(text)} has no host",
+                             f"write it as {scheme}://HOST[:PORT]/PATH")
+        password = None
+        if scheme in ("http", "https") and "@" in parts.netloc:
+            # https://user:TOKEN@host keeps the user; https://TOKEN@host is a bare token
+            userinfo, host = parts.netloc.rsplit("@", 1)
+            user, has_secret, secret = userinfo.partition(":")
+            password = secret if has_secret else user
+            netloc = f"{user}@{host}" if has_secret and user else host
+            text = urlunsplit(parts._replace(netloc=netloc))
+        kind = "http" if scheme in ("http", "https") else scheme
+        return HubUrl(text, kind, password)
+    scp = _SCP_RE.match(text)
+    if scp and not Path(text).exists() and "/" not in scp.group("host"):
+        return HubUrl(text, "ssh")
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    return HubUrl(str(path.resolve()), "file")
+
+
+def resolve(flag: str | None, configured: str | None) -> HubUrl:
+    """The hub for an operation, in the documented order."""
+    from memsync.util.sealed import get
+
+    for candidate in (flag, configured, get("MEMSYNC_REMOTE")):
+        if candidate:
+            return parse(candidate)
+    return HubUrl(str(embedded_hub_path()), "file")

@@ -1,0 +1,180 @@
+"""`memsync log`: the versions of a memory, or of one file, newest first, from the local history.
+
+Kept apart from forensics.py (diff, restore, revert), which needs the exchange with the hub:
+`log` only reads, and a cold start should import no more than it uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memsync.core.memory import Memory, open_memory
+from memsync.errors import UsageError
+from memsync.git import history
+from memsync.git.history import VersionChanges
+from memsync.git.hub import memsync_home
+from memsync.git.trailers import every, first, parse
+from memsync.history.summaries import Summaries, Summary
+from memsync.util.names import is_conflict_copy
+from memsync.util.timefmt import rfc3339
+
+
+@dataclass
+class FileState:
+    """A file at one version: `deleted` when the version removed it."""
+
+    path: str
+    state: str  # log: added | modified | deleted; restore/revert: restored | written | deleted
+    size: int | None
+    sha256: str | None
+
+
+@dataclass
+class LogEntry:
+    version: str
+    oid: str
+    time: str
+    actor: str  # run | operator | watch | git (a commit not made by memsync)
+    run_id: str | None
+    exit_code: int | None
+    checkpoint: int | None
+    merge: bool
+    end: bool  # the run's closing version: its outcome (exit code, duration) is in its trailers
+    subject: str
+    files_changed: int
+    bytes_added: int
+    bytes_removed: int
+    flags: list[str] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)  # conflict copies this version created
+    restored_from: list[str] = field(default_factory=list)
+    reverted: list[str] = field(default_factory=list)
+    file: FileState | None = None
+
+
+@dataclass
+class LogResult:
+    memory: str
+    path: str | None
+    head: str | None
+    versions: list[LogEntry]
+
+
+# -- log -----------------------------------------------------------------------------------------
+def log(start: Path, path: str | None = None, *, run_id: str | None = None, flagged: bool = False,
+        limit: int | None = None) -> LogResult:
+    """The versions of a memory (or of one file), newest first, from the local history (a shallow
+    clone fetches its older versions first when they are needed: shallow.py)."""
+    if limit is not None and limit < 0:
+        raise UsageError("-n must be 0 or more")
+    mem = open_memory(start)
+    rel = (relative(mem, start, path) or None) if path else None
+    head = mem.git.head_oid()
+    found: list[LogEntry] = []
+    if head is None or limit == 0:
+        return LogResult(mem.name, rel, head, found)
+    cache = Summaries(memsync_home() / "cache" / "versions.db")
+    try:
+        found = _versions(mem, head, cache, rel, run_id, flagged, limit)
+        if (limit is None or len(found) < limit) and mem.git.repo.is_shallow:
+            from memsync.sync import shallow  # the hub's transport: imported only for a shallow clone
+
+            if shallow.complete(mem):  # the versions older than the clone were asked for
+                found = _versions(mem, head, cache, rel, run_id, flagged, limit)
+    finally:
+        cache.close()
+    return LogResult(mem.name, rel, head, found)
+
+
+def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id: str | None,
+              flagged: bool, limit: int | None) -> list[LogEntry]:
+    repo = mem.git.repo
+    found: list[LogEntry] = []
+    for oid, _, message in history.messages(repo, head, stream=True):
+        trailers = parse(message)
+        if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
+            continue
+        if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")):
+            continue
+        if rel is not None and not history.touches(repo, oid, rel):
+            continue
+        found.append(_entry(mem, oid, cache, rel))
+        if limit is not None and len(found) >= limit:
+            break
+    return found
+
+
+def summarize(v: VersionChanges) -> Summary:
+    """The numbers a log line shows for a version (summaries.py keeps them)."""
+    merge = len(v.parents) > 1
+    copies = v.created if merge else [d.path for d in v.deltas if d.kind == "added" and is_conflict_copy(d.path)]
+    return Summary(len(v.deltas), sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
+                   sum(max(d.old_size - d.new_size, 0) for d in v.deltas), tuple(sorted(copies)))
+
+
+def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry:
+    summary = cache.get(oid)
+    if summary is None:
+        v = history.changes(mem.git.repo, oid)
+        summary = summarize(v)
+        cache.put(oid, summary)
+    else:
+        v = history.changes(mem.git.repo, oid, deltas=False)
+    trailers = parse(v.message)
+    actor = first(trailers, "Memsync-Actor") or "git"
+    merge = len(v.parents) > 1
+    entry = LogEntry(
+        version=v.oid[:8], oid=v.oid, time=rfc3339(v.time), actor=actor,
+        run_id=first(trailers, "Memsync-Run-Id"),
+        exit_code=_int(first(trailers, "Memsync-Exit-Code")),
+        checkpoint=_int(first(trailers, "Memsync-Checkpoint")),
+        merge=merge, end=actor == "run" and not merge and first(trailers, "Memsync-Exit-Code") is not None,
+        subject=v.message.split("\n", 1)[0].strip(),
+        files_changed=summary.files_changed, bytes_added=summary.bytes_added, bytes_removed=summary.bytes_removed,
+        flags=every(trailers, "Memsync-Flag"), policies=every(trailers, "Memsync-Policy"),
+        copies=list(summary.copies), restored_from=every(trailers, "Memsync-Restored-From"),
+        reverted=every(trailers, "Memsync-Reverted"),
+    )
+    if rel is not None:
+        entry.file = _file_state(mem, v, rel)
+    return entry
+
+
+def _file_state(mem: Memory, v: VersionChanges, rel: str) -> FileState:
+    blob = history.blob_at(mem.git.repo, v.oid, rel)
+    if blob is None:
+        return FileState(rel, "deleted", None, None)
+    parent = v.parents[0] if v.parents else None
+    existed = parent is not None and history.blob_at(mem.git.repo, parent, rel) is not None
+    data = blob[0]
+    return FileState(rel, "modified" if existed else "added", len(data), hashlib.sha256(data).hexdigest())
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def relative(mem: Memory, start: Path, path: str) -> str:
+    """A user's PATH (relative to where they are) as a path inside the memory."""
+    root = mem.root.resolve()
+    full = Path(os.path.normpath(start.resolve() / path))
+    try:
+        rel = full.relative_to(root)
+    except ValueError:
+        raise UsageError(f"{path} is outside the memory {mem.name!r} ({root})",
+                         "give a path inside the memory directory") from None
+    text = rel.as_posix()
+    if text in ("", ".") or text == ".git" or text.startswith((".git/", ".vm0")):
+        if text in ("", "."):
+            return ""
+        raise UsageError(f"{path} is memsync's own data, not part of the memory")
+    return text
+
+
+__all__ = ["FileState", "LogEntry", "LogResult", "log", "relative"]

@@ -1,0 +1,195 @@
+"""`memsync redact`: the one deliberate exception to "history is never rewritten".
+
+For a secret or personal data that reached the hub: the content is replaced by a placeholder in
+every version that holds it, each version keeping its message, author, committer, trailers and
+dates; the hub's branch is moved with a lease (refused if the hub moved since we looked); a record
+of what was rewritten is committed on top, from which every other clone follows by itself; and the
+old objects are purged from this clone and a hub on this machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from memsync.core.attribution import operator
+from memsync.core.memory import Memory, open_memory
+from memsync.core.snapshot import take
+from memsync.errors import PushRejected, RepoError, UsageError
+from memsync.git import hub as hubmod
+from memsync.git import rewrite, transport
+from memsync.git.trailers import compose
+from memsync.history import forensics
+from memsync.sync.exchange import hub_lock, sync
+from memsync.sync.redaction import BASE, BLOB, REWRITTEN
+
+
+@dataclass
+class Plan:
+    what: str  # "notes/keys.md at 3f9a1c2b" | "text matching the pattern"
+    versions: int  # versions that will be rewritten
+    blobs: int  # distinct file contents replaced
+    hub: str
+
+
+@dataclass
+class RedactResult:
+    plan: Plan
+    old_head: str
+    new_head: str  # the redaction record
+    rewritten: dict[str, str] = field(default_factory=dict)
+    purged: list[str] = field(default_factory=list)
+    not_purged: list[str] = field(default_factory=list)
+
+
+def placeholder(now: datetime | None = None) -> str:
+    return f"[REDACTED by memsync {(now or datetime.now(timezone.utc)):%Y-%m-%d}]"
+
+
+def redact(start: Path, path: str | None, at: str | None, secret: str | None,
+           confirm: Callable[[Plan], bool], remote: str | None = None) -> RedactResult:
+    if (secret is None) == (path is None):
+        raise UsageError("give either PATH --at REV or --secret PATTERN",
+                         "e.g. `memsync redact notes/keys.md --at 3f9a1c2b --yes`")
+    if path is not None and at is None:
+        raise UsageError("PATH needs --at REV: the version whose content of PATH is redacted",
+                         "find it with `memsync log PATH`")
+    mem = open_memory(start, remote)
+    mem.git.narrow = False  # it rewrites the work tree: every local change must be seen, and saved first
+    from memsync.sync import shallow
+
+    if not shallow.complete(mem):  # rewriting a history with a hole would push the hole
+        raise RepoError("cannot redact: this memory's versions before "
+                        f"{(shallow.roots(mem) or ['?'])[0][:8]} are not here (see the warning above)",
+                        "redact from a full clone: `memsync clone NAME --full-history`")
+    with mem.locked():
+        mem.git.check_state(mem.branch)
+        mem.git.ensure_layout(mem.branch, None)
+        from memsync.sync.storage import ensure_hub
+
+        ensure_hub(mem.hub)
+        who = operator("Save local changes before redacting")
+        take(mem, who)
+        exchange = sync(mem, operator("Merge the remote memory before redacting"), lambda: _save(mem))
+        head = mem.git.head_oid()
+        if head is None or exchange.remote_head != head:
+            raise RepoError("the memory has no version on the hub to redact", "push it first")
+        label, blob_fn = _rule(mem, start, path, at, secret)
+        done = rewrite.rewrite(mem.git.repo, head, blob_fn)
+        if not done.commits:
+            raise UsageError(f"nothing to redact: no version holds {label}")
+        oldest = next(old for old in reversed(list(_history(mem, head))) if old in done.commits)
+        plan = Plan(label, len(done.commits), len(done.blobs), mem.hub.display)
+        if not confirm(plan):
+            raise UsageError("redaction not confirmed: nothing was changed")
+        subject = f"Redact {label} from history ({len(done.commits)} version(s) rewritten)"
+        extra = [("Memsync-Redacted", f"{_short_label(label)} {oldest[:8]}..{head[:8]}"), (BASE, head)]
+        extra += [(BLOB, f"{o} {n}") for o, n in done.blobs.items()]
+        extra += [(REWRITTEN, f"{o} {n}") for o, n in done.commits.items()]
+        message = compose(subject, operator(subject, *extra).trailers([]))
+        record = rewrite.record(mem.git, done.tip, message)
+        mem.git.note_made(record)
+        _push_with_lease(mem, head, record)
+        rewrite.move_to(mem.git, mem.branch, record, mem.name, mem.config.max_file_size)
+        mem.git.set_ref(mem.tracking_ref, record, "memsync: redact")
+        result = RedactResult(plan, head, record, done.commits)
+        for where in _purge_targets(mem):
+            (result.purged if rewrite.purge(where) else result.not_purged).append(str(where))
+        return result
+
+
+def _save(mem: Memory) -> None:
+    take(mem, operator("Save local changes before redacting"))
+
+
+def _history(mem: Memory, tip: str) -> list[str]:
+    return [info.oid for info in mem.git.walk(tip)]
+
+
+def _short_label(label: str) -> str:
+    return label.split(" at ")[0]
+
+
+def _rule(mem: Memory, start: Path, path: str | None, at: str | None,
+          secret: str | None) -> tuple[str, rewrite.BlobFn]:
+    mark = placeholder()
+    repo = mem.git.repo
+    if secret is not None:
+        if not secret:
+            raise UsageError("--secret needs a pattern", "a regular expression, e.g. 'sk-[A-Za-z0-9]{20,}'")
+        try:
+            pattern = re.compile(secret.encode())
+        except re.error as exc:
+            raise UsageError(f"--secret is not a valid regular expression: {exc}",
+                             "escape special characters, e.g. 'token\\.txt'") from None
+
+        def rule(data: bytes) -> bytes | None:
+            if not pattern.search(data):
+                return None
+            return pattern.sub(lambda _m: mark.encode(), data)
+
+        digest = hashlib.sha256(secret.encode()).hexdigest()[:16]
+        return f"pattern:sha256:{digest}", rewrite.blob_replacer(repo, rule)  # never the pattern itself
+    assert path is not None and at is not None
+    rel = forensics.relative(mem, start, path)
+    version = forensics._point(mem, at)
+    old = rewrite.blob_id_at(repo, version, rel)
+    if old is None:
+        raise UsageError(f"{rel} is not a file at version {version[:8]}", f"see `memsync log {rel}`")
+    new = rewrite.create_blob(repo, (mark + "\n").encode())
+    return f"{rel} at {version[:8]}", lambda blob: new if blob == old else None
+
+
+def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
+    """Move the hub's branch from `expected` to `new`, refusing if it is anywhere else."""
+    hub, ref = mem.hub, f"refs/heads/{mem.branch}"
+    temp = f"refs/memsync/redact-{os.getpid()}"
+    mem.git.set_ref(temp, new, "memsync: redact")
+    try:
+        if hub.local_path is not None:
+            with hub_lock(mem):
+                _check_tip(mem, ref, expected)
+                transport.push(mem.git.repo, hub, temp, temp)  # the objects, under a new ref
+                try:
+                    rewrite.set_hub_ref(hub.local_path, ref, new, expected)
+                finally:
+                    rewrite.delete_ref(hub.local_path, temp)
+            return
+        try:  # the push's own ref advertisement must show `expected`, and the server moves the
+            # branch only from what it advertised: a push landing at any moment is never overwritten
+            transport.push(mem.git.repo, hub, temp, ref, force=True, lease=transport.Lease(expected))
+        except (PushRejected, transport.NotFastForward) as exc:
+            _check_tip(mem, ref, expected)  # refused because someone pushed: say that instead
+            raise PushRejected(f"{hub.display} refused the rewritten history ({exc.message})",
+                               "the server refuses history rewrites on this branch (a protected branch, or "
+                               "receive.denyNonFastForwards): allow a force push to "
+                               f"{mem.branch} once, run `memsync redact` again, then protect it again") from exc
+        after = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, hub)}.get(ref)
+        if after != new:
+            raise RepoError(f"the hub's {mem.branch} is at {str(after)[:8]} after the redaction push, not "
+                            f"{new[:8]}: another push landed at the same moment",
+                            "run `memsync pull`, then `memsync redact` again if the content is back")
+    finally:
+        mem.git.delete_ref(temp)
+
+
+def _check_tip(mem: Memory, ref: str, expected: str) -> None:
+    tip = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, mem.hub)}.get(ref)
+    if tip != expected:
+        raise PushRejected(f"the hub moved since the redaction was prepared ({expected[:8]} -> "
+                           f"{str(tip)[:8]}): nothing was changed on the hub",
+                           "run `memsync redact` again: it merges the new versions first")
+
+
+def _purge_targets(mem: Memory) -> list[Path]:
+    """This clone, a hub on this machine, and memsync's listing caches (copies of network hubs)."""
+    targets = [mem.git.git_dir]
+    if mem.hub.local_path is not None:
+        targets.append(mem.hub.local_path)
+    targets += sorted((hubmod.memsync_home() / "cache").glob("*.git"))
+    return targets

@@ -1,0 +1,636 @@
+"""`memsync run`: pull the memories, run the command, checkpoint while it runs, commit with the
+run's identity when it exits (success or failure), push.
+
+The command's exit code is memsync's exit code, unless the command succeeded and its memory could
+not be saved (EXIT_UNSAVED, the commits named) or a policy kept files out (EXIT_BLOCKED).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from memsync.core import config as cfgmod
+from memsync.core import memory, pacing, readonly
+from memsync.core.attribution import Attribution, acting, operator
+from memsync.core.memory import Memory, open_memory, running
+from memsync.core.snapshot import Snapshot, describe, take
+from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
+from memsync.git import hub as hubmod
+from memsync.git.hubtree import Oversize
+from memsync.git.merge import ConflictCopy
+from memsync.live.changes import ChangeMonitor
+from memsync.live.checkpoint import Checkpointer
+from memsync.run import runas
+from memsync.run.record import RunTrust
+from memsync.sync.exchange import sync, unpushed
+from memsync.util import sealed
+from memsync.util.names import check_name, check_run_id, env_var_for, new_run_id
+
+DEFAULT_CHECKPOINT = 30.0
+
+
+def _quiet() -> float:
+    """Seconds without writes before a checkpoint (MEMSYNC_QUIET), read when a run starts."""
+    return float(os.environ.get("MEMSYNC_QUIET", "2.0"))
+
+
+def _settle() -> float:
+    """How recent a write is still settling (MEMSYNC_SETTLE), read when a run starts."""
+    return float(os.environ.get("MEMSYNC_SETTLE", "0.5"))
+
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Mount:
+    name: str
+    path: Path
+    read_only: bool = False
+
+
+@dataclass
+class MemoryOutcome:
+    name: str
+    root: str
+    read_only: bool
+    checkpoints: int = 0
+    final_commit: str | None = None  # the run's record: always made, empty if nothing was left to commit
+    files_changed: int = 0  # files the final commit changed (checkpoints counted apart)
+    version: str | None = None  # the memory's head after the run (a merge, if others wrote too)
+    pushed: bool = False
+    unpushed: list[str] = field(default_factory=list)
+    conflicts: list[ConflictCopy] = field(default_factory=list)
+    merged: int = 0
+    flags: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    read_only_changes: list[str] = field(default_factory=list)
+    read_only_kept: str | None = None  # where the command's changes to a read-only memory were moved
+    folded: int = 0  # commits the command made itself, folded into the run's (trust.py)
+    kept_refs: list[str] = field(default_factory=list)  # where those commits stay reachable locally
+    policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
+    left_out: int = 0  # files the final snapshot did not commit (too large, ignored, ...)
+    error: str | None = None
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    command: list[str]
+    exit_code: int
+    duration: float
+    memories: list[MemoryOutcome]
+
+    @property
+    def status(self) -> int:
+        if self.exit_code != 0:
+            return self.exit_code
+        if any(m.error or m.unpushed for m in self.memories):
+            return EXIT_UNSAVED
+        if any(m.blocked or m.read_only_changes for m in self.memories):
+            return EXIT_BLOCKED
+        return 0
+
+
+def parse_mount(spec: str, cwd: Path) -> Mount:
+    """NAME[:PATH][:ro]"""
+    parts = spec.split(":")
+    read_only = False
+    if len(parts) > 1 and parts[-1] in ("ro", "rw"):
+        read_only = parts.pop() == "ro"
+    name = parts[0]
+    try:
+        check_name(name)
+    except MemsyncError as exc:
+        raise UsageError(f"--memory {spec!r}: {exc.message}",
+                         f"{exc.hint}; write NAME[:PATH][:ro]" if exc.hint else "write NAME[:PATH][:ro]") from exc
+    raw_path = ":".join(parts[1:])
+    path = Path(raw_path).expanduser() if raw_path else Path(name)
+    return Mount(name, (cwd / path).resolve() if not path.is_absolute() else path, read_only)
+
+
+def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
+            run_id: str | None = None, claim: bool = False) -> list[Memory]:
+    """Clone or pull every memory before the command runs; stop on the first failure.
+
+    `claim`: the run `run_id` takes ownership of each memory first (a second run in the same
+    directory waits up to the lock timeout, then exit 6). Without it, a memory owned by another
+    live run is refused; one owned by the run `run_id` itself (a tool server inside it) is joined."""
+    claimed: list[Memory] = []
+    try:
+        return _prepare(mounts, cwd, remote, offline, say, run_id, claim, claimed)
+    except BaseException:
+        for mem in claimed:
+            memory.release(mem, run_id or "")
+        raise
+
+
+def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
+             run_id: str | None, claim: bool, claimed: list[Memory]) -> list[Memory]:
+    from memsync.sync import storage
+
+    if not mounts:
+        root = cfgmod.find_root(cwd)
+        if root is None:
+            from memsync.errors import NotAMemory
+
+            raise NotAMemory(str(cwd))
+        mounts = [Mount(cfgmod.load(root).name, root)]
+    seen: set[str] = set()
+    for m in mounts:
+        if m.name in seen or str(m.path) in seen:
+            raise UsageError(f"memory {m.name!r} or path {m.path} is mounted twice")
+        seen.update((m.name, str(m.path)))
+    memories: list[Memory] = []
+    for m in mounts:
+        present = cfgmod.find_root(m.path) == m.path
+        if present and cfgmod.load(m.path).name != m.name:
+            raise UsageError(f"{m.path} holds the memory {cfgmod.load(m.path).name!r}, not {m.name!r}",
+                             "give another PATH in --memory NAME:PATH")
+        if offline and not present:
+            raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
+                             "run once without --offline to clone it")
+        held: list[Oversize] = []
+        if not offline and not present:
+            held = storage.clone(m.name, m.path, remote=remote).exchange.held_back
+        mem = open_memory(m.path, remote)
+        if not m.read_only and memory.live_run(mem) is None:  # a live run settles its own
+            from memsync.core.unverified import settle
+
+            with mem.locked():  # a dead run's leftovers are that run's: settled before this run claims it
+                mem.git.check_state(mem.branch)
+                settle(mem)  # and unpushed commits memsync did not make are checked (refused if bad)
+        joined = _own(mem, run_id, claim, claimed)
+        if m.read_only:
+            _set_writable(mem, True)
+        if not offline:
+            held += _pull(mem, m.read_only, run_id if joined else None)
+        for h in held:
+            say(f"{m.name}/{h.path} not checked out: {h.size} bytes, larger than max_file_size")
+        memories.append(mem)
+    if offline:
+        say("offline: running on the local copies; nothing was pulled")
+    return memories
+
+
+def _own(mem: Memory, run_id: str | None, claim: bool, claimed: list[Memory]) -> bool:
+    """Claim the memory for the run (or check that no other run owns it); True if the run
+    `run_id` already owned it (this process joins it, e.g. a tool server inside the run)."""
+    if claim and run_id is not None:
+        if memory.claim(mem, run_id):
+            claimed.append(mem)
+            return False
+        return True
+    memory.refuse_during_run(mem, "pull", as_run=run_id)
+    return run_id is not None and memory.run_in_progress(mem) == run_id
+
+
+def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[Oversize]:
+    from memsync.sync.storage import ensure_hub
+
+    # Joining the run that owns the memory: its uncommitted files are that run's work.
+    who = acting(joined_run, "Save the run's changes") if joined_run else operator("Save local changes before the run")
+
+    def resnap() -> None:
+        if read_only:
+            changed = ", ".join(c.path for c in mem.git.scan()[:5])
+            raise RepoError(f"read-only memory {mem.name!r} has local changes that block its update: {changed}",
+                            f"move them out of {mem.root} (a read-only memory is never committed), then run again")
+        take(mem, who)
+
+    with mem.locked():
+        mem.git.check_state(mem.branch)
+        mem.git.ensure_layout(mem.branch, None)
+        ensure_hub(mem.hub)
+        if not read_only:
+            take(mem, who)  # prepare() has settled what a dead run or the agent left
+        return sync(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back
+
+
+def _set_writable(mem: Memory, writable: bool) -> None:
+    """Read-only memories: files are made non-writable for the run where the OS allows."""
+    for rel in mem.git.tracked_paths():
+        path = mem.root / rel
+        try:
+            st = path.lstat()
+            mode = st.st_mode | 0o200 if writable else st.st_mode & ~0o222
+            if mode != st.st_mode:
+                readonly.chmod_nofollow(path, mode & 0o7777)
+        except OSError:
+            continue
+
+
+def shown_command(command: list[str]) -> str:
+    """The command as it may be shown and recorded (stderr, the Memsync-Command trailer): likely
+    credentials are redacted (memsync.cmdline), because commit trailers are pushed and kept forever."""
+    from memsync.run.cmdline import shown_command as redacted
+
+    return redacted(command)
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def environment(run_id: str, memories: list[Memory], keep_ssh_agent: bool = False) -> dict[str, str]:
+    """The command's environment: memsync's, minus every credential (see memsync/util/sealed.py)."""
+    from memsync.util.sealed import child_environment
+
+    env = child_environment(keep_ssh_agent)
+    env["MEMSYNC_RUN_ID"] = run_id
+    env["MEMSYNC_MEMORY_DIR"] = str(memories[0].root)
+    for mem in memories:
+        env[env_var_for(mem.name)] = str(mem.root)
+    return env
+
+
+class _HeldWhileRunning:
+    """memsync's messages while the command runs are held and printed, whole, when it exits: the
+    command writes to the same stderr, and a line of ours must never land inside one of its."""
+
+    def __init__(self, say: Say) -> None:
+        self._say = say
+        self._held: list[str] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str) -> None:
+        with self._lock:
+            if self._held is not None:
+                self._held.append(message)
+                return
+        self._say(message)
+
+    def hold(self) -> None:
+        with self._lock:
+            self._held = []
+
+    def release(self) -> None:
+        with self._lock:
+            held, self._held = self._held or [], None
+        for message in held:
+            self._say(message)
+
+
+class CommandFailedToStart(MemsyncError):
+    """The command could not be started: 127 if it was not found, 126 otherwise (as a shell)."""
+
+    def __init__(self, program: str, exc: OSError) -> None:
+        super().__init__(f"cannot start {program!r}: {exc.strerror}", "check the command and your PATH")
+        self.exit_code = 127 if isinstance(exc, FileNotFoundError) else 126
+
+
+class _Signals:
+    """Forward SIGTERM/SIGHUP (and SIGINT when not at a terminal) to the command."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.received: list[int] = []
+        self.saved: dict[int, object] = {}
+
+    def __enter__(self) -> _Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self.saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+        at_terminal = signum == signal.SIGINT and sys.stdin is not None and sys.stdin.isatty()
+        if not at_terminal and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signum)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
+            no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
+            say: Say = lambda _m: None, keep_ssh_agent: bool = False, as_user: str | None = None,
+            max_push_rate: str | None = None) -> RunReport:
+    if not command:
+        raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
+    if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
+        raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
+    rid = new_run_id() if run_id is None else check_run_id(run_id)
+    cwd = Path.cwd()
+    if remote and hubmod.parse(remote).password:
+        raise UsageError(f"--remote {hubmod.redact(remote)}: a credential on memsync's command line is "
+                         "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
+                         "set MEMSYNC_TOKEN instead and give the URL without it")
+    pacing.resolve(max_push_rate, None)  # a bad flag stops the run before anything is pulled
+    user = runas.resolve(as_user) if as_user is not None else None
+    sealed.make_undumpable()
+    with sealed.seal():
+        return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user,
+                        max_push_rate)
+
+
+def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offline: bool, no_push: bool,
+             checkpoint: float, remote: str | None, say: Say, keep_ssh_agent: bool,
+             user: runas.RunAs | None, max_push_rate: str | None) -> RunReport:
+    memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True)
+    read_only = {m.name for m in mounts if m.read_only}
+    outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
+    writable = [mem for mem in memories if mem.name not in read_only]
+    bases = {mem.name: mem.git.head_oid() for mem in writable}
+    trusts = {mem.name: RunTrust.begin(mem, rid) for mem in writable}
+    # read-only memories: everything the command does there is undone (storage.yaml included)
+    guards = {mem.name: readonly.protect(mem, rid) for mem in memories if mem.name in read_only}
+    with running(memories, rid):  # the run owns its memories: watch, push, pull... leave it its files
+        shown = shown_command(command)
+        say(f"run {rid}: {_plural(len(memories), 'memory', 'memories')} ready; starting {shown}")
+        started = time.monotonic()
+        counter = {mem.name: 0 for mem in writable}
+        by_root = {str(mem.root.resolve()): mem for mem in writable}
+        pacer = pacing.PushPacer({mem.name: pacing.resolve(max_push_rate, mem.config.max_push_rate)
+                                  for mem in writable})
+        last_who: dict[str, Attribution] = {}
+
+        def checkpoint_action(monitor: ChangeMonitor, overdue: bool) -> bool:
+            mem = by_root[str(monitor.root)]
+            counter[mem.name] += 1
+            who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
+                              (("Memsync-Command", shown),
+                               ("Memsync-Checkpoint", str(counter[mem.name]))))
+            trust = trusts[mem.name]
+            with mem.locked():
+                trust.check(say)
+                snap = take(mem, who, settle=0.0 if overdue else _settle(), run_base=bases[mem.name],
+                            run_flags=trust.run_flags(final=False))
+                trust.committed(snap)
+                if snap.commit is None:
+                    counter[mem.name] -= 1
+                else:
+                    outcomes[mem.name].checkpoints = counter[mem.name]
+                    _report(snap, mem, say)
+                    last_who[mem.name] = who
+                    if not no_push and pacer.may_push(mem.name):  # else it goes with a later push
+                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust)
+                        pacer.pushed(mem.name)
+            return bool(snap.pending)
+
+        def push_deferred() -> None:
+            for name in pacer.due():
+                mem = next(m for m in writable if m.name == name)
+                try:
+                    with mem.locked():
+                        _deliver(mem, last_who[name], outcomes[name], say, quiet_failure=True, trust=trusts[name])
+                finally:
+                    pacer.pushed(name)  # an attempt counts: a failing hub is not retried every tick
+
+        say = held_say = _HeldWhileRunning(say)
+        monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
+        checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(_quiet(), checkpoint),
+                                    max_interval=checkpoint,
+                                    on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"),
+                                    extra=push_deferred)
+        watching = _Watching(monitors, say)
+        checkpointer.start()
+        owners: dict[str, tuple[int, int, int, int, int]] = {}
+        try:
+            held_say.hold()
+            env = environment(rid, memories, keep_ssh_agent)
+            owners = {mem.name: runas.hand_over(mem.root, user) for mem in writable} if user else {}
+            extra: dict[str, Any] = user.popen_args() if user else {}
+            proc = subprocess.Popen(command, env=user.environment(env) if user else env, **extra)
+        except OSError as exc:
+            _hand_back(writable, owners, say)
+            checkpointer.stop()
+            watching.stop()
+            held_say.release()
+            _undo_read_only(memories, guards, outcomes, say)
+            failed = CommandFailedToStart(command[0], exc)
+            # Recorded all the same: exit 127 on the hub says why the run did nothing.
+            _finish(RunReport(rid, command, failed.exit_code, time.monotonic() - started, list(outcomes.values())),
+                    writable, no_push, bases, counter, say, trusts)
+            raise failed from exc
+        with _Signals(proc) as signals:
+            code = _wait(proc)
+        _hand_back(writable, owners, say)
+        checkpointer.stop()
+        watching.stop()
+        held_say.release()
+        duration = time.monotonic() - started
+        if signals.received:
+            say("command stopped by signal; saving what it left")
+        if pacer.deferred_total:
+            say(f"max push rate: {_plural(pacer.deferred_total, 'checkpoint', 'checkpoints')} waited for a "
+                "later push")
+        report = RunReport(rid, command, code, duration, list(outcomes.values()))
+        _undo_read_only(memories, guards, outcomes, say)
+        _finish(report, writable, no_push, bases, counter, say, trusts)
+        return report
+
+
+class _Watching:
+    """Starts the change monitors in a thread: watching a 100,000-file tree takes seconds to set
+    up and the command must not wait for it (nor, if it is short, its end). Each monitor starts
+    dirty, so whatever changed before its watches were in place is found by the first checkpoint.
+    The watches are set up only once the command has run for GRACE seconds: a short command
+    ends before any (setting up 10,000 files' watches costs ~70 ms of CPU, taken from the
+    commit and push that follow it)."""
+
+    GRACE = 0.25
+
+    def __init__(self, monitors: list[ChangeMonitor], say: Say) -> None:
+        self._monitors = monitors
+        self._say = say
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._stopping = threading.Event()
+        self._started: list[ChangeMonitor] = []
+        self._thread = threading.Thread(target=self._start_all, name="memsync-watch-start", daemon=True)
+        self._thread.start()
+
+    def _start_all(self) -> None:
+        if self._monitors and self._stopping.wait(self.GRACE):
+            return
+        for monitor in self._monitors:
+            try:
+                monitor.start()
+            except Exception as exc:
+                self._say(f"file events unavailable in {monitor.root} ({exc}); no checkpoints there")
+                continue
+            with self._lock:
+                if self._stopped:
+                    monitor.stop()
+                    continue
+                self._started.append(monitor)
+            monitor.mark_dirty()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._lock:
+            self._stopped = True
+            started, self._started = self._started, []
+        for monitor in started:
+            monitor.stop()
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
+    while True:
+        try:
+            code = proc.wait()
+            break
+        except (KeyboardInterrupt, Interrupted):
+            continue
+    return 128 - code if code < 0 else code
+
+
+def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int, int, int, int]], say: Say) -> None:
+    for mem in writable:
+        if mem.name in owners:
+            uid, gid, mode, dev, ino = owners[mem.name]
+            try:
+                runas.hand_back(mem.root, (uid, gid, mode), (dev, ino))
+            except MemsyncError as exc:
+                say(f"{mem.name}: {exc.message}")
+
+
+def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
+                    outcomes: dict[str, MemoryOutcome], say: Say) -> None:
+    """Put every read-only memory back as the run found it; name what the command changed there."""
+    for mem in memories:
+        if mem.name not in guards:
+            continue
+        outcome = outcomes[mem.name]
+        try:
+            done = readonly.undo(mem, guards[mem.name])
+        except (OSError, MemsyncError) as exc:  # the writable memories are saved all the same
+            outcome.read_only_changes = ["(not checked: the undo failed)"]
+            say(f"read-only memory {mem.name!r}: cannot undo the run's changes "
+                f"({getattr(exc, 'message', None) or getattr(exc, 'strerror', None) or exc}); "
+                "the next memsync command in it finishes the undo")
+            continue
+        outcome.read_only_changes = done.changed
+        outcome.read_only_kept = done.kept_in
+        if done.dropped_commit:
+            outcome.read_only_changes.append(f"commit {done.dropped_commit[:8]} (dropped from its branch)")
+        if outcome.read_only_changes:
+            kept = f"; what it made is kept in {done.kept_in}" if done.kept_in else ""
+            say(f"read-only memory {mem.name!r} was changed during the run (not saved, not pushed): "
+                + ", ".join(outcome.read_only_changes[:10]) + f"; put back as the run found it{kept}")
+
+
+def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dict[str, str | None],
+            counter: dict[str, int], say: Say, trusts: dict[str, RunTrust]) -> None:
+    rid = report.run_id
+    abandoned = False
+    for mem in writable:
+        outcome = next(o for o in report.memories if o.name == mem.name)
+        extra: tuple[tuple[str, str], ...] = (("Memsync-Command", shown_command(report.command)),
+                                              ("Memsync-Exit-Code", str(report.exit_code)),
+                                              ("Memsync-Duration", f"{report.duration:.1f}s"))
+        if counter.get(mem.name):
+            extra += (("Memsync-Checkpoints", str(counter[mem.name])),)
+        who = Attribution("run", f"Run {rid} (exit {report.exit_code})", rid, extra)
+        trust = trusts[mem.name]
+        try:
+            with mem.locked():
+                try:
+                    trust.check(say)
+                    # Always a commit, empty if the checkpoints already saved everything: the run's
+                    # outcome (exit code, duration, checkpoints) must reach the hub in its trailers.
+                    snap = take(mem, who, run_base=bases[mem.name], run_flags=trust.run_flags(final=True),
+                                allow_empty=True)
+                    trust.committed(snap)
+                finally:
+                    outcome.folded, outcome.kept_refs = trust.folded, trust.kept
+                    outcome.policy_kept = trust.policy_kept
+                outcome.final_commit = snap.commit
+                outcome.files_changed = len(snap.changes)
+                outcome.blocked = snap.blocked
+                outcome.left_out = snap.left_out
+                outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags
+                _report(snap, mem, say)
+                outcome.version = mem.git.head_oid()
+                if no_push or abandoned:
+                    if abandoned:
+                        outcome.error = "interrupted: not pushed"
+                        outcome.unpushed = [outcome.version[:8]] if outcome.version else []
+                    continue
+                _interruptible(lambda mem=mem, who=who, outcome=outcome, trust=trust:  # type: ignore[misc]
+                               _deliver(mem, who, outcome, say, quiet_failure=False, trust=trust))
+                outcome.version = mem.git.head_oid()
+        except (KeyboardInterrupt, Interrupted):
+            abandoned = True
+            outcome.error = "interrupted: the final push was abandoned"
+            outcome.unpushed = [outcome.version[:8]] if outcome.version else []
+        except MemsyncError as exc:
+            outcome.error = exc.message
+            with contextlib.suppress(MemsyncError):
+                outcome.unpushed = unpushed(mem)
+
+
+def _interruptible(work: Callable[[], None]) -> None:
+    """Run `work` (a push) in a worker thread so that Ctrl-C abandons it at once: libgit2's
+    blocking network calls would otherwise defer the interrupt until they time out."""
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the main thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=target, name="memsync-final-push", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if failure:
+        raise failure[0]
+
+
+def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool,
+             trust: RunTrust) -> None:
+    from memsync.errors import RemoteError as _RemoteError
+
+    try:
+        exchange = sync(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted)
+    except _RemoteError as exc:
+        outcome.unpushed = unpushed(mem)
+        if not quiet_failure:
+            raise
+        if outcome.error != exc.message:
+            say(f"checkpoint push failed (will retry): {exc.message}")
+        outcome.error = None
+        return
+    trust.synced(exchange)
+    outcome.pushed = exchange.pushed or outcome.pushed
+    outcome.unpushed = []
+    outcome.merged += len(exchange.merges)
+    outcome.conflicts.extend(exchange.conflicts)
+    for c in exchange.conflicts:
+        say(f"conflict in {mem.name}/{c.path}: kept this run's version there, the other as {c.copy}")
+
+
+def _resnap(mem: Memory, who: Attribution) -> None:
+    take(mem, who)
+
+
+def _report(snap: Snapshot, mem: Memory, say: Say) -> None:
+    for line in describe(snap):
+        say(f"warning: {mem.name}: {line}")
+
+
+__all__ = [
+    "DEFAULT_CHECKPOINT",
+    "MemoryOutcome",
+    "Mount",
+    "RunReport",
+    "execute",
+    "parse_mount",
+    "threading",
+]

@@ -1,0 +1,449 @@
+"""init / push / pull / clone / status: the storage verbs as functions that return data.
+
+This is memsync's Python API (see README, "Python API"); the CLI only renders what these return.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memsync.core import config as cfgmod
+from memsync.core.attribution import Attribution, operator
+from memsync.core.config import StorageConfig
+from memsync.core.locking import held
+from memsync.core.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
+from memsync.errors import ConfigError, InvalidName, RemoteError, RepoError, UsageError
+from memsync.git import hub as hubmod
+from memsync.git import transport
+from memsync.git.hub import HubUrl
+from memsync.git.repo import GitRepo, WorkChange
+from memsync.git.trailers import first, parse
+from memsync.git.transport import ProgressFn
+from memsync.sync.exchange import Exchange, fetch, link_hub_objects, sync
+from memsync.util.fs import pid_alive
+from memsync.util.names import check_name, check_type, is_conflict_copy
+from memsync.util.timefmt import rfc3339
+
+if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs none of it
+    from memsync.core.snapshot import Snapshot
+    from memsync.core.unverified import Unverified
+
+
+@dataclass
+class Version:
+    """A version of a memory as vm0 shows it: Version / Files / Size."""
+
+    oid: str
+    files: int
+    size: int
+    time: str  # RFC 3339, UTC: 2026-11-23T14:00:00Z
+
+    @property
+    def short(self) -> str:
+        return self.oid[:8]
+
+    @property
+    def updated(self) -> str:
+        return self.time
+
+
+@dataclass
+class InitResult:
+    root: Path
+    name: str
+    type: str
+    created: bool
+    hub: str
+    notes: list[str] = field(default_factory=list)  # what init did to an existing git repository
+    adopted: bool = False  # an existing storage.yaml (e.g. vm0's) got its git repository now
+
+
+@dataclass
+class PushResult:
+    version: Version | None
+    committed: bool
+    snapshot: Snapshot
+    exchange: Exchange
+    adopted: InitResult | None = None  # push in a directory that had only a (vm0) storage.yaml
+    unverified: Unverified | None = None  # unpushed commits memsync did not make (unverified.py)
+
+
+@dataclass
+class PullResult:
+    version: Version | None
+    snapshot: Snapshot
+    exchange: Exchange
+    remote_missing: bool = False
+
+
+@dataclass
+class LastRun:
+    run_id: str
+    version: str
+    time: str  # RFC 3339, UTC
+    exit_code: int | None  # None: the run is still going, or was killed before it could record one
+
+
+@dataclass
+class StatusReport:
+    name: str
+    type: str
+    root: str
+    remote: str
+    branch: str
+    remote_version: Version | None
+    last_run: LastRun | None
+    local_version: str | None
+    ahead: int
+    behind: int
+    uncommitted: list[WorkChange] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    remote_error: str | None = None
+    too_large: list[str] = field(default_factory=list)  # changed files over max_file_size: never committed
+    ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
+    # True when the remote could not be reached (remote_error) and remote_version / last_run are
+    # as of the last successful fetch
+    remote_cached: bool = False
+    running: RunMark | None = None  # the `memsync run` that owns this directory now, if any
+
+
+def ensure_hub(hub: HubUrl) -> None:
+    """The embedded hub is created on first use; any other hub must already exist."""
+    if hub.local_path is not None and hub.local_path == hubmod.embedded_hub_path():
+        home = hubmod.memsync_home()
+        try:
+            hubmod.ensure_home()
+        except OSError as exc:
+            raise RepoError(f"cannot create {home}: {exc.strerror}",
+                            "set MEMSYNC_HOME to a writable directory") from exc
+        with held(home / "hub.lock", "the embedded hub"):
+            transport.ensure_bare(hub.local_path)
+
+
+def _version(git: GitRepo, oid: str | None) -> Version | None:
+    if oid is None:
+        return None
+    files, size = git.tree_stats(oid)
+    return Version(oid, files, size, rfc3339(git.commit_info(oid).time))
+
+
+# -- init ----------------------------------------------------------------------------------------
+def init(path: Path, name: str | None = None, kind: str | None = None,
+         remote: str | None = None, merge_rules: bool = True) -> InitResult:
+    """Make `path` a memory. `merge_rules=False` leaves out the `.gitattributes` for the contract's
+    log.md (a coding agent's own home holds only that agent's files)."""
+    root = path.resolve()
+    cfg_file = cfgmod.config_path(root)
+    if cfg_file.is_dir():
+        raise ConfigError(f"{cfg_file} is a directory, not a file", "remove it, then run `memsync init` again")
+    created = not cfg_file.exists()
+    hub = hubmod.parse(remote) if remote else None
+    if created:
+        chosen = root.name if name is None else name
+        try:
+            check_name(chosen)
+        except InvalidName as exc:
+            raise InvalidName(exc.name, exc.problem, exc.suggestion, how="try --name {}") from None
+        cfg = StorageConfig(name=chosen, type=check_type(kind or "memory"),
+                            remote=hub.url if hub else None)
+        _write_config(root, cfgmod.render(cfg))
+    else:
+        cfg = cfgmod.load(root)
+        if name is not None and name != cfg.name:
+            raise UsageError(f"{root} is already the memory {cfg.name!r}",
+                             f"edit {cfg_file} to rename it, or init another directory")
+        if kind is not None and kind != cfg.type:
+            raise UsageError(f"{root} is already a memory of type {cfg.type!r}")
+        if hub is not None and cfg.remote != hub.url:
+            if cfg.remote:
+                raise UsageError(f"{cfg_file} already names the remote {hubmod.redact(cfg.remote)}",
+                                 "edit `remote:` in storage.yaml to change it")
+            _append_line(cfg_file, f"remote: {hub.url}")
+            cfg.remote = hub.url
+    adopted = not created and not (root / ".git").exists()
+    try:
+        git = GitRepo.init(root, cfg.hub_branch)
+        notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
+        if merge_rules and created and git.head_oid() is None:
+            _write_merge_rules(root)
+    except PermissionError as exc:
+        raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
+    resolved = hubmod.resolve(None, cfg.remote)
+    return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes, adopted)
+
+
+MERGE_RULES = """\
+# Lines that several runs append at once merge line by line (see `memsync contract`).
+log.md merge=union
+"""
+
+
+def _write_merge_rules(root: Path) -> None:
+    """A new memory starts with the `.gitattributes` the contract promises; it is committed with
+    the first push like any file, and never rewritten: a memory that has one keeps its own."""
+    path = root / ".gitattributes"
+    if not path.exists() and not path.is_symlink():
+        cfgmod.atomic_write(path, MERGE_RULES)
+
+
+def _write_config(root: Path, text: str) -> None:
+    try:
+        cfgmod.atomic_write(cfgmod.config_path(root), text)
+    except PermissionError as exc:
+        raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
+    except OSError as exc:
+        raise RepoError(f"cannot write {cfgmod.config_path(root)}: {exc.strerror}") from exc
+
+
+def _append_line(path: Path, line: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    sep = "" if text.endswith("\n") or not text else "\n"
+    cfgmod.atomic_write(path, text + sep + line + "\n")
+
+
+# -- push / pull ----------------------------------------------------------------------------------
+def _prepare(mem: Memory) -> None:
+    mem.git.check_state(mem.branch)
+    mem.git.ensure_layout(mem.branch, None)
+    ensure_hub(mem.hub)
+
+
+def push(path: Path, *, force: bool = False, message: str | None = None, remote: str | None = None,
+         progress: ProgressFn | None = None) -> PushResult:
+    """Commit local changes as the operator and deliver them to the hub (never forced).
+
+    A directory with a storage.yaml but no git repository (vm0 users type `push` first) is
+    adopted as `init` would adopt it."""
+    adopted = _adopt_config_only(path, remote)
+    mem = open_memory(path, remote)
+    who = operator(message or "Update memory from the operator")
+    from memsync.core.snapshot import take
+    from memsync.core.unverified import settle
+
+    with mem.locked():
+        refuse_during_run(mem, "push")
+        _prepare(mem)
+        found = settle(mem)
+        snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
+        exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
+        return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange,
+                          adopted, found)
+
+
+def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
+    root = cfgmod.find_root(path)
+    if root is None or (root / ".git").exists():
+        return None
+    return init(root, remote=remote)
+
+
+def _resnap(mem: Memory, who: Attribution) -> None:
+    from memsync.core.snapshot import take
+
+    take(mem, who)
+
+
+def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None = None) -> PullResult:
+    """Commit local changes (as the operator), then merge the hub's version in. Never pushes."""
+    mem = open_memory(path, remote)
+    who = operator("Save local changes before pulling")
+    from memsync.core.snapshot import take
+    from memsync.core.unverified import settle
+
+    with mem.locked():
+        refuse_during_run(mem, "pull")
+        _prepare(mem)
+        settle(mem, refuse=False)  # a dead run's leftovers are that run's, not the operator's
+        snap = take(mem, who)
+        exchange = sync(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
+                        push=False, progress=progress)
+        return PullResult(_version(mem.git, mem.git.head_oid()), snap, exchange,
+                          remote_missing=exchange.remote_head is None)
+
+
+# -- clone ----------------------------------------------------------------------------------------
+def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
+          progress: ProgressFn | None = None, full_history: bool = False) -> PullResult:
+    """Create a working memory from the hub in `dest` (default ./NAME), atomically. From a network
+    hub only the newest version is fetched unless `full_history`: older ones come when something
+    reads them (shallow.py). A hub on this machine lends its object files, so all of it comes."""
+    check_name(name)
+    target = (dest or Path(name)).resolve()
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise UsageError(f"{target} already exists and is not empty",
+                         "choose another DEST, or `memsync pull` inside it if it is this memory")
+    hub = hubmod.resolve(remote, None)
+    ensure_hub(hub)
+    staging = target.parent / f".memsync-clone-{name}-{os.getpid()}"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_dead_stagings(target.parent, name)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+    except OSError as exc:
+        raise RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
+    try:
+        git = GitRepo.init(staging, f"memory/{name}")
+        heads = {h.ref for h in transport.list_heads(git.repo, hub)}
+        kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
+        if kind is None:
+            from memsync.sync.listing import memory_names
+
+            raise _not_found(name, hub, memory_names(heads))
+        cfg = StorageConfig(name=name, type=kind, remote=hub.url if remote else None)
+        _write_config(staging, cfgmod.render(cfg))
+        git.ensure_layout(cfg.hub_branch, hub.url)  # HEAD is unborn: it moves to the memory's branch
+        if hub.local_path is not None:
+            link_hub_objects(hub.local_path, git.git_dir, packs=True)
+        mem = Memory(staging, cfg, git, hub)
+        with mem.locked():
+            depth = 0 if full_history or hub.local_path is not None else 1
+            exchange = sync(mem, operator("Clone"), lambda: None, push=False, progress=progress, depth=depth)
+        from memsync.core.snapshot import Snapshot
+
+        result = PullResult(_version(git, git.head_oid()), Snapshot(), exchange)
+        if target.exists():
+            target.rmdir()
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return result
+
+
+def _remove_dead_stagings(parent: Path, name: str) -> None:
+    """A clone killed (kill -9) mid-way leaves its staging directory: remove those whose
+    process is gone, so the next clone recovers by itself."""
+    for stale in parent.glob(f".memsync-clone-{name}-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:
+    from memsync.errors import MemoryNotFound
+
+    return MemoryNotFound(name, hub.display, available)
+
+
+def pull_or_clone(name: str | None, path: Path, *, remote: str | None = None,
+                  progress: ProgressFn | None = None) -> PullResult:
+    """`memsync pull [NAME]`: inside a memory, pull; outside one with NAME, clone into ./NAME."""
+    root = cfgmod.find_root(path)
+    if root is None and name is not None:
+        dest = path / name
+        if cfgmod.find_root(dest) == dest.resolve():
+            return pull(dest, remote=remote, progress=progress)
+        return clone(name, dest, remote=remote, progress=progress)
+    if root is not None and name is not None:
+        current = cfgmod.load(root).name
+        if current != name:
+            raise UsageError(f"this directory is the memory {current!r}, not {name!r}",
+                             f"run it outside, or `memsync clone {name}`")
+    return pull(path, remote=remote, progress=progress)  # outside a memory without NAME: a clear error
+
+
+# -- status ---------------------------------------------------------------------------------------
+def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
+    for n, info in enumerate(git.walk(tip)):
+        trailers = parse(info.message)
+        if first(trailers, "Memsync-Actor") == "run":
+            run_id = first(trailers, "Memsync-Run-Id") or "?"
+            code = first(trailers, "Memsync-Exit-Code")
+            exit_code = int(code) if code and code.lstrip("-").isdigit() else None
+            return LastRun(run_id, info.short, rfc3339(info.time), exit_code)
+        if n >= limit:
+            break
+    return None
+
+
+_LAST_RUN_FILE = "memsync-last-run.json"
+_LAST_RUN_KEEP = 8
+
+
+def _last_run_of(git: GitRepo, tip: str) -> LastRun | None:
+    """last_run(git, tip), remembered in .git by tip: the history a commit reaches never changes,
+    so neither does the answer, and the walk (the whole history, to order it by time) is done
+    once per version instead of at every status."""
+    import contextlib
+    import json
+
+    from memsync.git.repo import read_private, write_private
+
+    target = git.git_dir / _LAST_RUN_FILE
+    cache: dict[str, object] = {}
+    try:
+        loaded = json.loads(read_private(target, 64 * 1024))
+        if isinstance(loaded, dict) and loaded.get("v") == 1 and isinstance(loaded.get("tips"), dict):
+            cache = loaded["tips"]
+    except (OSError, ValueError):
+        pass
+    if tip in cache:
+        entry = cache[tip]
+        if entry is None:
+            return None
+        if isinstance(entry, list) and len(entry) == 4 and all(isinstance(v, str) for v in entry[:3]) \
+                and (entry[3] is None or type(entry[3]) is int):
+            return LastRun(entry[0], entry[1], entry[2], entry[3])
+    found = last_run(git, tip)
+    if found is None and git.repo.is_shallow:
+        return None  # it may be in the versions a shallow clone left out: not an answer to keep
+    cache.pop(tip, None)
+    cache[tip] = None if found is None else [found.run_id, found.version, found.time, found.exit_code]
+    keep = dict(list(cache.items())[-_LAST_RUN_KEEP:])
+    with contextlib.suppress(OSError):  # only a cache: a read-only .git just walks again next time
+        write_private(target, json.dumps({"v": 1, "tips": keep}).encode())
+    return found
+
+
+def status(path: Path, *, remote: str | None = None) -> StatusReport:
+    mem = open_memory(path, remote)
+    with mem.locked():
+        error = None
+        try:
+            ensure_hub(mem.hub)
+            fetch(mem)
+        except (RemoteError, RepoError) as exc:
+            error = exc.message
+        git = mem.git
+        remote_oid = git.ref_oid(mem.tracking_ref)
+        head = git.head_oid()
+        ahead = behind = 0
+        if head and remote_oid:
+            ahead, behind = git.ahead_behind(head, remote_oid)
+        elif head:
+            ahead = sum(1 for _ in git.walk(head))
+        changes = git.scan()
+        conflicts = sorted({p for p in git.tracked_paths_containing(".conflict-") if is_conflict_copy(p)}
+                           | {c.path for c in changes if is_conflict_copy(c.path) and c.kind != "deleted"})
+        try:
+            remote_version = _version(git, remote_oid)
+        except RepoError as exc:  # a hub version past memsync's limits (hubtree.TreeTooLarge)
+            remote_version, error = None, exc.message
+        return StatusReport(
+            name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
+            branch=mem.branch, remote_version=remote_version,
+            last_run=_last_run_of(git, remote_oid) if remote_oid else None, local_version=head,
+            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
+            too_large=_too_large(mem, changes), ignored=list(git.ignored),
+            remote_cached=error is not None and remote_oid is not None, running=live_run(mem))
+
+
+def _too_large(mem: Memory, changes: list[WorkChange]) -> list[str]:
+    import stat
+
+    found = []
+    for change in changes:
+        if change.kind == "deleted":
+            continue
+        try:
+            st = (mem.root / change.path).lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size > mem.config.max_file_size:
+            found.append(change.path)
+    return found
