@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 _interrupted = False
 
@@ -38,8 +40,10 @@ def main() -> None:
                 if served is not None:
                     sys.stdout.flush()
                     os._exit(served)
+        from memsync.cli import base
         from memsync.cli.app import main as cli_main
 
+        base.resident_server = _resident_server
         code = cli_main()
     except KeyboardInterrupt:
         _say_interrupted()
@@ -50,6 +54,14 @@ def main() -> None:
         # "PyCapsule_Import could not import module _socket"): still a Ctrl-C
         _say_interrupted()
     sys.exit(code)
+
+
+def _resident_server(socket: Path, idle: float, log: Callable[[str], None], track: bool) -> int:
+    """`memsync serve`: the server sits above the CLI it runs commands with, so the CLI reaches it
+    through this entry point, never by importing it."""
+    from memsync.serve.server import serve
+
+    return serve(socket, idle, log, track=track)
 
 
 def _say_interrupted() -> None:

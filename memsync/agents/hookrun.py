@@ -65,7 +65,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
     short_network()
     from memsync.core.snapshot import describe, take
     from memsync.sync import exchange
-    from memsync.sync.storage import ensure_hub
+    from memsync.sync.hubs import ensure_hub
 
     exchange.NETWORK_TRIES = 2  # one retry: the agent is waiting
     result = HookResult(verb, name)
@@ -151,12 +151,12 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
 def _on_hub(name: str, remote: str | None) -> bool:
     from memsync.git import hub as hubmod
     from memsync.git import transport
+    from memsync.sync.hubs import ensure_hub
     from memsync.sync.listing import _cache_repo
-    from memsync.sync.storage import ensure_hub
 
     hub = hubmod.resolve(remote, None)
     ensure_hub(hub)
-    heads = {h.ref for h in transport.list_heads(_cache_repo(hub), hub)}
+    heads = {h.ref for h in transport.list_heads(_cache_repo(hub).repo, hub)}
     return any(f"refs/heads/{k}/{name}" in heads for k in ("memory", "artifact"))
 
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
 
-from memsync.cli.output import err, out, print_json, warn
-from memsync.cli.verbs import Guard
-from memsync.util.textsafe import clean, quote_path, terminal
-
-Segment = tuple[str, str]  # (text, rich style); the style is used on a terminal only
+from memsync.cli.base import Guard
+from memsync.cli.output import Segment, err, out, print_json, styled, unified_diff, warn
+from memsync.util.textsafe import clean, quote_path
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push to "
                                                "(default: the memory's).")]
@@ -51,7 +48,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
             out(f"No versions{what} match" if (run or flagged or path) else "No versions yet")
             return
         for entry in result.versions:
-            _emit(_log_line(entry))
+            styled(_log_line(entry))
 
     @app.command(cls=_PathsAfterDashes)
     @guard
@@ -73,7 +70,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         if stat:
             _print_stat(result.patches)
         else:
-            _print_patches(result.patches)
+            unified_diff([p.data for p in result.patches])
 
     @app.command()
     @guard
@@ -165,18 +162,6 @@ def _log_line(e: Any) -> list[Segment]:
     return parts
 
 
-def _emit(parts: list[Segment]) -> None:
-    if not sys.stdout.isatty():
-        out("".join(text for text, _ in parts))
-        return
-    from rich.console import Console
-    from rich.text import Text
-
-    # Text, never a markup string: `[red]` or `[link=...]` in a path is shown as written
-    safe = [(terminal(text), style) for text, style in parts]
-    Console(highlight=False, soft_wrap=True).print(Text.assemble(*safe))
-
-
 # -- diff ----------------------------------------------------------------------------------------
 _PATHS = "memsync.paths"
 
@@ -192,33 +177,6 @@ class _PathsAfterDashes(TyperCommand):
         return list(super().parse_args(ctx, args))
 
 
-def _print_patches(patches: list[Any]) -> None:
-    if not sys.stdout.isatty():
-        for p in patches:
-            sys.stdout.buffer.write(p.data)
-        sys.stdout.flush()
-        return
-    from rich.console import Console
-    from rich.text import Text
-
-    console = Console(highlight=False, soft_wrap=True)
-    for p in patches:
-        for line in p.data.decode("utf-8", "replace").splitlines():
-            console.print(Text(terminal(line), style=_diff_style(line)))
-
-
-def _diff_style(line: str) -> str:
-    if line.startswith(("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file")):
-        return "bold"
-    if line.startswith("@@"):
-        return "cyan"
-    if line.startswith("+"):
-        return "green"
-    if line.startswith("-"):
-        return "red"
-    return ""
-
-
 def _print_stat(patches: list[Any]) -> None:
     names = [quote_path(p.path) for p in patches]
     width = max((len(name) for name in names), default=0)
@@ -227,7 +185,7 @@ def _print_stat(patches: list[Any]) -> None:
         added, deleted = added + p.added, deleted + p.deleted
         bar = "+" * min(p.added, 40) + "-" * min(p.deleted, 40)
         change = "Bin" if p.binary else f"{p.added + p.deleted:>5} {bar}"
-        _emit([(f" {name:<{width}} | ", ""), (change, "green" if p.added >= p.deleted else "red")])
+        styled([(f" {name:<{width}} | ", ""), (change, "green" if p.added >= p.deleted else "red")])
     files = "file" if len(patches) == 1 else "files"
     out(f" {len(patches)} {files} changed, {added} insertions(+), {deleted} deletions(-)")
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
+from memsync.cli.base import Guard
 from memsync.cli.output import err, out, print_json
-from memsync.cli.verbs import Guard
 
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_MEMSYNC_COMPLETE"

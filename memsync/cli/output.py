@@ -101,3 +101,76 @@ def transfer_progress() -> Iterator[ProgressFn | None]:
             bar.update(tasks[phase], completed=done, total=total, description=label)
 
         yield update
+
+
+Segment = tuple[str, str]  # (text, rich style); the style is used on a terminal only
+
+
+def styled(parts: list[Segment]) -> None:
+    """One line on stdout from styled parts: plain when stdout is not a terminal."""
+    if not sys.stdout.isatty():
+        out("".join(text for text, _ in parts))
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    # Text, never a markup string: `[red]` or `[link=...]` in a path is shown as written
+    safe = [(terminal(text), style) for text, style in parts]
+    Console(highlight=False, soft_wrap=True).print(Text.assemble(*safe))
+
+
+def unified_diff(chunks: list[bytes]) -> None:
+    """Patches as git prints them: the bytes as they are into a pipe, coloured on a terminal."""
+    if not sys.stdout.isatty():
+        for data in chunks:
+            sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False, soft_wrap=True)
+    for data in chunks:
+        for line in data.decode("utf-8", "replace").splitlines():
+            console.print(Text(terminal(line), style=_diff_style(line)))
+
+
+def _diff_style(line: str) -> str:
+    if line.startswith(("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file")):
+        return "bold"
+    if line.startswith("@@"):
+        return "cyan"
+    if line.startswith("+"):
+        return "green"
+    if line.startswith("-"):
+        return "red"
+    return ""
+
+
+class LiveLine:
+    """A status line kept at the bottom of a terminal, with messages printed above it."""
+
+    def __init__(self, live: Any) -> None:
+        self._live = live
+
+    def message(self, stamp: str, text: str, warning: bool) -> None:
+        from rich.text import Text
+
+        line = Text(f"{stamp} ", style="dim")
+        line.append(terminal(text), style="yellow" if warning else "")
+        self._live.console.print(line)
+
+    def status(self, text: str) -> None:
+        from rich.text import Text
+
+        self._live.update(Text(terminal(text), no_wrap=True, overflow="ellipsis"), refresh=True)
+
+
+@contextmanager
+def live_line() -> Iterator[LiveLine]:
+    """A LiveLine on stderr (the caller checks that stderr is a terminal)."""
+    from rich.console import Console
+    from rich.live import Live
+
+    with Live(console=Console(stderr=True), auto_refresh=False, transient=True) as live:
+        yield LiveLine(live)

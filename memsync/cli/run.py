@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from memsync.cli.base import Guard
 from memsync.cli.output import err, out
-from memsync.cli.verbs import Guard
 
 
 def register(app: typer.Typer, guard: Guard) -> None:

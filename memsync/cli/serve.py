@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
+from memsync.cli.base import Guard
 from memsync.cli.output import err
-from memsync.cli.verbs import Guard
 
 
 def default_socket() -> Path:
@@ -42,10 +42,13 @@ def register(app: typer.Typer, guard: Guard) -> None:
         memories they use, so status, push and pull look only at what changed (a run's record,
         restore, revert and redact always look at every file). Without a server, or with a stale
         socket, commands run in-process as usual. Stop with Ctrl-C or SIGTERM."""
+        from memsync.cli import base
         from memsync.errors import UsageError
-        from memsync.serve.server import serve as run_server
 
         if idle < 0:
             raise UsageError("--idle must be 0 or more")
+        if base.resident_server is None:
+            raise UsageError("memsync serve starts only as a command of its own",
+                             "run `memsync serve` (or `python -m memsync serve`) in a shell")
         path = (socket or default_socket()).absolute()
-        raise typer.Exit(run_server(path, idle, lambda line: err(f"memsync: {line}"), track=track))
+        raise typer.Exit(base.resident_server(path, idle, lambda line: err(f"memsync: {line}"), track))

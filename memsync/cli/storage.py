@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 import typer
 
+from memsync.cli.base import Guard
 from memsync.cli.output import err, human_size, out, print_json, warn
-from memsync.cli.verbs import Guard
 from memsync.util.textsafe import clean, quote_path
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL: a path, file://, git://, "

@@ -6,13 +6,9 @@ inside each command, so `memsync --help` does not pay for pygit2, rich or yaml.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import typer
 
-Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
-
+from memsync.cli.base import Guard
 
 # Verbs whose modules are imported only when they are the one being run (or for the whole
 # app: help, an unknown name), so that the integrations cost the core commands nothing.

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from memsync.cli.base import Guard
 from memsync.cli.output import err
-from memsync.cli.verbs import Guard
 
 if TYPE_CHECKING:
     from memsync.live.watch import Report, WatchEvent, WatchStatus, WatchSummary
@@ -81,22 +81,14 @@ def _display() -> Iterator[tuple[Report, float | None]]:
     if not sys.stderr.isatty():
         yield _log_line, None
         return
-    from rich.console import Console
-    from rich.live import Live
-    from rich.text import Text
+    from memsync.cli.output import live_line
 
-    from memsync.util.textsafe import terminal
-
-    console = Console(stderr=True)
-    with Live(console=console, auto_refresh=False, transient=True) as live:
+    with live_line() as line:
 
         def report(event: WatchEvent) -> None:
             if event.message:
-                line = Text(f"{time.strftime('%H:%M:%S')} ", style="dim")
-                line.append(terminal(event.message), style="yellow" if event.level == "warning" else "")
-                live.console.print(line)
-            line = Text(terminal(status_line(event.status, time.time())), no_wrap=True, overflow="ellipsis")
-            live.update(line, refresh=True)
+                line.message(time.strftime("%H:%M:%S"), event.message, event.level == "warning")
+            line.status(status_line(event.status, time.time()))
 
         yield report, 1.0
 

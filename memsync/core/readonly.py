@@ -19,14 +19,35 @@ import os
 import shutil
 import stat
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
-from memsync.core.memory import Memory
 from memsync.git import history
 from memsync.git.hub import memsync_home
-from memsync.git.repo import file_blob_id
+from memsync.git.repo import GitRepo, file_blob_id
 from memsync.util.fs import pid_alive, place, real_folders
+
+
+class Memory(Protocol):
+    """What the read-only guard needs of a memory (core/memory.py's Memory). A protocol, not an
+    import: opening a memory finishes a killed run's undo (memory.open_memory calls recover)."""
+
+    root: Path
+    git: GitRepo
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def branch(self) -> str: ...
+
+    @property
+    def local_ref(self) -> str: ...
+
+    def locked(self, timeout: float | None = None) -> AbstractContextManager[None]: ...
+
 
 __all__ = ["Guard", "Undone", "check_same_folder", "chmod_nofollow", "protect", "recover", "undo"]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pygit2
 
 from memsync.errors import RepoError
+from memsync.git import engine
 
 # git estimates the loose objects from one of the 256 fan-out directories (`gc --auto` reads
 # objects/17); so do we: one directory listing instead of 256.
@@ -81,7 +82,7 @@ def repack(git_dir: Path) -> RepackResult:
     objects = _objects_dir(git_dir)
     old_packs = _pack_files(objects)
     loose = _loose_files(objects)
-    repo = pygit2.Repository(str(git_dir))
+    repo = engine.repository(git_dir)
     # every object of every backend (loose and packed), reachable or not; an object stored twice
     # (in two packs, or packed and loose) is listed once per copy
     ids = list(dict.fromkeys(repo.odb))

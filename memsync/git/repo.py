@@ -20,7 +20,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, Option, RepositoryState
 
 from memsync.errors import RepoError
-from memsync.git import hints
+from memsync.git import engine, hints
 from memsync.git.hub import redact
 from memsync.git.hubtree import tree_totals
 from memsync.git.workdiff import diff_to_workdir
@@ -110,7 +110,7 @@ class GitRepo:
         if not (root / ".git").exists():
             raise RepoError(f"{root} has no git repository", "run `memsync init` in it")
         try:
-            repo = pygit2.Repository(str(root / ".git"))
+            repo = engine.repository(root / ".git")
         except pygit2.GitError as exc:
             raise open_refusal(exc, root) from exc
         workdir = repo.workdir
@@ -125,11 +125,31 @@ class GitRepo:
         return cls(repo, root)
 
     @classmethod
+    def bare(cls, path: Path, *, create: bool = False) -> GitRepo:
+        """A bare repository (a hub on this machine, a cache): opened, or created first when
+        `create` and there is none. libgit2's refusals come out as pygit2.GitError for the
+        caller's transport.translate (which knows the hub)."""
+        if create and not (path / "HEAD").exists():
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return cls(engine.create(path, bare=True), path)
+        return cls(engine.repository(path), path)
+
+    def refs_under(self, prefix: str) -> list[tuple[str, str]]:
+        """(ref name, target id) of every direct reference whose name starts with `prefix`."""
+        found = []
+        for name in self.repo.references:
+            if name.startswith(prefix):
+                target = self.repo.references[name].target
+                if isinstance(target, pygit2.Oid):
+                    found.append((name, str(target)))
+        return found
+
+    @classmethod
     def init(cls, root: Path, branch: str) -> GitRepo:
         if (root / ".git").exists():
             return cls.open(root)
         try:
-            repo = pygit2.init_repository(str(root), bare=False, initial_head=branch)
+            repo = engine.create(root, bare=False, initial_head=branch)
         except pygit2.GitError as exc:
             raise RepoError(f"cannot create a repository in {root}: {exc}") from exc
         return cls(repo, root)
@@ -834,7 +854,7 @@ class IgnoreRules:
     """git's ignore rules for a work tree, with its own repository handle (thread-safe use)."""
 
     def __init__(self, root: Path) -> None:
-        self._repo = pygit2.Repository(str(root / ".git"))
+        self._repo = engine.repository(root / ".git")
         self._lock = threading.Lock()
 
     def is_ignored(self, rel: str) -> bool:

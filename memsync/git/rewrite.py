@@ -18,6 +18,7 @@ import pygit2
 from pygit2.enums import FileMode, SortMode
 
 from memsync.errors import RepoError
+from memsync.git import engine
 from memsync.git.integrate import _checkout
 from memsync.git.repo import GitRepo
 
@@ -138,7 +139,7 @@ def set_hub_ref(hub: Path, ref: str, new: str, expected: str) -> None:
     """Compare-and-swap of a local bare hub's branch (caller holds the hub's lock): a forced
     update the hub's receive.denyNonFastForwards would refuse over a transport."""
     try:
-        repo = pygit2.Repository(str(hub))
+        repo = engine.repository(hub)
         current = repo.references.get(ref)
         if current is None or str(current.target) != expected:
             raise RepoError(f"the hub's {ref} moved meanwhile", "run the command again")
@@ -148,7 +149,7 @@ def set_hub_ref(hub: Path, ref: str, new: str, expected: str) -> None:
 
 
 def delete_ref(git_dir: Path, ref: str) -> None:
-    repo = pygit2.Repository(str(git_dir))
+    repo = engine.repository(git_dir)
     found = repo.references.get(ref)
     if found is not None:
         found.delete()

@@ -26,10 +26,11 @@ from memsync.errors import (
     RemoteUnreachable,
     RepoError,
 )
-from memsync.git import hostkeys, interrupts, sockets
+from memsync.git import engine, hostkeys, interrupts, sockets
 from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
 from memsync.git.hub import HubUrl, redact
+from memsync.git.repo import GitRepo
 
 ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objects total, bytes)
 
@@ -37,14 +38,24 @@ ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objec
 
 def apply_timeouts() -> None:
     """libgit2's connect and I/O timeouts from MEMSYNC_CONNECT_TIMEOUT / MEMSYNC_IO_TIMEOUT
-    (seconds): at import, and again by a `memsync serve` worker for its caller's environment."""
+    (seconds): when memsync first reaches a hub, and again by a `memsync serve` worker for its
+    caller's environment."""
     pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, int(os.environ.get("MEMSYNC_CONNECT_TIMEOUT", "10")) * 1000)
     pygit2.option(Option.SET_SERVER_TIMEOUT, int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000)
 
 
-apply_timeouts()
-hostkeys.install()
-interrupts.install()
+_engaged = False
+
+
+def _engage() -> None:
+    """The process-wide settings a transfer needs, applied before memsync's first one (engine.py)."""
+    global _engaged
+    if not _engaged:
+        engine.engage()
+        apply_timeouts()
+        hostkeys.install()
+        interrupts.install()
+        _engaged = True
 
 
 class NotFastForward(RemoteError):
@@ -143,6 +154,7 @@ def _anonymous(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
     """A remote for exactly the hub memsync resolved. libgit2 applies `url.<base>.insteadOf` and
     `pushInsteadOf` even to anonymous remotes; a rule in the memory's own .git/config (which an
     agent or a careless command can write) would send the memory and its credential elsewhere."""
+    _engage()
     remote = repo.remotes.create_anonymous(hub.url)
     if remote.url == hub.url and remote.push_url in (None, hub.url):
         return remote
@@ -209,6 +221,18 @@ def check_local(hub: HubUrl) -> None:
     if path is not None and not (path / "HEAD").exists() and not (path / ".git").exists():
         raise RemoteUnreachable(f"remote {hub.display} does not exist",
                                 f"create it with `git init --bare {path}`, or fix --remote")
+
+
+def open_local_hub(hub: HubUrl, doing: str) -> GitRepo:
+    """A hub on this machine, opened in place (`list` reads its refs and trees there)."""
+    assert hub.local_path is not None
+    try:
+        return GitRepo.bare(hub.local_path)
+    except pygit2.GitError as exc:  # e.g. an empty `.git` directory
+        if "not owned by current user" in str(exc):
+            raise translate(exc, hub, doing) from exc
+        raise RemoteUnreachable(f"{doing} {hub.display}: no git repository there ({exc})",
+                                "check the URL; create a bare repository with `git init --bare`") from exc
 
 
 def list_heads(repo: pygit2.Repository, hub: HubUrl) -> list[RemoteHead]:
@@ -280,7 +304,7 @@ def ensure_bare(path: Path) -> None:
     if not (path / "HEAD").exists():
         try:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            pygit2.init_repository(str(path), bare=True)
+            engine.create(path, bare=True)
         except (pygit2.GitError, OSError) as exc:
             raise RemoteError(f"cannot create the hub at {path}: {exc}",
                               "check MEMSYNC_HOME is writable") from exc

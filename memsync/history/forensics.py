@@ -29,7 +29,7 @@ from memsync.git.trailers import first, parse, quote_path
 from memsync.history.log import FileState, LogEntry, LogResult, log, relative
 from memsync.sync import shallow
 from memsync.sync.exchange import Exchange, sync, unpushed
-from memsync.sync.storage import ensure_hub
+from memsync.sync.hubs import ensure_hub
 from memsync.util.fs import in_the_way, place
 
 RUN_PREFIX = "run:"

@@ -70,7 +70,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
     with mem.locked():
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)
-        from memsync.sync.storage import ensure_hub
+        from memsync.sync.hubs import ensure_hub
 
         ensure_hub(mem.hub)
         who = operator("Save local changes before redacting")

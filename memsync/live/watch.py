@@ -378,7 +378,7 @@ def _resnap(mem: Memory) -> None:
 
 
 def _prepare(mem: Memory) -> None:
-    from memsync.sync.storage import ensure_hub
+    from memsync.sync.hubs import ensure_hub
 
     mem.git.check_state(mem.branch)
     mem.git.ensure_layout(mem.branch, None)

@@ -197,7 +197,7 @@ def _own(mem: Memory, run_id: str | None, claim: bool, claimed: list[Memory]) ->
 
 
 def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[Oversize]:
-    from memsync.sync.storage import ensure_hub
+    from memsync.sync.hubs import ensure_hub
 
     # Joining the run that owns the memory: its uncommitted files are that run's work.
     who = acting(joined_run, "Save the run's changes") if joined_run else operator("Save local changes before the run")

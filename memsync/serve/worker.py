@@ -187,12 +187,9 @@ def _take_over(fields: list[bytes], fds: list[int]) -> list[str]:
     for name in ("stdin", "stdout", "stderr"):  # what a library falls back to, the same streams
         setattr(sys, f"__{name}__", getattr(sys, name))
     sys.argv = ["memsync", *argv]
-    import pygit2
-    from pygit2.enums import ConfigLevel
+    from memsync.git import engine, transport
 
-    for level in (ConfigLevel.GLOBAL, ConfigLevel.XDG, ConfigLevel.SYSTEM, ConfigLevel.PROGRAMDATA):
-        pygit2.settings.search_path[level] = None  # type: ignore[assignment]  # found again from this HOME / XDG_CONFIG_HOME
-    from memsync.git import transport
+    engine.find_configuration_again()
 
     transport.apply_timeouts()
     return argv

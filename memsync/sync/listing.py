@@ -12,9 +12,6 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-
-import pygit2
 
 from memsync.core.locking import clear_stale_git_locks, held
 from memsync.git import hub as hubmod
@@ -22,6 +19,7 @@ from memsync.git import transport
 from memsync.git.hub import HubUrl
 from memsync.git.hubtree import TreeTooLarge
 from memsync.git.repo import GitRepo
+from memsync.sync.hubs import ensure_hub, last_run
 from memsync.util.timefmt import rfc3339
 
 _BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
@@ -45,49 +43,32 @@ def memory_names(refs: Iterable[str]) -> list[str]:
     return sorted({m.group(2) for ref in refs if (m := _BRANCH_RE.match(ref))})
 
 
-def _cache_repo(hub: HubUrl) -> pygit2.Repository:
+def _cache_repo(hub: HubUrl) -> GitRepo:
     path = hubmod.memsync_home() / "cache" / (hashlib.sha256(hub.url.encode()).hexdigest()[:16] + ".git")
-    if not (path / "HEAD").exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return pygit2.init_repository(str(path), bare=True)
-    return pygit2.Repository(str(path))
+    return GitRepo.bare(path, create=True)
 
 
 def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
     """(the hub as shown, its memories sorted by name)."""
-    from memsync.sync.storage import ensure_hub, last_run
-
     hub = hubmod.resolve(remote, None)
     ensure_hub(hub)
     if hub.local_path is not None:
         transport.check_local(hub)  # a clear error if it is missing
-        try:
-            repo = pygit2.Repository(str(hub.local_path))
-        except pygit2.GitError as exc:  # e.g. an empty `.git` directory
-            from memsync.errors import RemoteUnreachable
-
-            if "not owned by current user" in str(exc):
-                raise transport.translate(exc, hub, "cannot list") from exc
-            raise RemoteUnreachable(f"cannot list {hub.display}: no git repository there ({exc})",
-                                    "check the URL; create a bare repository with `git init --bare`") from exc
+        git = transport.open_local_hub(hub, "cannot list")
         prefix = "refs/heads/"
     else:
         home = hubmod.ensure_home()
         with held(home / "cache.lock", "the listing cache") as tenure:
-            repo = _cache_repo(hub)
-            clear_stale_git_locks(Path(repo.path), tenure, "the listing cache")  # a killed `list`
-            transport.fetch(repo, hub, ["+refs/heads/memory/*:refs/hub/memory/*",
-                                        "+refs/heads/artifact/*:refs/hub/artifact/*"])
+            git = _cache_repo(hub)
+            clear_stale_git_locks(git.git_dir, tenure, "the listing cache")  # a killed `list`
+            transport.fetch(git.repo, hub, ["+refs/heads/memory/*:refs/hub/memory/*",
+                                            "+refs/heads/artifact/*:refs/hub/artifact/*"])
         prefix = "refs/hub/"
-    git = GitRepo(repo, hubmod.memsync_home())
     found: list[MemoryInfo] = []
-    for ref in repo.references:
-        if not ref.startswith(prefix):
-            continue
+    for ref, oid in git.refs_under(prefix):
         match = _BRANCH_RE.match("refs/heads/" + ref[len(prefix):])
         if not match:
             continue
-        oid = str(repo.references[ref].target)
         error = None
         try:
             files, size = git.tree_stats(oid)

@@ -14,16 +14,15 @@ from typing import TYPE_CHECKING
 from memsync.core import config as cfgmod
 from memsync.core.attribution import Attribution, operator
 from memsync.core.config import StorageConfig
-from memsync.core.locking import held
 from memsync.core.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
 from memsync.errors import ConfigError, InvalidName, RemoteError, RepoError, UsageError
 from memsync.git import hub as hubmod
 from memsync.git import transport
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo, WorkChange
-from memsync.git.trailers import first, parse
 from memsync.git.transport import ProgressFn
 from memsync.sync.exchange import Exchange, fetch, link_hub_objects, sync
+from memsync.sync.hubs import LastRun, ensure_hub, last_run
 from memsync.util.fs import pid_alive
 from memsync.util.names import check_name, check_type, is_conflict_copy
 from memsync.util.timefmt import rfc3339
@@ -81,14 +80,6 @@ class PullResult:
 
 
 @dataclass
-class LastRun:
-    run_id: str
-    version: str
-    time: str  # RFC 3339, UTC
-    exit_code: int | None  # None: the run is still going, or was killed before it could record one
-
-
-@dataclass
 class StatusReport:
     name: str
     type: str
@@ -109,19 +100,6 @@ class StatusReport:
     # as of the last successful fetch
     remote_cached: bool = False
     running: RunMark | None = None  # the `memsync run` that owns this directory now, if any
-
-
-def ensure_hub(hub: HubUrl) -> None:
-    """The embedded hub is created on first use; any other hub must already exist."""
-    if hub.local_path is not None and hub.local_path == hubmod.embedded_hub_path():
-        home = hubmod.memsync_home()
-        try:
-            hubmod.ensure_home()
-        except OSError as exc:
-            raise RepoError(f"cannot create {home}: {exc.strerror}",
-                            "set MEMSYNC_HOME to a writable directory") from exc
-        with held(home / "hub.lock", "the embedded hub"):
-            transport.ensure_bare(hub.local_path)
 
 
 def _version(git: GitRepo, oid: str | None) -> Version | None:
@@ -348,19 +326,6 @@ def pull_or_clone(name: str | None, path: Path, *, remote: str | None = None,
 
 
 # -- status ---------------------------------------------------------------------------------------
-def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
-    for n, info in enumerate(git.walk(tip)):
-        trailers = parse(info.message)
-        if first(trailers, "Memsync-Actor") == "run":
-            run_id = first(trailers, "Memsync-Run-Id") or "?"
-            code = first(trailers, "Memsync-Exit-Code")
-            exit_code = int(code) if code and code.lstrip("-").isdigit() else None
-            return LastRun(run_id, info.short, rfc3339(info.time), exit_code)
-        if n >= limit:
-            break
-    return None
-
-
 _LAST_RUN_FILE = "memsync-last-run.json"
 _LAST_RUN_KEEP = 8
 

@@ -1,0 +1,52 @@
+"""What several verbs need of a hub before they talk to it: the embedded hub made on first use,
+and the last run recorded in a memory's history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memsync.core.locking import held
+from memsync.errors import RepoError
+from memsync.git import hub as hubmod
+from memsync.git import transport
+from memsync.git.hub import HubUrl
+from memsync.git.repo import GitRepo
+from memsync.git.trailers import first, parse
+from memsync.util.timefmt import rfc3339
+
+
+@dataclass
+class LastRun:
+    run_id: str
+    version: str
+    time: str  # RFC 3339, UTC
+    exit_code: int | None  # None: the run is still going, or was killed before it could record one
+
+
+def ensure_hub(hub: HubUrl) -> None:
+    """The embedded hub is created on first use; any other hub must already exist."""
+    if hub.local_path is not None and hub.local_path == hubmod.embedded_hub_path():
+        home = hubmod.memsync_home()
+        try:
+            hubmod.ensure_home()
+        except OSError as exc:
+            raise RepoError(f"cannot create {home}: {exc.strerror}",
+                            "set MEMSYNC_HOME to a writable directory") from exc
+        with held(home / "hub.lock", "the embedded hub"):
+            transport.ensure_bare(hub.local_path)
+
+
+def last_run(git: GitRepo, tip: str, limit: int = 500) -> LastRun | None:
+    for n, info in enumerate(git.walk(tip)):
+        trailers = parse(info.message)
+        if first(trailers, "Memsync-Actor") == "run":
+            run_id = first(trailers, "Memsync-Run-Id") or "?"
+            code = first(trailers, "Memsync-Exit-Code")
+            exit_code = int(code) if code and code.lstrip("-").isdigit() else None
+            return LastRun(run_id, info.short, rfc3339(info.time), exit_code)
+        if n >= limit:
+            break
+    return None
+
+
+__all__ = ["LastRun", "ensure_hub", "last_run"]
