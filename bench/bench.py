@@ -3,7 +3,7 @@
     python bench/bench.py                     # 1k, 10k, 100k files + a 5,000-version history (~11 min, 2 cores)
     python bench/bench.py --quick             # smoke run: 1k files, 2 rounds, a 200-version history
     python bench/bench.py --sizes 10000 --rounds 7
-    python bench/bench.py --readme            # rewrite README.md's table from bench/results/latest.json
+    python bench/bench.py --readme            # rewrite docs/PERFORMANCE.md's table from bench/results/latest.json
 
 Every candidate is a real child process (the `memsync` console script, `git`, `tar`), timed by
 wall clock, its peak RSS read from wait4(). Candidates alternate within each round (the order
@@ -910,7 +910,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--out", type=Path, default=HERE / "results", help="where the JSON goes")
     parser.add_argument("--readme", action="store_true",
-                        help="run nothing: rewrite README.md's benchmark table from OUT/latest.json")
+                        help="run nothing: rewrite docs/PERFORMANCE.md's benchmark table from OUT/latest.json")
     args = parser.parse_args(argv)
     if args.readme:
         targets.rewrite_readme(args.out / "latest.json")

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-README = HERE.parent / "README.md"
+README = HERE.parent / "docs" / "PERFORMANCE.md"
 LATEST = HERE / "results" / "latest.json"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 TRANSPORTS = ("file", "git://")
-JUDGED = ("met/NOT met is judged on memsync served (MEMSYNC_SERVER) when the run has it, else on "
-          "memsync cold, and on every transport measured")
+JUDGED = ("met/NOT met is judged on memsync cold, what a fresh sandbox gets (nothing there starts "
+          "`memsync serve`), on every transport measured; the served column is judged apart")
 
 
 @dataclass(frozen=True)
@@ -76,13 +76,22 @@ class TargetRow:
 
     @property
     def judged(self) -> list[Figure]:
-        return self.served or self.cold
+        """A sandbox runs memsync cold: the target is met only there."""
+        return self.cold
 
     @property
     def verdict(self) -> str:
-        if not self.judged or self.unusable:
+        return self._verdict(self.cold)
+
+    @property
+    def served_verdict(self) -> str:
+        """For an operator who keeps `memsync serve` running (a laptop, a long-lived CI runner)."""
+        return self._verdict(self.served)
+
+    def _verdict(self, found: list[Figure]) -> str:
+        if not found or self.unusable:
             return "-"
-        return "met" if all(f.ratio <= self.target.limit for f in self.judged) else "NOT met"
+        return "met" if all(f.ratio <= self.target.limit for f in found) else "NOT met"
 
     def as_json(self) -> dict[str, Any]:
         def figs(found: list[Figure]) -> list[dict[str, Any]]:
@@ -91,7 +100,7 @@ class TargetRow:
         return {"operation": self.target.operation, "reference": self.target.reference, "at": self.at,
                 "unit": "MB" if self.target.rss else "ms", "limit": self.target.limit,
                 "cold": figs(self.cold), "served": figs(self.served), "verdict": self.verdict,
-                "judged_on": "served" if self.served else "cold"}
+                "served_verdict": self.served_verdict, "judged_on": "cold"}
 
 
 def _sizes(doc: dict[str, Any], item: str) -> list[int]:
@@ -154,9 +163,9 @@ def _ratios(found: list[Figure]) -> str:
 
 def console_table(rows: list[TargetRow], served_note: str = "") -> str:
     """The printed table (one row per target)."""
-    headers = ["issue 14 target", "vs git", "at", "memsync cold", "memsync served", "target", ""]
-    data = [[r.target.operation, r.target.reference, r.at, _ratios(r.cold), _ratios(r.served),
-             f"<={r.target.limit:.1f}x" + (" (RSS)" if r.target.rss else ""), r.verdict] for r in rows]
+    headers = ["target", "vs git", "at", "memsync cold", "cold", "memsync served", "served", "limit"]
+    data = [[r.target.operation, r.target.reference, r.at, _ratios(r.cold), r.verdict, _ratios(r.served),
+             r.served_verdict, f"<={r.target.limit:.1f}x" + (" (RSS)" if r.target.rss else "")] for r in rows]
     widths = [max(len(h), *(len(d[i]) for d in data)) for i, h in enumerate(headers)]
     lines = [f"issue 14 targets ({JUDGED}{'; ' + served_note if served_note else ''})",
              "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip(),
@@ -202,16 +211,20 @@ def _shown(path: Path) -> str:
 
 def markdown(doc: dict[str, Any], results: Path = LATEST) -> str:
     rows = target_rows(doc)
-    out = ["Issue 14's targets: memsync's median and its ratio to git's median in the same run (the embedded",
-           "hub, `file://` for git; other transports' ratios in brackets). met/NOT met is judged on memsync",
-           "served (`MEMSYNC_SERVER`) when the run has it, else on memsync cold, on every transport measured.",
+    out = ["memsync's median and its ratio to git's median in the same run (the embedded hub, `file://`",
+           "for git; other transports' ratios in brackets), cold and served side by side. **Cold** is what",
+           "a fresh sandbox gets: every command starts a new Python (nothing there starts `memsync serve`);",
+           "a target is met only there. **Served** is what an operator gets who keeps `memsync serve`",
+           "running (a laptop, a long-lived CI runner) and sets `MEMSYNC_SERVER`.",
            "",
-           "| operation | vs | at | git CLI | memsync | memsync (served) | target | |",
-           "|---|---|---|---:|---:|---:|---|---|"]
+           "| operation | vs | at | git CLI | memsync cold | cold | memsync served | served | target |",
+           "|---|---|---|---:|---:|---|---:|---|---|"]
     for r in rows:
-        git = _amount(r.judged[0].git, r.target.rss) if r.judged else "-"
+        found = r.cold or r.served
+        git = _amount(found[0].git, r.target.rss) if found else "-"
         out.append(f"| {r.target.operation} | `{r.target.reference}` | {r.at} | {git} | {_cell(r.cold, r.target.rss)} "
-                   f"| {_cell(r.served, r.target.rss)} | <= {r.target.limit:.1f}x | {r.verdict} |")
+                   f"| {r.verdict} | {_cell(r.served, r.target.rss)} | {r.served_verdict} "
+                   f"| <= {r.target.limit:.1f}x |")
     out += ["", "Other figures of the same run:", "",
             "| operation | memsync | git CLI | snapshot |", "|---|---:|---:|---:|"]
     for size in _sizes(doc, "push 10 changed"):
@@ -279,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=LATEST)
-    parser.add_argument("--readme", action="store_true", help="rewrite README.md's table instead of printing")
+    parser.add_argument("--readme", action="store_true", help="rewrite docs/PERFORMANCE.md's table instead of printing")
     args = parser.parse_args(argv)
     if args.readme:
         rewrite_readme(args.results)

@@ -122,3 +122,16 @@ def memory(tmp_path: Path, cli) -> Path:  # type: ignore[no-untyped-def]
     write(root, "runs/first.md", "first run\n")
     assert cli("push", cwd=root).code == 0
     return root
+
+
+# Fixtures that start a server on 127.0.0.1 (tests/fixtures_servers.py and a few files' own).
+SERVER_FIXTURES = frozenset({"git_daemon", "daemon_hub", "http_server", "https_server", "ssh_server",
+                             "hanging_server", "refusing_port", "token_hub"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The `server` marker means what it says: every test whose fixtures start a server has it
+    (`-m "not server"` leaves out exactly those), whether or not its file says so."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("server"):
+            item.add_marker(pytest.mark.server)

@@ -14,10 +14,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.stress_report import Figures, figures
 
 __all__ = ["figures"]
+
+pytestmark = pytest.mark.attack
 
 
 def _attack(figures: Figures, stopped: bool) -> None:

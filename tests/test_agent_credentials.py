@@ -25,6 +25,8 @@ from tests.stress_report import Figures, figures
 
 __all__ = ["figures"]
 
+pytestmark = pytest.mark.attack
+
 PASSPHRASE = "pass-" + "Zq8vR2" * 4  # built at run time, fake
 
 PROBE = r"""

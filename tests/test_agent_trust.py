@@ -18,6 +18,8 @@ from memsync.git.trailers import parse, quote_path, unquote_path
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.stress_report import Figures, figures
 
+pytestmark = pytest.mark.attack
+
 __all__ = ["figures"]
 
 TOKEN = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"  # well-formed, fake, built at run time

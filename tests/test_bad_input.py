@@ -24,7 +24,7 @@ import pytest
 from tests.conftest import Result, git, hub_path, hub_tree, write
 from tests.stress_report import Figures, figures
 
-pytestmark = pytest.mark.stress
+pytestmark = pytest.mark.attack
 __all__ = ["figures"]
 
 

@@ -20,7 +20,7 @@ from tests.stress_report import Figures, figures
 
 __all__ = ["figures"]
 
-pytestmark = [pytest.mark.stress, pytest.mark.server]
+pytestmark = [pytest.mark.attack, pytest.mark.server]
 
 OTHER_HOST = "127.0.0.2"
 

@@ -32,7 +32,7 @@ from tests.stress_report import Figures, figures, size
 
 __all__ = ["figures"]
 
-pytestmark = [pytest.mark.stress, pytest.mark.server]
+pytestmark = [pytest.mark.attack, pytest.mark.stress, pytest.mark.server]
 
 STRIDE = size(4, 1)
 

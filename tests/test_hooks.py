@@ -185,7 +185,7 @@ def test_the_agents_home_never_syncs_more_than_its_memory_files(cli) -> None:
     assert set(hub_tree("memory/claude-code")) == {"CLAUDE.md"}
 
 
-@pytest.mark.stress  # hostile-hub attacks: counted in the reliability suite's table
+@pytest.mark.attack  # hostile-hub attacks: counted in the reliability suite's table
 @pytest.mark.parametrize("when", ["first session", "later session", "symlink"])
 def test_a_hub_cannot_plant_the_agents_settings(cli, tmp_path: Path, when: str, figures: Figures) -> None:
     """Claude Code runs the hooks its settings.json names: a version from the hub that holds a

@@ -22,7 +22,7 @@ from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.servers import HttpGitServer
 from tests.stress_report import Figures, figures
 
-pytestmark = pytest.mark.stress
+pytestmark = pytest.mark.attack
 __all__ = ["figures"]
 
 

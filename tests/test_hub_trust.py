@@ -25,7 +25,7 @@ from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.servers import GitDaemon, make_bare_hub
 from tests.stress_report import Figures, figures
 
-pytestmark = pytest.mark.stress
+pytestmark = [pytest.mark.attack, pytest.mark.stress]
 __all__ = ["figures"]
 
 

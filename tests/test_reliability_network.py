@@ -18,7 +18,7 @@ from tests.conftest import git, memsync_cmd, write
 from tests.servers import GitDaemon, HangingServer, RefusingPort, make_bare_hub
 from tests.stress_report import Figures, figures
 
-pytestmark = [pytest.mark.stress, pytest.mark.server]
+pytestmark = [pytest.mark.attack, pytest.mark.server]
 __all__ = ["figures"]
 
 FAST_TIMEOUTS = {"MEMSYNC_CONNECT_TIMEOUT": "2", "MEMSYNC_IO_TIMEOUT": "2"}

@@ -24,7 +24,7 @@ from tests.stress_report import Figures, figures
 
 __all__ = ["figures"]
 
-pytestmark = pytest.mark.stress
+pytestmark = pytest.mark.attack
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 

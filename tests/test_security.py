@@ -21,7 +21,7 @@ from pygit2.enums import FileMode
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.stress_report import Figures, figures
 
-pytestmark = pytest.mark.stress
+pytestmark = pytest.mark.attack
 __all__ = ["figures"]
 
 

@@ -22,7 +22,7 @@ from tests.conftest import git, hub_path, memsync_cmd, write
 from tests.servers import GitDaemon, make_bare_hub
 from tests.stress_report import Figures, figures
 
-pytestmark = pytest.mark.stress
+pytestmark = pytest.mark.attack
 __all__ = ["figures"]
 
 # ESC sequences (colour, window title), BEL, CR, backspace, a one-character CSI (U+009B), and

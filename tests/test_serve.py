@@ -23,7 +23,8 @@ import pytest
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 
-pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="Linux peer credentials")
+pytestmark = [pytest.mark.skipif(not hasattr(socket, "SO_PEERCRED"), reason="Linux peer credentials"),
+              pytest.mark.server]
 
 PARENTS = "import os; p = os.getppid(); print(p, open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1])"
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from memsync import __version__
+from memsync.cli import compat
 from memsync.cli.output import err, warn
 from memsync.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, MemsyncError
 
@@ -78,60 +79,7 @@ from memsync.cli.verbs import register  # noqa: E402  (commands attach themselve
 register(app, handle_errors)
 
 
-def _lean_coercion() -> None:
-    """Start-up: typer builds a pydantic TypeAdapter (importing pydantic, ~100 ms) for every
-    parameter a command has, even unset ones. Unset values and values that already have the
-    declared plain type need no coercion; anything else still goes through typer's own."""
-    try:
-        from typer._coercion import RuntimeParam, build_runtime_param
-        from typer.core import _TyperParameter
-    except ImportError:  # another typer: keep its behaviour
-        return
-    import types
-    import typing
-    from pathlib import Path
-
-    def plain_types(annotation: Any) -> tuple[type, ...]:
-        if annotation in (str, int, float):
-            return (annotation,)
-        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-            args = typing.get_args(annotation)
-            if all(a in (str, int, float, type(None)) for a in args):
-                return tuple(a for a in args if a is not type(None))
-        return ()
-
-    class _Lazy(RuntimeParam):
-        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
-            kinds = plain_types(self.annotation)
-            if type(value) in kinds:
-                return value
-            if type(value) is str and len(kinds) == 1 and kinds[0] in (int, float):
-                try:  # `--checkpoint 0`: a number typed on the command line, as int()/float() read it
-                    return kinds[0](value)
-                except ValueError:
-                    pass  # typer's own coercion words the usage error
-            if self.annotation in (Path, Path | None) and (type(value) is str or isinstance(value, Path)):
-                return Path(value)  # `clone NAME DEST`: what pydantic makes of it, without importing it
-            if (isinstance(value, (list, tuple)) and all(type(v) is str for v in value)
-                    and self.annotation in (list[str], list[str] | None)):
-                return list(value)
-            if param._runtime_param is self:
-                param._runtime_param = build_runtime_param(param.type_descriptor)
-            return param._runtime_param._coerce_value(value, param=param, ctx=ctx)
-
-    def get_runtime_param(self: Any) -> Any:
-        if self._runtime_param is None:
-            descriptor = self.type_descriptor
-            if descriptor.file_annotation is None:
-                self._runtime_param = _Lazy(descriptor.parameter_info, descriptor.annotation)
-            else:
-                self._runtime_param = build_runtime_param(descriptor)
-        return self._runtime_param
-
-    setattr(_TyperParameter, "get_runtime_param", get_runtime_param)  # noqa: B010
-
-
-_lean_coercion()
+compat.lean_coercion()
 
 
 def _app_for(words: list[str]) -> typer.Typer:
@@ -143,10 +91,8 @@ def _app_for(words: list[str]) -> typer.Typer:
     register_for(app, handle_errors, words)
     if not words or words[0].startswith("-"):
         return app
-    from typer.main import get_command_name
-
     for info in app.registered_commands:
-        name = info.name or (get_command_name(info.callback.__name__) if info.callback else None)
+        name = info.name or (compat.command_name(info.callback.__name__) if info.callback else None)
         if name == words[0]:
             import copy
 
@@ -175,24 +121,19 @@ def _command_for(chosen: typer.Typer) -> Callable[..., Any]:
     infos = [*chosen.registered_commands, *chosen.registered_groups]
     if chosen is app or len(infos) != 1:
         return chosen
-    from typer.main import except_hook, get_command
-
-    if sys.excepthook != except_hook:  # as typer's own __call__ does
-        sys.excepthook = except_hook
+    compat.install_except_hook()
     found = _built.get(id(infos[0]))
     if found is None or found[0] is not infos[0]:
-        found = _built[id(infos[0])] = (infos[0], get_command(chosen))
+        found = _built[id(infos[0])] = (infos[0], compat.click_command(chosen))
     return found[1]
 
 
 def prepare() -> None:
     """Build every verb's click command ahead of time: for a process that runs many commands
     after a fork (`memsync serve`), so that none of them pays for it."""
-    from typer.main import get_command_name
-
     from memsync.cli.verbs import OCCASIONAL
 
-    register_names = [info.name or (get_command_name(info.callback.__name__) if info.callback else "")
+    register_names = [info.name or (compat.command_name(info.callback.__name__) if info.callback else "")
                       for info in app.registered_commands]
     for verb in [*register_names, *OCCASIONAL]:
         command = _command_for(_app_for([verb])) if verb else app
@@ -221,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: typer's own usage errors also become one `error:` line and exit code 2."""
     words = sys.argv[1:] if argv is None else argv
     if os.environ.get("_MEMSYNC_COMPLETE"):  # a shell asking for completions (`memsync completion`)
-        from typer._completion_classes import completion_init
-
-        completion_init()
+        compat.completion_init()
     if not words:  # bare `memsync`: the help, on stdout, as success
         words = argv = ["--help"]
     previous = signal.signal(signal.SIGINT, _interrupt) if threading.current_thread() is threading.main_thread() \

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand
 
 from memsync.cli.base import Guard
+from memsync.cli.compat import TyperCommand
 from memsync.cli.output import Segment, err, out, print_json, styled, unified_diff, warn
 from memsync.util.textsafe import clean, quote_path
 

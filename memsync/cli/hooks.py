@@ -109,19 +109,18 @@ def register(app: typer.Typer, guard: Guard) -> None:
     @guard
     def show(shell: ShellArg = None) -> None:
         """Print the completion script (to source it yourself, or to package it)."""
-        from typer._completion_shared import get_completion_script
+        from memsync.cli import compat
 
-        sys.stdout.write(get_completion_script(prog_name="memsync", complete_var=COMPLETE_VAR,
-                                               shell=_shell(shell)) + "\n")
+        sys.stdout.write(compat.completion_script(_shell(shell), "memsync", COMPLETE_VAR) + "\n")
 
     @completion.command("install")
     @guard
     def install_completion(shell: ShellArg = None) -> None:
         """Install the completion script for your shell (bash: ~/.bash_completions + ~/.bashrc;
         zsh: ~/.zfunc + ~/.zshrc; fish: ~/.config/fish/completions)."""
-        from typer._completion_shared import install as typer_install
+        from memsync.cli import compat
 
-        chosen, path = typer_install(shell=_shell(shell), prog_name="memsync", complete_var=COMPLETE_VAR)
+        chosen, path = compat.install_completion(_shell(shell), "memsync", COMPLETE_VAR)
         out(f"{chosen} completion installed in {path}; it takes effect in a new shell")
 
 
