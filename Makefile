@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint stress bench bench-readme clean
+.PHONY: install demo test test-fast lint stress bench bench-readme clean
 
 $(BIN)/memsync: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# the inner loop: no servers, no attack suites, no stress campaigns (make test runs them all)
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not stress and not attack and not server"
 
 lint: install
 	$(BIN)/ruff check memsync tests demo $(wildcard bench)

@@ -277,6 +277,7 @@ def test_a_ctrl_c_while_objects_arrive_aborts_the_fetch(tmp_path: Path, git_daem
 
     from memsync.git import hub as hubmod
     from memsync.git import interrupts, transport
+    from memsync.git.repo import GitRepo
 
     bare = make_bare_hub(git_daemon.base_path / "hub.git")
     src = pygit2.init_repository(str(tmp_path / "src"))
@@ -296,9 +297,9 @@ def test_a_ctrl_c_while_objects_arrive_aborts_the_fetch(tmp_path: Path, git_daem
             raise KeyboardInterrupt
 
     monkeypatch.setattr(interrupts, "QUIET_PROGRESS", interrupts.quiet_progress(ctrl_c_at_the_20th))
-    repo = pygit2.init_repository(str(tmp_path / "dest"), bare=True)
+    dest = GitRepo.bare(tmp_path / "dest", create=True)
     hub = hubmod.resolve(git_daemon.url("hub.git"), None)
     with pytest.raises(KeyboardInterrupt):
-        transport.fetch(repo, hub, ["+refs/heads/memory/research:refs/hub/research"])
+        transport.fetch(dest, hub, ["+refs/heads/memory/research:refs/hub/research"])
     assert len(calls) == 20
-    assert "refs/hub/research" not in repo.references
+    assert "refs/hub/research" not in pygit2.Repository(str(tmp_path / "dest")).references

@@ -10,6 +10,7 @@ import pygit2
 from pygit2.enums import FileMode, ObjectType
 
 from memsync.git import firstcheckout, history
+from memsync.git.repo import GitRepo
 from tests.conftest import hub_tree, write
 
 
@@ -84,13 +85,14 @@ def test_streamed_messages_read_only_what_is_asked(tmp_path: Path) -> None:
         oid = repo.create_commit(None, sig if n == 0 else when, when, f"v{n}\n", tree, parents)
         parents = [oid]
         made.append(str(oid))
-    streamed = [oid for oid, _, _ in history.messages(repo, made[-1], stream=True)]
-    sorted_ = [oid for oid, _, _ in history.messages(repo, made[-1])]
+    engine = GitRepo(repo, Path(repo.path))
+    streamed = [oid for oid, _, _ in history.messages(engine, made[-1], stream=True)]
+    sorted_ = [oid for oid, _, _ in history.messages(engine, made[-1])]
     assert streamed == sorted_ == made[::-1]
     # the oldest version gone from the object store: the first 20 still come, the full walk cannot
     loose = Path(repo.path) / "objects" / made[0][:2] / made[0][2:]
     loose.unlink()
-    walk = history.messages(repo, made[-1], stream=True)
+    walk = history.messages(engine, made[-1], stream=True)
     assert [next(walk)[0] for _ in range(20)] == made[::-1][:20]
 
 

@@ -156,6 +156,7 @@ def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: 
     import pygit2
 
     from memsync.git import rewrite
+    from memsync.git.repo import GitRepo
 
     figures.add("security attacks")
     other = tmp_path / "b"
@@ -166,9 +167,10 @@ def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: 
 
     repo = pygit2.Repository(str(memory / ".git"))
     tip = str(repo.head.target)
-    old = rewrite.blob_id_at(repo, tip, "summary.md")
-    evil = rewrite.create_blob(repo, forged)
-    done = rewrite.rewrite(repo, tip, lambda blob: evil if blob == old else None)
+    engine = GitRepo.open(memory)
+    old = rewrite.blob_id_at(engine, tip, "summary.md")
+    evil = rewrite.create_blob(engine, forged)
+    done = rewrite.rewrite(engine, tip, lambda blob: evil if blob == old else None)
     record = redaction_record(repo, tip, (old, evil), done.commits, done.tip)
     # the attacker writes the hub's ref directly (the embedded hub refuses a forced push)
     git("push", str(hub_path()), f"{record}:refs/attacker/forged", cwd=memory)

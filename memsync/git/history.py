@@ -18,7 +18,7 @@ from memsync.errors import RepoError, UsageError
 from memsync.git import treediff
 from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
 from memsync.git.merge import ConflictCopy, keep_both
-from memsync.git.repo import file_entry
+from memsync.git.repo import GitRepo, file_entry
 from memsync.git.treediff import DeltaKind
 
 REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
@@ -69,8 +69,9 @@ class Undo:
 
 
 # -- revisions -----------------------------------------------------------------------------------
-def resolve(repo: pygit2.Repository, spec: str) -> str:
+def resolve(git: GitRepo, spec: str) -> str:
     """A full commit id for a sha (full or short), a ref or any git revision (`HEAD~2`)."""
+    repo = git._repo
     if not spec or spec.startswith("-"):
         raise UnknownRevision(spec, "not a revision")
     try:
@@ -82,29 +83,33 @@ def resolve(repo: pygit2.Repository, spec: str) -> str:
         raise UnknownRevision(spec, str(exc).splitlines()[0] if str(exc) else "not a revision") from exc
 
 
-def first_parent(repo: pygit2.Repository, oid: str) -> str | None:
+def first_parent(git: GitRepo, oid: str) -> str | None:
+    repo = git._repo
     parents = repo[oid].peel(pygit2.Commit).parent_ids
     return str(parents[0]) if parents else None
 
 
-def tree_of(repo: pygit2.Repository, commit: str | None) -> str:
+def tree_of(git: GitRepo, commit: str | None) -> str:
     """The tree of a commit; the empty tree for None (before the first version)."""
+    repo = git._repo
     if commit is None:
         return str(repo.TreeBuilder().write())
     return str(repo[commit].peel(pygit2.Commit).tree_id)
 
 
 # -- walking -------------------------------------------------------------------------------------
-def walk(repo: pygit2.Repository, tip: str) -> Iterator[VersionChanges]:
+def walk(git: GitRepo, tip: str) -> Iterator[VersionChanges]:
     """Newest first (topological, then time), each with its changes against its first parent."""
+    repo = git._repo
     sort = SortMode.TOPOLOGICAL | SortMode.TIME
     for c in repo.walk(pygit2.Oid(hex=tip), sort):
         yield _version_changes(repo, c)
 
 
-def changes(repo: pygit2.Repository, oid: str, *, deltas: bool = True) -> VersionChanges:
+def changes(git: GitRepo, oid: str, *, deltas: bool = True) -> VersionChanges:
     """One version and what it changed against its first parent (`deltas=False`: the version
     only, its `deltas` and `created` left empty)."""
+    repo = git._repo
     c = repo[oid].peel(pygit2.Commit)
     if not deltas:
         return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
@@ -122,21 +127,23 @@ def _version_changes(repo: pygit2.Repository, c: pygit2.Commit) -> VersionChange
                           c.author.name, deltas, created)
 
 
-def messages(repo: pygit2.Repository, tip: str, *, stream: bool = False) -> Iterator[tuple[str, int, str]]:
+def messages(git: GitRepo, tip: str, *, stream: bool = False) -> Iterator[tuple[str, int, str]]:
     """(oid, number of parents, message), newest first, without computing any diff.
 
     `stream`: in git log's order (by commit time, as the versions are reached), read one by one,
     so the first N cost the same at any length of history; libgit2 sorts topologically only
     after reading every commit (~35 ms per 5,000 versions). The two orders differ only where
     clocks disagreed (a version older than its parent) or versions share a second."""
+    repo = git._repo
     sort = SortMode.NONE if stream else SortMode.TOPOLOGICAL | SortMode.TIME
     for c in repo.walk(pygit2.Oid(hex=tip), sort):
         yield str(c.id), len(c.parent_ids), c.message
 
 
-def touches(repo: pygit2.Repository, oid: str, path: str) -> bool:
+def touches(git: GitRepo, oid: str, path: str) -> bool:
     """Did this version change `path`? A merge counts only if its result differs from every
     parent (it made a new content), so a change merged in is shown once, where it was made."""
+    repo = git._repo
     c = repo[oid].peel(pygit2.Commit)
     mine = _entry_id(c.tree, path)
     if not c.parents:
@@ -144,19 +151,21 @@ def touches(repo: pygit2.Repository, oid: str, path: str) -> bool:
     return all(_entry_id(p.tree, path) != mine for p in c.parents)
 
 
-def blob_at(repo: pygit2.Repository, commit: str, path: str) -> tuple[bytes, int] | None:
+def blob_at(git: GitRepo, commit: str, path: str) -> tuple[bytes, int] | None:
     """(content, mode) of a file at a version, or None if it was not a file there."""
+    repo = git._repo
     entry = file_entry(repo[commit].peel(pygit2.Commit).tree, path)
     if entry is None:
         return None
     return repo[entry.id].peel(pygit2.Blob).data, int(entry.filemode)
 
 
-def files_under(repo: pygit2.Repository, commit: str, prefix: str) -> list[str]:
+def files_under(git: GitRepo, commit: str, prefix: str) -> list[str]:
     """The files of a version at `prefix` (a file) or below it (a directory)."""
+    repo = git._repo
     tree = repo[commit].peel(pygit2.Commit).tree
     if not prefix:
-        return sorted(tree_files(repo, str(tree.id)))
+        return sorted(tree_files(git, str(tree.id)))
     try:
         entry = tree[prefix]
     except KeyError:
@@ -170,23 +179,26 @@ def files_under(repo: pygit2.Repository, commit: str, prefix: str) -> list[str]:
     return found
 
 
-def read_blob(repo: pygit2.Repository, oid: str) -> bytes:
+def read_blob(git: GitRepo, oid: str) -> bytes:
+    repo = git._repo
     data: bytes = repo[oid].peel(pygit2.Blob).data
     return data
 
 
-def tree_files(repo: pygit2.Repository, tree: str) -> dict[str, tuple[str, int]]:
+def tree_files(git: GitRepo, tree: str) -> dict[str, tuple[str, int]]:
     """path -> (blob id, mode) for every file of a tree."""
+    repo = git._repo
     found: dict[str, tuple[str, int]] = {}
     _walk_tree(repo, repo[tree].peel(pygit2.Tree), "", found)
     return found
 
 
 # -- diffs -----------------------------------------------------------------------------------------
-def diff(repo: pygit2.Repository, old_tree: str, new_tree: str | None, paths: Iterable[str] = (),
+def diff(git: GitRepo, old_tree: str, new_tree: str | None, paths: Iterable[str] = (),
          context: int = 3) -> list[FilePatch]:
     """Patches from `old_tree` to `new_tree` (None: the work tree, untracked files included),
     limited to `paths` (files or directories) when given."""
+    repo = git._repo
     wanted = [p.strip("/") for p in paths]
     old = repo[old_tree].peel(pygit2.Tree)
     if new_tree is None:
@@ -210,32 +222,34 @@ def diff(repo: pygit2.Repository, old_tree: str, new_tree: str | None, paths: It
 
 
 # -- undo ------------------------------------------------------------------------------------------
-def own_result(repo: pygit2.Repository, commits: list[str]) -> tuple[str, str]:
+def own_result(git: GitRepo, commits: list[str]) -> tuple[str, str]:
     """(base tree, result tree) of a series of versions, oldest first, made by one run.
 
     base = the first version's first parent. If the series is one first-parent chain, result is
     the last version's tree. If other versions were merged in between (a checkpoint pushed to a
     hub that had moved on), each version's own change is replayed onto the base instead, so
     the result holds what the run changed and nothing it merged from others."""
-    base = tree_of(repo, first_parent(repo, commits[0]))
-    chained = all(first_parent(repo, b) == a for a, b in itertools.pairwise(commits))
+    repo = git._repo
+    base = tree_of(git, first_parent(git, commits[0]))
+    chained = all(first_parent(git, b) == a for a, b in itertools.pairwise(commits))
     if chained:
-        return base, tree_of(repo, commits[-1])
+        return base, tree_of(git, commits[-1])
     current = base
     for oid in commits:
-        index = repo.merge_trees(tree_of(repo, first_parent(repo, oid)), current, tree_of(repo, oid),
+        index = repo.merge_trees(tree_of(git, first_parent(git, oid)), current, tree_of(git, oid),
                                  favor=MergeFavor.THEIRS)
         current = keep_both(repo, index, "replay").tree
     return base, current
 
 
-def undo(repo: pygit2.Repository, base_tree: str, result_tree: str, onto: str, tag: str,
+def undo(git: GitRepo, base_tree: str, result_tree: str, onto: str, tag: str,
          now: datetime | None = None) -> Undo:
     """The tree of `onto` with the change base->result taken back: a three-way merge of
     ancestor=result, ours=onto, theirs=base. Where later versions touched the same lines, the
     current content stays at the path and the undone content goes beside it (`tag` names it)."""
+    repo = git._repo
     try:
-        index = repo.merge_trees(result_tree, tree_of(repo, onto), base_tree)
+        index = repo.merge_trees(result_tree, tree_of(git, onto), base_tree)
     except pygit2.GitError as exc:
         raise RepoError(f"cannot compute the revert: {exc}",
                         "report this with `git log --oneline -5`") from exc

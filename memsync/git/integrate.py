@@ -55,12 +55,12 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
             held = _checkout(git, theirs, memory, max_file_size)
         git.set_ref(ref, theirs, "memsync: fast-forward")
         return Integration("fast-forward", theirs, held_back=held)
-    ours_tree = git.repo[ours].peel(pygit2.Commit).tree
-    check_tree(git.repo, git.repo[theirs].peel(pygit2.Commit).tree, ours_tree, version=theirs, memory=memory)
-    merged = merge_keep_both(git.repo, ours, theirs, their_tag, strategy_for=strategy_for)
+    ours_tree = git._repo[ours].peel(pygit2.Commit).tree
+    check_tree(git._repo, git._repo[theirs].peel(pygit2.Commit).tree, ours_tree, version=theirs, memory=memory)
+    merged = merge_keep_both(git._repo, ours, theirs, their_tag, strategy_for=strategy_for)
     committer = git.operator_signature()
     signature = pygit2.Signature(*author) if author else committer
-    oid = git.repo.create_commit(None, signature, committer, message, pygit2.Oid(hex=merged.tree),
+    oid = git._repo.create_commit(None, signature, committer, message, pygit2.Oid(hex=merged.tree),
                                  [pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs)])
     git.note_made(str(oid))
     held = _checkout(git, str(oid), memory, max_file_size, checked=theirs)
@@ -75,7 +75,7 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     """Check `commit` out over HEAD; blobs over `max_file_size` stay out of the work tree (held
     back: index entry kept, see GitRepo.held_back). `checked`: the hub version a merge
     `commit` was made from, named in a refusal."""
-    repo = git.repo
+    repo = git._repo
     tree = repo[commit].peel(pygit2.Commit).tree
     old = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
     checked_tree = check_tree(repo, tree, old, version=checked or commit, memory=memory,
@@ -165,18 +165,18 @@ def _undo_partial_checkout(git: GitRepo) -> None:
     """A checkout that failed half-way (a hostile tree, a full disk) may already have removed
     files that HEAD still has: put them back, never overwriting a file changed on disk (nor
     writing a file held back for its size)."""
-    if git.repo.head_is_unborn:
+    if git._repo.head_is_unborn:
         return
-    head = git.repo.head.peel(pygit2.Commit).tree
+    head = git._repo.head.peel(pygit2.Commit).tree
     held = git.held_back()
     with contextlib.suppress(pygit2.GitError):
         strategy = CheckoutStrategy.SAFE | CheckoutStrategy.RECREATE_MISSING
         if held:
-            paths = [p for p in _all_paths(git.repo, head) if p not in held]
-            git.repo.checkout_tree(head, paths=paths,  # type: ignore[no-untyped-call]
+            paths = [p for p in _all_paths(git._repo, head) if p not in held]
+            git._repo.checkout_tree(head, paths=paths,  # type: ignore[no-untyped-call]
                                    strategy=strategy | CheckoutStrategy.DISABLE_PATHSPEC_MATCH)
         else:
-            git.repo.checkout_tree(head, strategy=strategy)  # type: ignore[no-untyped-call]
-        index = git.repo.index  # the snapshot before the merge left it equal to HEAD
+            git._repo.checkout_tree(head, strategy=strategy)  # type: ignore[no-untyped-call]
+        index = git._repo.index  # the snapshot before the merge left it equal to HEAD
         index.read_tree(head)  # held-back files keep their entry: HEAD has them
         index.write()

@@ -45,7 +45,7 @@ def recorded(git: GitRepo) -> set[str]:
 
 
 def head_state(git: GitRepo, branch: str) -> HeadState:
-    repo = git.repo
+    repo = git._repo
     ref = repo.references.get("HEAD")
     target = ref.target if ref is not None else None
     symbolic = target if isinstance(target, str) else None
@@ -64,7 +64,7 @@ def foreign(git: GitRepo, tips: list[str], hide: list[str], made: set[str], limi
     walker = None
     for tip in dict.fromkeys(tips):
         if walker is None:
-            walker = git.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME)
+            walker = git._repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.TIME)
         else:
             walker.push(pygit2.Oid(hex=tip))
     if walker is None:
@@ -87,10 +87,10 @@ def keep(git: GitRepo, name: str, oid: str) -> str:
     """Keep a commit reachable under refs/memsync/agent/ (local only: never pushed)."""
     ref = f"{KEPT_PREFIX}/{name}"
     try:
-        git.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
+        git._repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
     except (ValueError, pygit2.GitError):  # a run id that is no valid ref name (`x.lock`, `.x`)
         ref = f"{KEPT_PREFIX}/commit-{oid}"
-        git.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
+        git._repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
     return ref
 
 
@@ -105,7 +105,7 @@ def rewind(git: GitRepo, branch: str, trusted: str | None) -> None:
 
 
 def _rewind(git: GitRepo, branch: str, trusted: str | None) -> None:
-    repo = git.repo
+    repo = git._repo
     with contextlib.suppress(pygit2.GitError):
         repo.state_cleanup()
     ref = f"refs/heads/{branch}"
@@ -140,7 +140,7 @@ def _reset_index(repo: pygit2.Repository, trusted: str | None) -> None:
 def reset_entries(git: GitRepo, paths: list[str]) -> None:
     """Put these index entries back to HEAD's (a file kept out of a commit must not ride along in
     the index because someone `git add`ed it)."""
-    repo = git.repo
+    repo = git._repo
     tree = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
     index = repo.index
     for path in paths:
@@ -153,22 +153,22 @@ def reset_entries(git: GitRepo, paths: list[str]) -> None:
 
 
 def tree_of(git: GitRepo, commit: str) -> str:
-    return str(git.repo[commit].peel(pygit2.Commit).tree_id)
+    return str(git._repo[commit].peel(pygit2.Commit).tree_id)
 
 
 def first_parents(git: GitRepo, head: str, limit: int = 10_000) -> Iterator[str]:
     """`head` and its first-parent ancestors, newest first."""
-    commit = git.repo[head].peel(pygit2.Commit)
+    commit = git._repo[head].peel(pygit2.Commit)
     for _ in range(limit):
         yield str(commit.id)
         if not commit.parent_ids:
             return
-        commit = git.repo[commit.parent_ids[0]].peel(pygit2.Commit)
+        commit = git._repo[commit.parent_ids[0]].peel(pygit2.Commit)
 
 
 def changed_paths(git: GitRepo, commit: str, tree: str) -> set[str]:
     """Paths that differ between a commit's tree and `tree` (tree ids only, no content read)."""
-    repo = git.repo
+    repo = git._repo
     diff = repo[commit].peel(pygit2.Commit).tree.diff_to_tree(repo[tree].peel(pygit2.Tree))
     return {d.new_file.path or d.old_file.path for d in diff.deltas}
 
@@ -177,7 +177,7 @@ def changed_files(git: GitRepo, start: str | None, tree: str, only: set[str] | N
                   ) -> list[tuple[str, bytes | None, bytes | None]]:
     """(path, content at `start`, content in `tree`) for each file that differs (None: absent;
     `start` None: the empty memory); `only`: just these paths (others are not read)."""
-    repo = git.repo
+    repo = git._repo
     new = repo[tree].peel(pygit2.Tree)
     diff = new.diff_to_tree(swap=True) if start is None else repo[start].peel(pygit2.Commit).tree.diff_to_tree(new)
     found: list[tuple[str, bytes | None, bytes | None]] = []

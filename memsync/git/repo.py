@@ -87,7 +87,7 @@ class GitRepo:
     """One memory's repository. Methods assume the caller holds the memory's lock."""
 
     def __init__(self, repo: pygit2.Repository, root: Path) -> None:
-        self.repo = repo
+        self._repo = repo
         self.root = root
         self._stats_memo: dict[str, tuple[int, int]] = {}
         self.nested: list[str] = []  # directories with their own .git, seen by the last scan
@@ -137,9 +137,9 @@ class GitRepo:
     def refs_under(self, prefix: str) -> list[tuple[str, str]]:
         """(ref name, target id) of every direct reference whose name starts with `prefix`."""
         found = []
-        for name in self.repo.references:
+        for name in self._repo.references:
             if name.startswith(prefix):
-                target = self.repo.references[name].target
+                target = self._repo.references[name].target
                 if isinstance(target, pygit2.Oid):
                     found.append((name, str(target)))
         return found
@@ -155,13 +155,29 @@ class GitRepo:
         return cls(repo, root)
 
     @property
+    def is_shallow(self) -> bool:
+        """Cloned without its older versions (`.git/shallow`)."""
+        return bool(self._repo.is_shallow)
+
+    def forget_cached(self) -> None:
+        """Drop libgit2's caches: commits read while the repository was shallow are cached without
+        their parents, and must be read again once it is not."""
+        self._repo.free()
+
+    def head_target(self) -> str | None:
+        """The branch HEAD names (`refs/heads/...`), None when HEAD is detached or missing."""
+        ref = self._repo.references.get("HEAD")
+        target = ref.target if ref is not None else None
+        return target if isinstance(target, str) else None
+
+    @property
     def stats_memo(self) -> dict[str, tuple[int, int]]:
         """(files, bytes) of the trees counted by this process, by tree id (hubtree.tree_totals)."""
         return self._stats_memo
 
     @property
     def git_dir(self) -> Path:
-        return Path(self.repo.path)
+        return Path(self._repo.path)
 
     def ensure_layout(self, branch: str, remote_url: str | None) -> list[str]:
         """Exclude memsync's files, put HEAD on the memory branch, point `origin` at the hub
@@ -175,16 +191,16 @@ class GitRepo:
             sep = "" if not current or current.endswith("\n") else "\n"
             exclude.write_text(current + sep + EXCLUDES, encoding="utf-8")
         ref = f"refs/heads/{branch}"
-        if self.repo.head_is_unborn:
-            self.repo.set_head(ref)
-        elif self.repo.references.get("HEAD").target != ref:  # type: ignore[union-attr]
-            if ref not in self.repo.references:
-                previous = self.repo.head.shorthand
-                self.repo.references.create(ref, self.repo.head.target)  # adopt existing history
+        if self._repo.head_is_unborn:
+            self._repo.set_head(ref)
+        elif self._repo.references.get("HEAD").target != ref:  # type: ignore[union-attr]
+            if ref not in self._repo.references:
+                previous = self._repo.head.shorthand
+                self._repo.references.create(ref, self._repo.head.target)  # adopt existing history
                 notes.append(f"adopted the history of branch {previous!r} as {branch!r} (HEAD is now on "
                              f"{branch!r}; {previous!r} is unchanged)")
-            self.repo.set_head(ref)
-        config = self.repo.config
+            self._repo.set_head(ref)
+        config = self._repo.config
         if remote_url:
             owned = _config_value(config, "remote.origin.url")
             if owned is None or owned == remote_url or _config_value(config, "memsync.origin") == "managed":
@@ -199,20 +215,20 @@ class GitRepo:
         return notes
 
     def check_state(self, branch: str) -> None:
-        state = self.repo.state()
+        state = self._repo.state()
         if state != RepositoryState.NONE:
             raise RepoError(
                 f"a git {state.name.lower().replace('_', ' ')} is in progress in {self.root}",
                 "finish it with `git commit`, or abandon it (`git merge --abort`), then retry",
             )
-        head = self.repo.references.get("HEAD")
+        head = self._repo.references.get("HEAD")
         target = head.target if head is not None else None
         if target != f"refs/heads/{branch}":
             raise RepoError(f"HEAD is on {target!s}, but this memory lives on {branch}",
                             self._branch_hint(str(target), branch))
 
     def _branch_hint(self, target: str, branch: str) -> str:
-        if self.repo.references.get(f"refs/heads/{branch}") is not None:
+        if self._repo.references.get(f"refs/heads/{branch}") is not None:
             return f"switch back with `git switch {branch}`"
         # No such branch here: storage.yaml was renamed (or `branch:` changed) after this clone.
         current = target.removeprefix("refs/heads/")
@@ -224,14 +240,14 @@ class GitRepo:
     # -- identity -----------------------------------------------------------------------------
     def operator_signature(self) -> pygit2.Signature:
         try:
-            return self.repo.default_signature
+            return self._repo.default_signature
         except (KeyError, pygit2.GitError):
             name, email = operator_identity()
             return pygit2.Signature(name, email)
 
     # -- refs -----------------------------------------------------------------------------------
     def ref_oid(self, ref: str) -> str | None:
-        found = self.repo.references.get(ref)
+        found = self._repo.references.get(ref)
         if found is None:
             return None
         return str(found.resolve().target)
@@ -239,15 +255,15 @@ class GitRepo:
     def has_object(self, oid: str) -> bool:
         """Whether the object database holds `oid` (loose or packed)."""
         try:
-            return oid in self.repo
+            return oid in self._repo
         except (ValueError, pygit2.GitError):
             return False
 
     def set_ref(self, ref: str, oid: str, message: str) -> None:
-        self.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
+        self._repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
 
     def delete_ref(self, ref: str) -> None:
-        found = self.repo.references.get(ref)
+        found = self._repo.references.get(ref)
         if found is not None:
             found.delete()
 
@@ -257,19 +273,19 @@ class GitRepo:
         ref = f"refs/heads/{branch}"
         self._matches_head = None
         if oid is not None:
-            self.repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
-        self.repo.set_head(ref)
-        index = self.repo.index
+            self._repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
+        self._repo.set_head(ref)
+        index = self._repo.index
         if oid is None:
             index.clear()
         else:
-            index.read_tree(self.repo[oid].peel(pygit2.Commit).tree)
+            index.read_tree(self._repo[oid].peel(pygit2.Commit).tree)
         index.write()
 
     def head_oid(self) -> str | None:
-        if self.repo.head_is_unborn:
+        if self._repo.head_is_unborn:
             return None
-        return str(self.repo.head.target)
+        return str(self._repo.head.target)
 
     # -- the scan ------------------------------------------------------------------------------
     def scan(self, write_index: bool = True, full: bool = False) -> list[WorkChange]:
@@ -279,13 +295,13 @@ class GitRepo:
         The index is written only when the walk refreshed stat data (or could not tell).
         `full=True`: never narrowed by a change tracker's hint (git/hints.py), for what must see
         every change however it was made: an agent's record, a read-only memory's undo."""
-        index = self.repo.index
+        index = self._repo.index
         index.read(force=False)
         # Ignored entries come from the same walk (an ignored directory is one "dir/" entry, not
         # descended into): a .gitignore from the hub must not hide a run's files silently.
         flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
                  | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED)
-        head = None if self.repo.head_is_unborn else self.repo.head.peel(pygit2.Commit).tree
+        head = None if self._repo.head_is_unborn else self._repo.head.peel(pygit2.Commit).tree
         candidates: set[str] = set()
         staged_same = False  # the index holds exactly HEAD's tree
         if head is not None:
@@ -346,9 +362,9 @@ class GitRepo:
         Its result is handed back as the next baseline."""
         link = hints.source
         root = os.path.realpath(self.root)
-        since = None if link is None or self.repo.head_is_unborn else link.since(root)
+        since = None if link is None or self._repo.head_is_unborn else link.since(root)
         if link is None or since is None:
-            return diff_to_workdir(self.repo, index, flags)
+            return diff_to_workdir(self._repo, index, flags)
         cached = _index_tree_cached(index)
         if cached is None:  # the cache lost folders (a refresh, a commit not written back): rebuild it
             with contextlib.suppress(pygit2.GitError, OSError):
@@ -362,8 +378,8 @@ class GitRepo:
             try:
                 from memsync.git.treediff import paths_between
 
-                moved = [p if kind != "deleted" else _first_gone(self.repo, tree, p)
-                         for p, kind in paths_between(self.repo, since.tree, tree)]
+                moved = [p if kind != "deleted" else _first_gone(self._repo, tree, p)
+                         for p, kind in paths_between(self._repo, since.tree, tree)]
             except (KeyError, ValueError, pygit2.GitError, RepoError):
                 moved = None
             if moved is None or len(moved) + len(paths) > hints.MAX_PATHS or any(
@@ -377,7 +393,7 @@ class GitRepo:
         asked = None if paths is None else _outermost(p.rstrip("/") for p in paths)
         if asked is not None and len(asked) > hints.MAX_DIFFS:
             asked = None  # past this many, one full diff costs less
-        deltas, hashed = diff_to_workdir(self.repo, index, flags, asked)
+        deltas, hashed = diff_to_workdir(self._repo, index, flags, asked)
         if tree is not None:
             found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
             link.settled(root, since.token, tree, stamp, sorted(found), asked is None)
@@ -386,7 +402,7 @@ class GitRepo:
     def _config_paths(self, *keys: str) -> tuple[str | None, ...]:
         """These config values (None where unset), from one reading of the configuration."""
         try:
-            config = self.repo.config
+            config = self._repo.config
         except pygit2.GitError:
             return tuple(None for _ in keys)
         found: list[str | None] = []
@@ -428,9 +444,9 @@ class GitRepo:
     def head_blob(self, path: str) -> bytes | None:
         """The current version's bytes at `path` (the guard compares them); None for a file
         held back for its size, which is never read into memory."""
-        if self.repo.head_is_unborn or path in self.held_back():
+        if self._repo.head_is_unborn or path in self.held_back():
             return None
-        tree = self.repo.head.peel(pygit2.Commit).tree
+        tree = self._repo.head.peel(pygit2.Commit).tree
         try:
             obj = tree[path]
         except KeyError:
@@ -438,11 +454,11 @@ class GitRepo:
         return obj.data if isinstance(obj, pygit2.Blob) else None
 
     def is_link(self, commit_oid: str, path: str) -> bool:
-        entry = file_entry(self.repo[commit_oid].peel(pygit2.Commit).tree, path)
+        entry = file_entry(self._repo[commit_oid].peel(pygit2.Commit).tree, path)
         return entry is not None and entry.filemode == FileMode.LINK
 
     def path_in(self, commit_oid: str, path: str) -> bool:
-        tree = self.repo[commit_oid].peel(pygit2.Commit).tree
+        tree = self._repo[commit_oid].peel(pygit2.Commit).tree
         return _in_tree(tree, path)
 
     # -- committing ----------------------------------------------------------------------------
@@ -452,9 +468,9 @@ class GitRepo:
         self._index_dirty = True
         self._matches_head = None
         try:
-            oid = self.repo.create_blob(data)
+            oid = self._repo.create_blob(data)
             entry = pygit2.IndexEntry(path, oid, FileMode(mode)) if st is None else _StatEntry(path, oid, mode, st)
-            self.repo.index.add(entry)
+            self._repo.index.add(entry)
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed(f"cannot store {path}", exc) from exc
 
@@ -475,7 +491,7 @@ class GitRepo:
     def unstage(self, path: str) -> None:
         self._index_dirty = True
         self._matches_head = None
-        index = self.repo.index
+        index = self._repo.index
         with contextlib.suppress(OSError, pygit2.GitError):
             index.remove(path)
         with contextlib.suppress(OSError, pygit2.GitError):
@@ -485,7 +501,7 @@ class GitRepo:
                      allow_empty: bool = False) -> str | None:
         """Write the index as a commit on `branch`; None if it equals the parent's tree.
         `author` is (name, email); None means the operator."""
-        index = self.repo.index
+        index = self._repo.index
         if self._matches_head is not None and not allow_empty and self._matches_head == self.head_oid():
             # the scan found nothing to commit and nothing was staged since: the tree is HEAD's
             try:
@@ -498,7 +514,7 @@ class GitRepo:
         try:
             tree = _write_tree(index)
             parent = self.head_oid()
-            if parent is not None and not allow_empty and self.repo[parent].peel(pygit2.Commit).tree_id == tree:
+            if parent is not None and not allow_empty and self._repo[parent].peel(pygit2.Commit).tree_id == tree:
                 if self._index_dirty:  # else the scan just wrote it
                     index.write()
                     self._index_dirty = False
@@ -509,7 +525,7 @@ class GitRepo:
             committer = self.operator_signature()
             signature = pygit2.Signature(*author) if author else committer
             parents = [pygit2.Oid(hex=parent)] if parent else []
-            oid = self.repo.create_commit(f"refs/heads/{branch}", signature, committer, message, tree,
+            oid = self._repo.create_commit(f"refs/heads/{branch}", signature, committer, message, tree,
                                           parents)
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed("cannot write the commit", exc) from exc
@@ -519,9 +535,9 @@ class GitRepo:
     def reparent(self, oid: str, parents: list[str]) -> str:
         """The same commit (tree, author, committer, message) with other parents; refs untouched.
         Used only for commits that never left this repository."""
-        c = self.repo[oid].peel(pygit2.Commit)
+        c = self._repo[oid].peel(pygit2.Commit)
         try:
-            new = self.repo.create_commit(None, c.author, c.committer, c.message, c.tree_id,
+            new = self._repo.create_commit(None, c.author, c.committer, c.message, c.tree_id,
                                           [pygit2.Oid(hex=p) for p in parents])
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed("cannot write the commit", exc) from exc
@@ -537,19 +553,19 @@ class GitRepo:
     def index_tree(self) -> str:
         """The tree the index would commit now."""
         try:
-            return str(_write_tree(self.repo.index))
+            return str(_write_tree(self._repo.index))
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed("cannot write the tree", exc) from exc
 
     # -- reading history -----------------------------------------------------------------------
     def commit_info(self, oid: str) -> CommitInfo:
-        c = self.repo[oid].peel(pygit2.Commit)
+        c = self._repo[oid].peel(pygit2.Commit)
         return CommitInfo(str(c.id), tuple(str(p) for p in c.parent_ids), c.message,
                           c.author.name, c.author.email, c.commit_time, c.commit_time_offset)
 
     def walk(self, tip: str, hide: str | None = None) -> Iterator[CommitInfo]:
         """History from `tip`, newest first, without what `hide` can reach."""
-        walker = self.repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)  # streamed: TIME reads all first
+        walker = self._repo.walk(pygit2.Oid(hex=tip), pygit2.enums.SortMode.NONE)  # streamed: TIME reads all first
         if hide is not None:
             walker.hide(pygit2.Oid(hex=hide))
         for c in walker:
@@ -557,17 +573,17 @@ class GitRepo:
                              c.author.name, c.author.email, c.commit_time, c.commit_time_offset)
 
     def ahead_behind(self, local: str, upstream: str) -> tuple[int, int]:
-        a, b = self.repo.ahead_behind(pygit2.Oid(hex=local), pygit2.Oid(hex=upstream))
+        a, b = self._repo.ahead_behind(pygit2.Oid(hex=local), pygit2.Oid(hex=upstream))
         return int(a), int(b)
 
     def merge_base(self, one: str, two: str) -> str | None:
-        base = self.repo.merge_base(pygit2.Oid(hex=one), pygit2.Oid(hex=two))
+        base = self._repo.merge_base(pygit2.Oid(hex=one), pygit2.Oid(hex=two))
         return None if base is None else str(base)
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True
-        return bool(self.repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
+        return bool(self._repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
 
     def tree_stats(self, commit_oid: str) -> tuple[int, int]:
         """(files, bytes) of a version, reading object headers only. Versions already counted
@@ -576,10 +592,10 @@ class GitRepo:
         cache = self._stats_cache()
         if commit_oid in cache:
             return cache[commit_oid]
-        commit = self.repo[commit_oid].peel(pygit2.Commit)
-        stats = _stats_from_ancestor(self.repo, commit, cache)
+        commit = self._repo[commit_oid].peel(pygit2.Commit)
+        stats = _stats_from_ancestor(self._repo, commit, cache)
         if stats is None:
-            stats = tree_totals(self.repo, commit.tree, self._stats_memo, version=commit_oid)
+            stats = tree_totals(self._repo, commit.tree, self._stats_memo, version=commit_oid)
         cache[commit_oid] = stats
         self._save_stats_cache(cache)
         return stats
@@ -598,7 +614,7 @@ class GitRepo:
             write_private(self.git_dir / _STATS_FILE, json.dumps({k: list(v) for k, v in keep.items()}).encode())
 
     def tracked_paths(self) -> list[str]:
-        return [entry.path for entry in self.repo.index]
+        return [entry.path for entry in self._repo.index]
 
     def tracked_paths_containing(self, needle: str) -> list[str]:
         """Tracked paths containing `needle`. Iterating a 100k-entry index in Python takes
@@ -616,11 +632,11 @@ class GitRepo:
     def tree_changes(self, old: str | None, new: str) -> dict[str, str | None]:
         """Paths whose content differs between two versions: path -> blob id in `new` (None if
         gone). Compares trees only; the work tree is not read."""
-        new_tree = self.repo[new].peel(pygit2.Commit).tree
+        new_tree = self._repo[new].peel(pygit2.Commit).tree
         if old is None:
             diff = new_tree.diff_to_tree(swap=True)
         else:
-            diff = self.repo[old].peel(pygit2.Commit).tree.diff_to_tree(new_tree)
+            diff = self._repo[old].peel(pygit2.Commit).tree.diff_to_tree(new_tree)
         found: dict[str, str | None] = {}
         for delta in diff.deltas:
             found.setdefault(delta.old_file.path, None)

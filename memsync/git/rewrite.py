@@ -32,12 +32,13 @@ class Rewritten:
     blobs: dict[str, str] = field(default_factory=dict)  # old -> new, those actually replaced
 
 
-AdoptFn = Callable[[pygit2.Commit, str], str | None]  # a shallow root, its rewritten tree -> its rewrite
+AdoptFn = Callable[[str, str], str | None]  # a shallow root, its rewritten tree -> its rewrite
 
 
-def rewrite(repo: pygit2.Repository, tip: str, blob_fn: BlobFn, adopt: AdoptFn | None = None) -> Rewritten:
+def rewrite(git: GitRepo, tip: str, blob_fn: BlobFn, adopt: AdoptFn | None = None) -> Rewritten:
     """Rewrite the history reachable from `tip`. `adopt`: for a commit whose parents a shallow
     clone left out, the commit it becomes (the hub's, checked by the caller), or None."""
+    repo = git._repo
     result = Rewritten(tip)
     trees: dict[str, str] = {}
     walker = repo.walk(pygit2.Oid(hex=tip), SortMode.TOPOLOGICAL | SortMode.REVERSE)
@@ -45,7 +46,7 @@ def rewrite(repo: pygit2.Repository, tip: str, blob_fn: BlobFn, adopt: AdoptFn |
         old = str(c.id)
         parents = [pygit2.Oid(hex=result.commits.get(str(p), str(p))) for p in c.parent_ids]
         tree = _tree(repo, str(c.tree_id), blob_fn, trees, result.blobs)
-        adopted = adopt(c, tree) if adopt is not None and not c.parent_ids else None
+        adopted = adopt(str(c.id), tree) if adopt is not None and not c.parent_ids else None
         if adopted is not None:
             if adopted != old:
                 result.commits[old] = adopted
@@ -83,8 +84,9 @@ def _tree(repo: pygit2.Repository, oid: str, blob_fn: BlobFn, memo: dict[str, st
     return memo[oid]
 
 
-def blob_replacer(repo: pygit2.Repository, rule: Callable[[bytes], bytes | None]) -> BlobFn:
+def blob_replacer(git: GitRepo, rule: Callable[[bytes], bytes | None]) -> BlobFn:
     """A BlobFn from a content rule (None: keep); each blob is read once."""
+    repo = git._repo
     memo: dict[str, str | None] = {}
 
     def fn(oid: str) -> str | None:
@@ -99,9 +101,10 @@ def blob_replacer(repo: pygit2.Repository, rule: Callable[[bytes], bytes | None]
 PLACEHOLDER = re.compile(rb"\[REDACTED by memsync \d{4}-\d{2}-\d{2}\]")
 
 
-def is_redaction_of(repo: pygit2.Repository, old: str, new: str) -> bool:
+def is_redaction_of(git: GitRepo, old: str, new: str) -> bool:
     """Whether blob `new` is blob `old` with parts (or all of it) replaced by memsync's
     placeholder, and nothing else: what a redaction record may claim, and all it may claim."""
+    repo = git._repo
     try:
         before = repo[old].peel(pygit2.Blob).data
         after = repo[new].peel(pygit2.Blob).data
@@ -116,15 +119,16 @@ def is_redaction_of(repo: pygit2.Repository, old: str, new: str) -> bool:
     return re.fullmatch(shape, before, re.DOTALL) is not None
 
 
-def create_blob(repo: pygit2.Repository, data: bytes) -> str:
+def create_blob(git: GitRepo, data: bytes) -> str:
+    repo = git._repo
     return str(repo.create_blob(data))
 
 
 def record(git: GitRepo, parent: str, message: str) -> str:
     """The redaction record: a commit on top with the same tree, by the operator."""
     sig = git.operator_signature()
-    tree = git.repo[parent].peel(pygit2.Commit).tree_id
-    return str(git.repo.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=parent)]))
+    tree = git._repo[parent].peel(pygit2.Commit).tree_id
+    return str(git._repo.create_commit(None, sig, sig, message, tree, [pygit2.Oid(hex=parent)]))
 
 
 def move_to(git: GitRepo, branch: str, new: str, memory: str, max_file_size: int | None) -> None:
@@ -175,8 +179,26 @@ def purge(git_dir: Path) -> bool:
     return True
 
 
-def reaches(repo: pygit2.Repository, tip: str, oid: str) -> bool:
+def same_but_tree(git: GitRepo, old: str, new: str, tree: str) -> bool:
+    """Whether commit `new` is commit `old` with the tree `tree`: the same message (and encoding),
+    author and committer with their dates. False when `new` is not a commit here."""
+    repo = git._repo
+    try:
+        o = repo[old].peel(pygit2.Commit)
+        n = repo[new].peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+
+    def who(sig: pygit2.Signature) -> tuple[str, str, int, int]:
+        return (sig.name, sig.email, sig.time, sig.offset)
+
+    return (str(n.tree_id) == tree and n.message == o.message and n.message_encoding == o.message_encoding
+            and who(n.author) == who(o.author) and who(n.committer) == who(o.committer))
+
+
+def reaches(git: GitRepo, tip: str, oid: str) -> bool:
     """Whether `oid` is `tip` or one of its ancestors (False if this repository lacks it)."""
+    repo = git._repo
     if tip == oid:
         return True
     try:
@@ -185,7 +207,8 @@ def reaches(repo: pygit2.Repository, tip: str, oid: str) -> bool:
         return False
 
 
-def blob_id_at(repo: pygit2.Repository, commit: str, path: str) -> str | None:
+def blob_id_at(git: GitRepo, commit: str, path: str) -> str | None:
+    repo = git._repo
     from memsync.git.repo import file_entry
 
     entry = file_entry(repo[commit].peel(pygit2.Commit).tree, path)

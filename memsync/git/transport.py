@@ -235,8 +235,9 @@ def open_local_hub(hub: HubUrl, doing: str) -> GitRepo:
                                 "check the URL; create a bare repository with `git init --bare`") from exc
 
 
-def list_heads(repo: pygit2.Repository, hub: HubUrl) -> list[RemoteHead]:
+def list_heads(git: GitRepo, hub: HubUrl) -> list[RemoteHead]:
     """The hub's ref advertisement (ls-remote): works on every transport."""
+    repo = git._repo
     check_local(hub)
     cb = Callbacks(hub)
     try:
@@ -249,11 +250,12 @@ def list_heads(repo: pygit2.Repository, hub: HubUrl) -> list[RemoteHead]:
 UNSHALLOW = 2**31 - 1  # libgit2's GIT_FETCH_DEPTH_UNSHALLOW: the whole history behind a shallow clone
 
 
-def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
+def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str],
           progress: ProgressFn | None = None, depth: int = 0) -> dict[str, str]:
     """Fetch; returns the hub's branches as advertised on that same connection (authoritative:
     a tracking ref left from before may be stale). `depth`: 0 all history (a shallow repository
     stays as shallow as it is), N the last N versions, UNSHALLOW what a shallow one lacks."""
+    repo = git._repo
     check_local(hub)
     cb = Callbacks(hub, progress)
     remote = _anonymous(repo, hub)
@@ -265,11 +267,12 @@ def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
     return {h.name: str(h.oid) for h in heads if h.name and h.name.startswith("refs/heads/")}
 
 
-def push(repo: pygit2.Repository, hub: HubUrl, local_ref: str, remote_ref: str,
+def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
          progress: ProgressFn | None = None, *, force: bool = False, lease: Lease | None = None) -> None:
     """Push of one ref, never forced except by `memsync redact` (which checks the hub's tip
     first); with a `lease`, only if the hub's ref is where the lease says (else NotFastForward,
     nothing sent). Raises NotFastForward, PushRejected or RemoteError."""
+    repo = git._repo
     check_local(hub)
     cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease))
     try:

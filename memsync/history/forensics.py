@@ -72,7 +72,7 @@ def run_versions(mem: Memory, run_id: str) -> list[str]:
     head = mem.git.head_oid()
     found = []
     if head is not None:
-        for oid, parents, message in history.messages(mem.git.repo, head):
+        for oid, parents, message in history.messages(mem.git, head):
             if parents <= 1 and first(parse(message), "Memsync-Run-Id") == run_id:
                 found.append(oid)
     if not found:
@@ -85,8 +85,8 @@ def run_versions(mem: Memory, run_id: str) -> list[str]:
 def _span(mem: Memory, spec: str) -> tuple[str, str]:
     """(base tree, result tree) of what a version or a run changed."""
     if spec.startswith(RUN_PREFIX):
-        return history.own_result(mem.git.repo, run_versions(mem, _run_id(spec)))
-    repo = mem.git.repo
+        return history.own_result(mem.git, run_versions(mem, _run_id(spec)))
+    repo = mem.git
     oid = history.resolve(repo, spec)
     return history.tree_of(repo, history.first_parent(repo, oid)), history.tree_of(repo, oid)
 
@@ -95,7 +95,7 @@ def _point(mem: Memory, spec: str) -> str:
     """A version: run:<id> as a single point is the run's last version."""
     if spec.startswith(RUN_PREFIX):
         return run_versions(mem, _run_id(spec))[-1]
-    return history.resolve(mem.git.repo, spec)
+    return history.resolve(mem.git, spec)
 
 
 def _run_id(spec: str) -> str:
@@ -114,11 +114,11 @@ def diff(start: Path, revs: list[str], paths: list[str] | None = None) -> DiffRe
     mem = open_memory(start)
     rels = [relative(mem, start, p) for p in paths or []]
     if not revs:
-        repo = mem.git.repo
+        repo = mem.git
         old = history.tree_of(repo, mem.git.head_oid())
         return DiffResult(_label(mem.git.head_oid()), "work tree", history.diff(repo, old, None, rels))
     shallow.complete(mem)  # a version's parent may be older than a shallow clone
-    repo = mem.git.repo
+    repo = mem.git
     if len(revs) == 1:
         old, new = _span(mem, revs[0])
         return DiffResult(f"before {revs[0]}", revs[0], history.diff(repo, old, new, rels))
@@ -147,12 +147,12 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
         rev = _point(mem, at)
         wanted: dict[str, tuple[bytes, int]] = {}
         for rel in (relative(mem, start, p) for p in paths):
-            found = history.files_under(mem.git.repo, rev, rel)
+            found = history.files_under(mem.git, rev, rel)
             if not found:
                 raise UsageError(f"{rel} does not exist at version {rev[:8]}",
                                  f"`memsync log {rel}` lists the versions that have it")
             for f in found:
-                blob = history.blob_at(mem.git.repo, rev, f)
+                blob = history.blob_at(mem.git, rev, f)
                 assert blob is not None
                 wanted[f] = blob
         _refuse_unsafe(wanted, rev, mem)
@@ -166,7 +166,7 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
         if dirty:
             saved = take(mem, acting(run_id, f"Save uncommitted {_names(dirty)} before restoring"), only=set(dirty))
             result.saved_first = saved.commit
-        changed = [p for p, (data, mode) in wanted.items() if history.blob_at(mem.git.repo, _head(mem), p)
+        changed = [p for p, (data, mode) in wanted.items() if history.blob_at(mem.git, _head(mem), p)
                    != (data, mode)]
         for p in changed:
             _write(mem.root, p, *wanted[p])
@@ -200,7 +200,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
         refuse_during_run(mem, "revert")
         _prepare(mem)
         head = _head(mem)
-        repo = mem.git.repo
+        repo = mem.git
         if spec.startswith(RUN_PREFIX):
             own = run_versions(mem, _run_id(spec))
             base, done = history.own_result(repo, own)
@@ -238,7 +238,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
 def _state_after(mem: Memory, path: str, after: dict[str, tuple[str, int]]) -> FileState:
     if path not in after:
         return FileState(path, "deleted", None, None)
-    data = history.read_blob(mem.git.repo, after[path][0])
+    data = history.read_blob(mem.git, after[path][0])
     return FileState(path, "written", len(data), hashlib.sha256(data).hexdigest())
 
 

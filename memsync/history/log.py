@@ -79,7 +79,7 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
     cache = Summaries(memsync_home() / "cache" / "versions.db")
     try:
         found = _versions(mem, head, cache, rel, run_id, flagged, limit)
-        if (limit is None or len(found) < limit) and mem.git.repo.is_shallow:
+        if (limit is None or len(found) < limit) and mem.git.is_shallow:
             from memsync.sync import shallow  # the hub's transport: imported only for a shallow clone
 
             if shallow.complete(mem):  # the versions older than the clone were asked for
@@ -91,7 +91,7 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
 
 def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id: str | None,
               flagged: bool, limit: int | None) -> list[LogEntry]:
-    repo = mem.git.repo
+    repo = mem.git
     found: list[LogEntry] = []
     for oid, _, message in history.messages(repo, head, stream=True):
         trailers = parse(message)
@@ -118,11 +118,11 @@ def summarize(v: VersionChanges) -> Summary:
 def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry:
     summary = cache.get(oid)
     if summary is None:
-        v = history.changes(mem.git.repo, oid)
+        v = history.changes(mem.git, oid)
         summary = summarize(v)
         cache.put(oid, summary)
     else:
-        v = history.changes(mem.git.repo, oid, deltas=False)
+        v = history.changes(mem.git, oid, deltas=False)
     trailers = parse(v.message)
     actor = first(trailers, "Memsync-Actor") or "git"
     merge = len(v.parents) > 1
@@ -144,11 +144,11 @@ def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry
 
 
 def _file_state(mem: Memory, v: VersionChanges, rel: str) -> FileState:
-    blob = history.blob_at(mem.git.repo, v.oid, rel)
+    blob = history.blob_at(mem.git, v.oid, rel)
     if blob is None:
         return FileState(rel, "deleted", None, None)
     parent = v.parents[0] if v.parents else None
-    existed = parent is not None and history.blob_at(mem.git.repo, parent, rel) is not None
+    existed = parent is not None and history.blob_at(mem.git, parent, rel) is not None
     data = blob[0]
     return FileState(rel, "modified" if existed else "added", len(data), hashlib.sha256(data).hexdigest())
 

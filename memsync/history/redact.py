@@ -80,7 +80,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         if head is None or exchange.remote_head != head:
             raise RepoError("the memory has no version on the hub to redact", "push it first")
         label, blob_fn = _rule(mem, start, path, at, secret)
-        done = rewrite.rewrite(mem.git.repo, head, blob_fn)
+        done = rewrite.rewrite(mem.git, head, blob_fn)
         if not done.commits:
             raise UsageError(f"nothing to redact: no version holds {label}")
         oldest = next(old for old in reversed(list(_history(mem, head))) if old in done.commits)
@@ -118,7 +118,7 @@ def _short_label(label: str) -> str:
 def _rule(mem: Memory, start: Path, path: str | None, at: str | None,
           secret: str | None) -> tuple[str, rewrite.BlobFn]:
     mark = placeholder()
-    repo = mem.git.repo
+    repo = mem.git
     if secret is not None:
         if not secret:
             raise UsageError("--secret needs a pattern", "a regular expression, e.g. 'sk-[A-Za-z0-9]{20,}'")
@@ -154,7 +154,7 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
         if hub.local_path is not None:
             with hub_lock(mem):
                 _check_tip(mem, ref, expected)
-                transport.push(mem.git.repo, hub, temp, temp)  # the objects, under a new ref
+                transport.push(mem.git, hub, temp, temp)  # the objects, under a new ref
                 try:
                     rewrite.set_hub_ref(hub.local_path, ref, new, expected)
                 finally:
@@ -162,14 +162,14 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
             return
         try:  # the push's own ref advertisement must show `expected`, and the server moves the
             # branch only from what it advertised: a push landing at any moment is never overwritten
-            transport.push(mem.git.repo, hub, temp, ref, force=True, lease=transport.Lease(expected))
+            transport.push(mem.git, hub, temp, ref, force=True, lease=transport.Lease(expected))
         except (PushRejected, transport.NotFastForward) as exc:
             _check_tip(mem, ref, expected)  # refused because someone pushed: say that instead
             raise PushRejected(f"{hub.display} refused the rewritten history ({exc.message})",
                                "the server refuses history rewrites on this branch (a protected branch, or "
                                "receive.denyNonFastForwards): allow a force push to "
                                f"{mem.branch} once, run `memsync redact` again, then protect it again") from exc
-        after = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, hub)}.get(ref)
+        after = {h.ref: h.oid for h in transport.list_heads(mem.git, hub)}.get(ref)
         if after != new:
             raise RepoError(f"the hub's {mem.branch} is at {str(after)[:8]} after the redaction push, not "
                             f"{new[:8]}: another push landed at the same moment",
@@ -179,7 +179,7 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
 
 
 def _check_tip(mem: Memory, ref: str, expected: str) -> None:
-    tip = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, mem.hub)}.get(ref)
+    tip = {h.ref: h.oid for h in transport.list_heads(mem.git, mem.hub)}.get(ref)
     if tip != expected:
         raise PushRejected(f"the hub moved since the redaction was prepared ({expected[:8]} -> "
                            f"{str(tip)[:8]}): nothing was changed on the hub",

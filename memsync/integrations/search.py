@@ -53,13 +53,13 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
 
     shallow.complete(mem)  # a shallow clone's older versions are searched too
     seen = set(current)
-    for count, version in enumerate(history.walk(mem.git.repo, head)):
+    for count, version in enumerate(history.walk(mem.git, head)):
         if count >= MAX_VERSIONS:
             break
         for delta in version.deltas:
             if delta.kind == "deleted" or not _under(delta.path, under):
                 continue
-            blob = history.blob_at(mem.git.repo, version.oid, delta.path)
+            blob = history.blob_at(mem.git, version.oid, delta.path)
             if blob is None or len(blob[0]) > MAX_FILE_BYTES:
                 continue
             for no, line in _matches(rx, blob[0]):

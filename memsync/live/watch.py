@@ -220,7 +220,7 @@ class Watcher:
             self._say(f"pushed {result.remote_head[:8]} to {self.mem.hub.display}")
 
     def _remote_tip(self) -> str | None:
-        heads = transport.list_heads(self.mem.git.repo, self.mem.hub)
+        heads = transport.list_heads(self.mem.git, self.mem.hub)
         return next((h.oid for h in heads if h.ref == f"refs/heads/{self.mem.branch}"), None)
 
     def _snapshot(self, settle: float | None = None) -> Snapshot:

@@ -63,7 +63,7 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
         tip = local_tip(mem.hub.local_path, f"refs/heads/{mem.branch}")
         if tip is None or tip != mem.git.ref_oid(mem.tracking_ref):  # else we already have it all
             link_hub_objects(mem.hub.local_path, mem.git.git_dir, have=mem.git.has_object)
-    heads = transport.fetch(mem.git.repo, mem.hub, [spec], progress, depth)
+    heads = transport.fetch(mem.git, mem.hub, [spec], progress, depth)
     tip = heads.get(f"refs/heads/{mem.branch}")
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
@@ -214,13 +214,13 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
     source = source or mem.local_ref
     shallow.check_push(mem, expected)
     if local_path is None:
-        transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
+        transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress)
         return
     with contextlib.nullcontext() if hub_locked else hub_lock(mem, push_patience()):
-        heads = {h.ref: h.oid for h in transport.list_heads(mem.git.repo, mem.hub)}
+        heads = {h.ref: h.oid for h in transport.list_heads(mem.git, mem.hub)}
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")
-        transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
+        transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress)
         maintenance.auto(local_path)  # every push adds a pack: keep the hub compact, still under its lock
 
 
@@ -368,7 +368,7 @@ def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], l
         mem.git.set_ref(OUTGOING, head, "memsync: push")
         source = OUTGOING
     try:
-        transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress,
+        transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress,
                        lease=transport.Lease(known))
     except (NotFastForward, AuthFailed, HostKeyError):
         return None

@@ -61,7 +61,7 @@ def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
         with held(home / "cache.lock", "the listing cache") as tenure:
             git = _cache_repo(hub)
             clear_stale_git_locks(git.git_dir, tenure, "the listing cache")  # a killed `list`
-            transport.fetch(git.repo, hub, ["+refs/heads/memory/*:refs/hub/memory/*",
+            transport.fetch(git, hub, ["+refs/heads/memory/*:refs/hub/memory/*",
                                             "+refs/heads/artifact/*:refs/hub/artifact/*"])
         prefix = "refs/hub/"
     found: list[MemoryInfo] = []

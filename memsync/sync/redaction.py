@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pygit2
-
 from memsync.core.memory import Memory
 from memsync.errors import RepoError
 from memsync.git import rewrite
@@ -50,29 +48,19 @@ def _shallow_roots(mem: Memory, commits: dict[str, str]) -> rewrite.AdoptFn | No
     here): each becomes the commit the hub's record names, if that commit is here and is this
     one with exactly the rewritten tree (same message, author, committer and dates); its parents
     are the hub's redacted history. Anything else leaves it to the mismatch check."""
-    if not mem.git.repo.is_shallow:
+    if not mem.git.is_shallow:
         return None
     from memsync.sync import shallow
 
     roots = set(shallow.roots(mem))
 
-    def adopt(c: pygit2.Commit, tree: str) -> str | None:
-        new = commits.get(str(c.id))
-        if str(c.id) not in roots or new is None:
+    def adopt(old: str, tree: str) -> str | None:
+        new = commits.get(old)
+        if old not in roots or new is None:
             return None
-        try:
-            n = mem.git.repo[new].peel(pygit2.Commit)
-        except (KeyError, ValueError, pygit2.GitError):
-            return None
-        same = (str(n.tree_id) == tree and n.message == c.message and n.message_encoding == c.message_encoding
-                and _who(n.author) == _who(c.author) and _who(n.committer) == _who(c.committer))
-        return new if same else None
+        return new if rewrite.same_but_tree(mem.git, old, new, tree) else None
 
     return adopt
-
-
-def _who(sig: pygit2.Signature) -> tuple[str, str, int, int]:
-    return (sig.name, sig.email, sig.time, sig.offset)
 
 
 def recover(mem: Memory, theirs: str) -> Recovery | None:
@@ -92,9 +80,9 @@ def recover(mem: Memory, theirs: str) -> Recovery | None:
         blobs.update(_pairs(every(trailers, BLOB)))
     if not commits:
         return None
-    if not any(rewrite.reaches(git.repo, ours, old) for old in commits):
+    if not any(rewrite.reaches(git, ours, old) for old in commits):
         return None
-    trusted = {old: new for old, new in blobs.items() if rewrite.is_redaction_of(git.repo, old, new)}
+    trusted = {old: new for old, new in blobs.items() if rewrite.is_redaction_of(git, old, new)}
 
     def replace(blob: str) -> str | None:
         new = blob
@@ -104,9 +92,9 @@ def recover(mem: Memory, theirs: str) -> Recovery | None:
             new = trusted[new]
         return new if new != blob else None
 
-    done = rewrite.rewrite(git.repo, ours, replace, _shallow_roots(mem, commits))
+    done = rewrite.rewrite(git, ours, replace, _shallow_roots(mem, commits))
     mismatched = [old for old, new in done.commits.items() if old in commits and commits[old] != new]
-    unmapped = [old for old in commits if old not in done.commits and rewrite.reaches(git.repo, ours, old)]
+    unmapped = [old for old in commits if old not in done.commits and rewrite.reaches(git, ours, old)]
     if mismatched or unmapped:
         raise RepoError(
             f"the hub's history was rewritten, but its redaction record does not match this memory's "

@@ -21,7 +21,7 @@ __all__ = ["check_push", "complete", "is_shallow", "missing_root", "roots"]
 
 
 def is_shallow(mem: Memory) -> bool:
-    return bool(mem.git.repo.is_shallow)
+    return bool(mem.git.is_shallow)
 
 
 def roots(mem: Memory) -> list[str]:
@@ -41,12 +41,12 @@ def complete(mem: Memory) -> bool:
         return True
     stop = (roots(mem) or ["?"])[0][:8]
     try:  # no destination: FETCH_HEAD only, so no ref moves under a run or a push
-        transport.fetch(mem.git.repo, mem.hub, [f"refs/heads/{mem.branch}"], depth=transport.UNSHALLOW)
+        transport.fetch(mem.git, mem.hub, [f"refs/heads/{mem.branch}"], depth=transport.UNSHALLOW)
     except MemsyncError as exc:
         notices.warn(f"this memory was cloned without the versions before {stop}, and they could not be "
                      f"fetched ({exc.message}); only the later ones are here")
         return False
-    mem.git.repo.free()  # commits read while shallow are cached without their parents
+    mem.git.forget_cached()  # commits read while shallow are cached without their parents
     if is_shallow(mem):
         notices.warn(f"this memory was cloned without the versions before {stop}, and the hub no longer "
                      "has them (its history was rewritten); only the later ones are here")

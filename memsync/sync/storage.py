@@ -266,7 +266,7 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         raise RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
         git = GitRepo.init(staging, f"memory/{name}")
-        heads = {h.ref for h in transport.list_heads(git.repo, hub)}
+        heads = {h.ref for h in transport.list_heads(git, hub)}
         kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
         if kind is None:
             from memsync.sync.listing import memory_names
@@ -355,7 +355,7 @@ def _last_run_of(git: GitRepo, tip: str) -> LastRun | None:
                 and (entry[3] is None or type(entry[3]) is int):
             return LastRun(entry[0], entry[1], entry[2], entry[3])
     found = last_run(git, tip)
-    if found is None and git.repo.is_shallow:
+    if found is None and git.is_shallow:
         return None  # it may be in the versions a shallow clone left out: not an answer to keep
     cache.pop(tip, None)
     cache[tip] = None if found is None else [found.run_id, found.version, found.time, found.exit_code]
