@@ -8,12 +8,13 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pygit2
 import pytest
 from pygit2.enums import ConfigLevel
 
-pytest_plugins = ["tests.fixtures_servers"]
+pytest_plugins = ["tests.helpers.server_fixtures"]
 
 
 @pytest.fixture(autouse=True)
@@ -49,8 +50,14 @@ class Result:
     err: str
 
 
+class Cli(Protocol):
+    """The `cli` fixture: cli("push", cwd=path) -> Result(code, out, err)."""
+
+    def __call__(self, *args: str, cwd: Path | None = None) -> Result: ...
+
+
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
     """Call the memsync CLI in-process: cli("push", cwd=path) -> Result(code, out, err)."""
     from memsync.cli.app import main
 
@@ -112,7 +119,7 @@ def hub_tree(branch: str = "memory/research", hub: Path | None = None) -> dict[s
 
 
 @pytest.fixture
-def memory(tmp_path: Path, cli) -> Path:  # type: ignore[no-untyped-def]
+def memory(tmp_path: Path, cli: Cli) -> Path:
     """An initialised and pushed memory `research` with two files, on the embedded hub."""
     root = tmp_path / "research"
     root.mkdir()
@@ -124,7 +131,7 @@ def memory(tmp_path: Path, cli) -> Path:  # type: ignore[no-untyped-def]
     return root
 
 
-# Fixtures that start a server on 127.0.0.1 (tests/fixtures_servers.py and a few files' own).
+# Fixtures that start a server on 127.0.0.1 (tests/helpers/server_fixtures.py and a few files' own).
 SERVER_FIXTURES = frozenset({"git_daemon", "daemon_hub", "http_server", "https_server", "ssh_server",
                              "hanging_server", "refusing_port", "token_hub"})
 

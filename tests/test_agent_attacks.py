@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
+from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
 
@@ -36,7 +36,7 @@ def _rev(ref: str = "memory/research") -> str:
 
 # -- restore ---------------------------------------------------------------------------------------
 
-def test_restore_never_writes_through_a_symlinked_folder(memory: Path, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
+def test_restore_never_writes_through_a_symlinked_folder(memory: Path, tmp_path: Path, cli: Cli,
                                                          figures: Figures) -> None:
     write(memory, "notes/a.md", "a\n")
     write(memory, "notes/sub/b.md", "b\n")
@@ -242,7 +242,7 @@ def test_a_killed_run_is_undone_by_the_next_command(tmp_path: Path, figures: Fig
 
 # -- protect policies ------------------------------------------------------------------------------
 
-def _protect(memory: Path, cli, rules: str, files: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+def _protect(memory: Path, cli: Cli, rules: str, files: dict[str, str]) -> None:
     for rel, text in files.items():
         write(memory, rel, text)
     assert cli("push", cwd=memory).code == 0
@@ -254,7 +254,7 @@ def _agent(memory: Path, run_id: str, code: str) -> subprocess.CompletedProcess[
                        env=dict(os.environ, OUTSIDE_DIR=str(memory.parent / "outside")))
 
 
-def test_a_conflict_shaped_name_is_no_way_into_a_protected_path(memory: Path, cli,  # type: ignore[no-untyped-def]
+def test_a_conflict_shaped_name_is_no_way_into_a_protected_path(memory: Path, cli: Cli,
                                                                   figures: Figures) -> None:
     _protect(memory, cli, '  - {path: "reference/**", mode: read-only}\n', {"reference/facts.md": "fact\n"})
     shaped = "reference/facts.conflict-x-20260101T000000Z.md"
@@ -268,7 +268,7 @@ def test_a_conflict_shaped_name_is_no_way_into_a_protected_path(memory: Path, cl
                                                                        cwd=hub_path())
 
 
-def test_a_protected_folder_replaced_by_a_symlink_or_a_file(memory: Path, cli,  # type: ignore[no-untyped-def]
+def test_a_protected_folder_replaced_by_a_symlink_or_a_file(memory: Path, cli: Cli,
                                                             figures: Figures) -> None:
     outside = memory.parent / "outside"
     outside.mkdir()
@@ -311,7 +311,7 @@ def test_a_protected_folder_replaced_by_a_symlink_or_a_file(memory: Path, cli,  
     assert git("status", "--porcelain", cwd=memory) == ""
 
 
-def test_the_operator_seeds_a_read_only_path_once(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_operator_seeds_a_read_only_path_once(memory: Path, cli: Cli) -> None:
     write(memory, ".vm0/storage.yaml", 'name: research\ntype: memory\nprotect:\n'
           '  - {path: "reference/**", mode: read-only}\n  - {path: "fresh/**", mode: read-only}\n')
     write(memory, "reference/facts.md", "fact\n")

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, hub_tree, memsync_cmd, write
-from tests.fixtures_servers import HTTP_USER
-from tests.servers import HttpGitServer, make_bare_hub
-from tests.stress_report import Figures, figures
+from tests.helpers.figures import Figures, figures
+from tests.helpers.server_fixtures import HTTP_USER
+from tests.helpers.servers import HttpGitServer, make_bare_hub
 
 __all__ = ["figures"]
 

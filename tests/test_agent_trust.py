@@ -11,12 +11,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memsync.git.trailers import parse, quote_path, unquote_path
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
+from tests.helpers.figures import Figures, figures
 
 pytestmark = pytest.mark.attack
 
@@ -51,7 +52,7 @@ def hub_tip() -> str:
     return git("rev-parse", "memory/research", cwd=hub_path()).strip()
 
 
-def newest(memory: Path) -> dict[str, object]:
+def newest(memory: Path) -> dict[str, Any]:
     proc = memsync_cmd("log", "--json", "-n", "1", cwd=memory)
     assert proc.returncode == 0, proc.stderr
     entries = json.loads(proc.stdout)
@@ -129,11 +130,11 @@ def test_amended_checkpoint_loses_nothing_and_is_the_runs(memory: Path, figures:
     tree = hub_tree()
     assert tree["one.md"] == b"one\n" and tree["two.md"] == b"two\n"
     assert git("rev-list", "--count", f"{start}..memory/research", cwd=hub_path()).strip() >= "2"
-    assert any(f.startswith("forged-trailer ") for f in newest(memory)["flags"])  # type: ignore[union-attr]
+    assert any(f.startswith("forged-trailer ") for f in newest(memory)["flags"])
     stopped(figures)
 
 
-def test_reset_hard_before_the_run_loses_nothing_and_is_flagged(memory: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_reset_hard_before_the_run_loses_nothing_and_is_flagged(memory: Path, cli: Cli, figures: Figures) -> None:
     attack(figures)
     write(memory, "crdts.md", "".join(f"line {i} about CRDTs and merges\n" for i in range(200)))
     assert cli("push", cwd=memory).code == 0
@@ -147,8 +148,8 @@ def test_reset_hard_before_the_run_loses_nothing_and_is_flagged(memory: Path, cl
     assert "crdts.md" in git("ls-tree", "-r", "--name-only", before, cwd=hub_path())
     assert "crdts.md" not in hub_tree() and "note.md" not in hub_tree()
     flags = newest(memory)["flags"]
-    assert "delete crdts.md" in flags and "delete note.md" not in flags, flags  # type: ignore[operator]
-    assert any(f.startswith("branch-reset ") for f in flags), flags  # type: ignore[union-attr]
+    assert "delete crdts.md" in flags and "delete note.md" not in flags, flags
+    assert any(f.startswith("branch-reset ") for f in flags), flags
     assert git("show", f"{before}:crdts.md", cwd=hub_path()).startswith("line 0")
     stopped(figures)
 
@@ -180,11 +181,11 @@ def test_agent_leaving_another_branch_checked_out(memory: Path, figures: Figures
     assert hub_tree()["side.md"] == b"side\n"
     assert all("Memsync-Actor: operator" not in m for m in hub_messages(start))
     flags = newest(memory)["flags"]
-    assert "head-moved detached" in flags, flags  # type: ignore[operator]
+    assert "head-moved detached" in flags, flags
     stopped(figures)
 
 
-def test_stepwise_shrink_is_flagged_on_the_final_commit(memory: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_stepwise_shrink_is_flagged_on_the_final_commit(memory: Path, cli: Cli, figures: Figures) -> None:
     attack(figures)
     lines = [f"{i:04d} notes on replicated state and merge semantics, entry {i}\n" for i in range(200)]
     text = "".join(lines)[:8000]
@@ -217,7 +218,7 @@ def test_policy_file_edited_by_the_agent_is_put_back(memory: Path, figures: Figu
     assert kept.read_text().endswith("secrets: off\n")
     assert str(kept) in proc.stderr
     assert TOKEN not in git("log", "-p", "--all", cwd=hub_path())
-    assert "policy-file-restored .vm0/storage.yaml" in newest(memory)["flags"]  # type: ignore[operator]
+    assert "policy-file-restored .vm0/storage.yaml" in newest(memory)["flags"]
     # a deleted policy file is put back too
     proc = run(memory, "deleter", "rm .vm0/storage.yaml notes.md; echo more >> runs/first.md")
     assert proc.returncode == 0, proc.stderr
@@ -235,7 +236,7 @@ def test_a_file_name_cannot_hide_the_runs_trailers(memory: Path, figures: Figure
     assert proc.returncode == 0, proc.stderr
     entry = newest(memory)
     assert entry["run_id"] == "hider" and entry["actor"] == "run"
-    [policy] = entry["policies"]  # type: ignore[misc]
+    [policy] = entry["policies"]
     assert unquote_path(policy) == (name, ": read-only: file added"), policy
     flagged = memsync_cmd("log", "--flagged", "--json", cwd=memory)
     assert "hider" in flagged.stdout
@@ -284,7 +285,7 @@ def test_commits_left_by_a_killed_run_are_that_runs_on_the_next_command(memory: 
     stopped(figures)
 
 
-def test_push_refuses_unpushed_commits_it_did_not_make_that_fail_the_checks(memory: Path, cli,  # type: ignore[no-untyped-def]
+def test_push_refuses_unpushed_commits_it_did_not_make_that_fail_the_checks(memory: Path, cli: Cli,
                                                                             figures: Figures) -> None:
     attack(figures)
     write(memory, ".vm0/storage.yaml", "name: research\ntype: memory\nsecrets: block\n")
@@ -324,8 +325,8 @@ def test_agent_leaving_a_merge_in_progress_and_a_stash(memory: Path, figures: Fi
     assert not (memory / ".git/MERGE_HEAD").exists()
     assert git("status", "--porcelain", cwd=memory).strip() == ""
     flags = newest(memory)["flags"]
-    assert "git-state merge" in flags and any(f.startswith("stash-left refs/stash ") for f in flags), flags  # type: ignore[operator,union-attr]
-    assert any(f.startswith("agent-commits 1 folded") for f in flags), flags  # type: ignore[union-attr]
+    assert "git-state merge" in flags and any(f.startswith("stash-left refs/stash ") for f in flags), flags
+    assert any(f.startswith("agent-commits 1 folded") for f in flags), flags
     assert b"<<<<<<<" in hub_tree()["summary.md"]  # what the agent left, as it left it
     assert hub_tree()["runs/first.md"] == b"first run\n"  # the stash is not committed
     assert all("Memsync-Run-Id: merger" in m for m in hub_messages(start))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from tests.conftest import Result, git, hub_path, hub_tree, write
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, Result, git, hub_path, hub_tree, write
+from tests.helpers.figures import Figures, figures
 
 pytestmark = pytest.mark.attack
 __all__ = ["figures"]
@@ -460,7 +460,7 @@ def test_the_table_has_at_least_30_bad_inputs() -> None:
 
 
 @pytest.mark.parametrize("bad", CASES, ids=[c.id for c in CASES])
-def test_bad_input(bad: Case, memory: Path, tmp_path: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input(bad: Case, memory: Path, tmp_path: Path, cli: Cli, figures: Figures) -> None:
     figures.add("bad inputs tried")
     before = _blob_ids()
     result = bad.act(Ctx(memory, tmp_path, cli))
@@ -481,7 +481,7 @@ def test_bad_input(bad: Case, memory: Path, tmp_path: Path, cli, figures: Figure
     figures.add("bad inputs handled")
 
 
-def test_git_internal_names_never_reach_the_repository(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_git_internal_names_never_reach_the_repository(memory: Path, cli: Cli) -> None:
     """A `.git` file (not directory) at the top or inside a folder is ignored by git itself and
     never overwrites the memory's own repository."""
     head = (memory / ".git" / "HEAD").read_bytes()

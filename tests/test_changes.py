@@ -36,7 +36,7 @@ def _wait_for(predicate, seconds: float = 5.0) -> bool:  # type: ignore[no-untyp
         if predicate():
             return True
         time.sleep(0.05)
-    return predicate()
+    return bool(predicate())
 
 
 def _settle(monitor: ChangeMonitor, quiet: float = 0.3, seconds: float = 5.0) -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import ConfigLevel
 
-from tests.conftest import write
+from tests.conftest import Cli, write
 
 
-def pushed(cli, tmp_path: Path, files: dict[str, str]) -> Path:  # type: ignore[no-untyped-def]
+def pushed(cli: Cli, tmp_path: Path, files: dict[str, str]) -> Path:
     root = tmp_path / "research"
     root.mkdir()
     assert cli("init", cwd=root).code == 0
@@ -29,7 +29,7 @@ def pushed(cli, tmp_path: Path, files: dict[str, str]) -> Path:  # type: ignore[
     return root
 
 
-def cloned(cli, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+def cloned(cli: Cli, tmp_path: Path) -> Path:
     dest = tmp_path / "copy"
     r = cli("clone", "research", str(dest))
     assert r.code == 0, r.err
@@ -38,7 +38,7 @@ def cloned(cli, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     return dest
 
 
-def test_a_gitattributes_rule_in_the_memory_still_converts(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_gitattributes_rule_in_the_memory_still_converts(cli: Cli, tmp_path: Path) -> None:
     pushed(cli, tmp_path, {"notes/.gitattributes": "*.txt text eol=crlf\n", "notes/a.txt": "one\ntwo\n",
                            "b.txt": "one\ntwo\n"})
     dest = cloned(cli, tmp_path)
@@ -46,14 +46,14 @@ def test_a_gitattributes_rule_in_the_memory_still_converts(cli, tmp_path: Path) 
     assert (dest / "b.txt").read_bytes() == b"one\ntwo\n"  # outside the rule's folder
 
 
-def test_core_autocrlf_still_converts(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_core_autocrlf_still_converts(cli: Cli, tmp_path: Path) -> None:
     pushed(cli, tmp_path, {"a.txt": "one\ntwo\n"})
     Path(os.environ["GIT_CONFIG_GLOBAL"]).write_text("[core]\n\tautocrlf = true\n")
     dest = cloned(cli, tmp_path)
     assert (dest / "a.txt").read_bytes() == b"one\r\ntwo\r\n"
 
 
-def test_the_users_attributes_file_still_converts(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_users_attributes_file_still_converts(cli: Cli, tmp_path: Path) -> None:
     pushed(cli, tmp_path, {"a.txt": "one\ntwo\n", "c.md": "x\n"})
     attributes = Path(pygit2.settings.search_path[ConfigLevel.XDG]) / "attributes"  # where libgit2 looks
     attributes.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +63,7 @@ def test_the_users_attributes_file_still_converts(cli, tmp_path: Path) -> None: 
     assert (dest / "c.md").read_bytes() == b"x\n"
 
 
-def test_without_any_rule_the_bytes_are_the_hubs(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_without_any_rule_the_bytes_are_the_hubs(cli: Cli, tmp_path: Path) -> None:
     content = {"a.txt": "one\r\ntwo\n", "bin.dat": "\x00\x01\r\n", "deep/er/c.md": "$Id$\n"}
     pushed(cli, tmp_path, content)
     dest = cloned(cli, tmp_path)

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, memsync_cmd
-from tests.fixtures_servers import HTTP_USER
-from tests.servers import HttpGitServer, make_bare_hub
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, memsync_cmd
+from tests.helpers.figures import Figures, figures
+from tests.helpers.server_fixtures import HTTP_USER
+from tests.helpers.servers import HttpGitServer, make_bare_hub
 
 __all__ = ["figures"]
 
@@ -93,7 +93,7 @@ def test_redirect_within_the_same_host_still_authenticates(http_server: HttpGitS
 
 
 def test_later_redirect_is_not_followed_whatever_the_memory_config_says(
-        pair: tuple[HttpGitServer, HttpGitServer], tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+        pair: tuple[HttpGitServer, HttpGitServer], tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch,
         figures: Figures) -> None:
     """The memory's .git/config may ask libgit2 to follow every redirect (http.followRedirects);
     a hub that authenticates the first request and redirects the next (the pack request) to

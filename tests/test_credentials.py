@@ -20,8 +20,8 @@ import pytest
 
 from memsync.errors import HostKeyError
 from memsync.git.hostkeys import HostKeyChanged, HostUnknown, fingerprint, verify_ssh
-from tests.conftest import git, memsync_cmd, write
-from tests.servers import HttpGitServer, SshGitServer, make_bare_hub, ssh_agent
+from tests.conftest import Cli, git, memsync_cmd, write
+from tests.helpers.servers import HttpGitServer, SshGitServer, make_bare_hub, ssh_agent
 
 # -- known_hosts matching (pure) ----------------------------------------------------------------
 
@@ -132,14 +132,14 @@ def ssh_env(monkeypatch: pytest.MonkeyPatch, server: SshGitServer, tmp_path: Pat
     return known
 
 
-def test_ssh_known_host_is_accepted(ssh_hub: Path, ssh_server: SshGitServer, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ssh_known_host_is_accepted(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     ssh_env(monkeypatch, ssh_server, tmp_path)
     r = cli("list")
     assert r.code == 0, r.err
 
 
-def test_ssh_unknown_host_refused_with_fingerprint(ssh_hub: Path, ssh_server: SshGitServer, cli,  # type: ignore[no-untyped-def]
+def test_ssh_unknown_host_refused_with_fingerprint(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli,
                                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     known = tmp_path / "empty_known_hosts"
     known.write_text("")
@@ -159,7 +159,7 @@ def test_ssh_unknown_host_refused_with_fingerprint(ssh_hub: Path, ssh_server: Ss
     assert cli("list").code == 0
 
 
-def test_ssh_changed_host_key_refused_loudly(ssh_hub: Path, ssh_server: SshGitServer, cli,  # type: ignore[no-untyped-def]
+def test_ssh_changed_host_key_refused_loudly(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli,
                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "impostor")], check=True)
     impostor = " ".join((tmp_path / "impostor.pub").read_text().split()[:2])
@@ -173,7 +173,7 @@ def test_ssh_changed_host_key_refused_loudly(ssh_hub: Path, ssh_server: SshGitSe
     assert "not in known_hosts" not in r.err
 
 
-def test_ssh_known_hosts_env_replaces_home_file(ssh_hub: Path, ssh_server: SshGitServer, cli,  # type: ignore[no-untyped-def]
+def test_ssh_known_hosts_env_replaces_home_file(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli,
                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_SSH_KEY", str(ssh_server.client_key))
     ssh_dir = Path.home() / ".ssh"
@@ -187,7 +187,7 @@ def test_ssh_known_hosts_env_replaces_home_file(ssh_hub: Path, ssh_server: SshGi
     assert r.code == 4 and "not in known_hosts" in r.err
 
 
-def test_ssh_hashed_known_hosts(ssh_hub: Path, ssh_server: SshGitServer, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ssh_hashed_known_hosts(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli, tmp_path: Path,
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     known = ssh_env(monkeypatch, ssh_server, tmp_path)
     subprocess.run(["ssh-keygen", "-H", "-f", str(known)], check=True, capture_output=True)
@@ -195,7 +195,7 @@ def test_ssh_hashed_known_hosts(ssh_hub: Path, ssh_server: SshGitServer, cli, tm
     assert cli("list").code == 0
 
 
-def test_ssh_agent_comes_first(ssh_hub: Path, ssh_server: SshGitServer, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ssh_agent_comes_first(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
     ssh_env(monkeypatch, ssh_server, tmp_path, key=False)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")], check=True)
@@ -211,7 +211,7 @@ def test_ssh_agent_comes_first(ssh_hub: Path, ssh_server: SshGitServer, cli, tmp
     assert any("Accepted publickey" in entry for entry in ssh_server.log)
 
 
-def test_ssh_agent_without_the_key_falls_back_to_memsync_ssh_key(ssh_hub: Path, ssh_server: SshGitServer, cli,  # type: ignore[no-untyped-def]
+def test_ssh_agent_without_the_key_falls_back_to_memsync_ssh_key(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli,
                                                                  tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     ssh_env(monkeypatch, ssh_server, tmp_path)
@@ -223,7 +223,7 @@ def test_ssh_agent_without_the_key_falls_back_to_memsync_ssh_key(ssh_hub: Path, 
         assert r.code == 0, r.err
 
 
-def test_ssh_encrypted_key_with_passphrase(ssh_hub: Path, ssh_server: SshGitServer, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ssh_encrypted_key_with_passphrase(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     ssh_env(monkeypatch, ssh_server, tmp_path, key=False)
     monkeypatch.setenv("MEMSYNC_SSH_KEY", str(ssh_server.client_key_encrypted))
@@ -235,7 +235,7 @@ def test_ssh_encrypted_key_with_passphrase(ssh_hub: Path, ssh_server: SshGitServ
     assert ssh_server.passphrase not in r.err + r.out
 
 
-def test_ssh_wrong_passphrase_fails_cleanly(ssh_hub: Path, ssh_server: SshGitServer, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ssh_wrong_passphrase_fails_cleanly(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     ssh_env(monkeypatch, ssh_server, tmp_path, key=False)
     monkeypatch.setenv("MEMSYNC_SSH_KEY", str(ssh_server.client_key_encrypted))
@@ -248,7 +248,7 @@ def test_ssh_wrong_passphrase_fails_cleanly(ssh_hub: Path, ssh_server: SshGitSer
     assert time.monotonic() - started < 15
 
 
-def test_ssh_default_key_in_home(ssh_hub: Path, ssh_server: SshGitServer, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ssh_default_key_in_home(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli, tmp_path: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     ssh_env(monkeypatch, ssh_server, tmp_path, key=False)
     ssh_dir = Path.home() / ".ssh"
@@ -259,7 +259,7 @@ def test_ssh_default_key_in_home(ssh_hub: Path, ssh_server: SshGitServer, cli, t
     assert cli("list").code == 0
 
 
-def test_ssh_unaccepted_key_fails_after_few_attempts(ssh_hub: Path, ssh_server: SshGitServer, cli,  # type: ignore[no-untyped-def]
+def test_ssh_unaccepted_key_fails_after_few_attempts(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli,
                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ssh_env(monkeypatch, ssh_server, tmp_path, key=False)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")], check=True)
@@ -271,7 +271,7 @@ def test_ssh_unaccepted_key_fails_after_few_attempts(ssh_hub: Path, ssh_server: 
     assert time.monotonic() - started < 15
 
 
-def test_ssh_no_key_at_all(ssh_hub: Path, ssh_server: SshGitServer, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ssh_no_key_at_all(ssh_hub: Path, ssh_server: SshGitServer, cli: Cli, tmp_path: Path,
                            monkeypatch: pytest.MonkeyPatch) -> None:
     ssh_env(monkeypatch, ssh_server, tmp_path, key=False)
     r = cli("list")
@@ -288,7 +288,7 @@ def http_hub(http_server: HttpGitServer, monkeypatch: pytest.MonkeyPatch) -> Htt
     return http_server
 
 
-def test_http_token_from_env(http_hub: HttpGitServer, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_http_token_from_env(http_hub: HttpGitServer, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_TOKEN", http_hub.token)
     monkeypatch.setenv("MEMSYNC_USER", http_hub.user)
     r = cli("list")
@@ -296,13 +296,13 @@ def test_http_token_from_env(http_hub: HttpGitServer, cli, monkeypatch: pytest.M
     assert http_hub.wrong_credentials == 0
 
 
-def test_http_user_from_url(http_hub: HttpGitServer, cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_http_user_from_url(http_hub: HttpGitServer, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_TOKEN", http_hub.token)
     url = http_hub.url("hub.git").replace("://", f"://{http_hub.user}@")
     assert cli("list", "--remote", url).code == 0
 
 
-def test_http_wrong_token_fails_fast_without_looping(http_hub: HttpGitServer, cli,  # type: ignore[no-untyped-def]
+def test_http_wrong_token_fails_fast_without_looping(http_hub: HttpGitServer, cli: Cli,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_TOKEN", "wrong-token-0123456789")
     monkeypatch.setenv("MEMSYNC_USER", http_hub.user)
@@ -315,12 +315,12 @@ def test_http_wrong_token_fails_fast_without_looping(http_hub: HttpGitServer, cl
     assert time.monotonic() - started < 10
 
 
-def test_http_without_credentials_says_what_to_set(http_hub: HttpGitServer, cli) -> None:  # type: ignore[no-untyped-def]
+def test_http_without_credentials_says_what_to_set(http_hub: HttpGitServer, cli: Cli) -> None:
     r = cli("list")
     assert r.code == 4 and "none are set" in r.err and "MEMSYNC_TOKEN" in r.err
 
 
-def test_http_token_is_read_per_operation(http_hub: HttpGitServer, cli, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+def test_http_token_is_read_per_operation(http_hub: HttpGitServer, cli: Cli, monkeypatch: pytest.MonkeyPatch,
                                           tmp_path: Path) -> None:
     monkeypatch.setenv("MEMSYNC_USER", http_hub.user)
     monkeypatch.setenv("MEMSYNC_TOKEN", "expired-token-aaaaaaaa")
@@ -335,7 +335,7 @@ def test_http_token_is_read_per_operation(http_hub: HttpGitServer, cli, monkeypa
     assert cli("pull", cwd=root).code == 4
 
 
-def test_http_netrc_fallback(http_hub: HttpGitServer, cli) -> None:  # type: ignore[no-untyped-def]
+def test_http_netrc_fallback(http_hub: HttpGitServer, cli: Cli) -> None:
     netrc = Path.home() / ".netrc"
     netrc.write_text(f"machine 127.0.0.1\n  login {http_hub.user}\n  password {http_hub.token}\n")
     netrc.chmod(0o600)
@@ -343,7 +343,7 @@ def test_http_netrc_fallback(http_hub: HttpGitServer, cli) -> None:  # type: ign
     assert r.code == 0, r.err
 
 
-def test_http_git_credential_helper_fallback(http_hub: HttpGitServer, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_http_git_credential_helper_fallback(http_hub: HttpGitServer, cli: Cli, tmp_path: Path) -> None:
     store = tmp_path / "git-credentials"
     store.write_text(f"http://{http_hub.user}:{http_hub.token}@127.0.0.1%3a{http_hub.port}\n")
     git("config", "--global", "credential.helper", f"store --file={store}", cwd=tmp_path)
@@ -351,7 +351,7 @@ def test_http_git_credential_helper_fallback(http_hub: HttpGitServer, cli, tmp_p
     assert r.code == 0, r.err
 
 
-def test_http_token_in_url_is_used_but_never_stored(http_hub: HttpGitServer, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_http_token_in_url_is_used_but_never_stored(http_hub: HttpGitServer, cli: Cli, tmp_path: Path) -> None:
     url = http_hub.url("hub.git").replace("://", f"://{http_hub.user}:{http_hub.token}@")
     root = tmp_path / "research"
     root.mkdir()

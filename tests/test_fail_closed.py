@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from memsync.git import hostkeys
-from tests.conftest import Result, write
-from tests.servers import HttpGitServer, SshGitServer, install_reject_hook, make_bare_hub
-from tests.stress_report import Figures, figures, size
+from tests.conftest import Cli, Result, write
+from tests.helpers.figures import Figures, figures, size
+from tests.helpers.servers import HttpGitServer, SshGitServer, install_reject_hook, make_bare_hub
 
 __all__ = ["figures"]
 
@@ -104,7 +104,8 @@ def sweep(run: Callable[[], Result], figures: Figures, what: str) -> dict[int, i
 
 
 @pytest.fixture
-def unknown_ssh_hub(ssh_server: SshGitServer, tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:  # type: ignore[no-untyped-def]
+def unknown_ssh_hub(ssh_server: SshGitServer, tmp_path: Path, cli: Cli,
+                    monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """An ssh:// hub holding memory `research`, reached with a key the server accepts but an
     empty known_hosts: the server is unverified."""
     bare = make_bare_hub(tmp_path / "hub.git")
@@ -121,7 +122,7 @@ def unknown_ssh_hub(ssh_server: SshGitServer, tmp_path: Path, cli, monkeypatch: 
     yield ssh_server.url(bare)
 
 
-def test_ctrl_c_anywhere_in_the_ssh_host_key_check_never_accepts(unknown_ssh_hub: str, cli,  # type: ignore[no-untyped-def]
+def test_ctrl_c_anywhere_in_the_ssh_host_key_check_never_accepts(unknown_ssh_hub: str, cli: Cli,
                                                                  figures: Figures) -> None:
     figures.add("security attacks")
     outcomes = sweep(lambda: cli("list", "--remote", unknown_ssh_hub), figures, "ssh")
@@ -131,7 +132,7 @@ def test_ctrl_c_anywhere_in_the_ssh_host_key_check_never_accepts(unknown_ssh_hub
 
 
 @pytest.fixture
-def untrusted_https_hub(https_server: HttpGitServer, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
+def untrusted_https_hub(https_server: HttpGitServer, tmp_path: Path, cli: Cli,
                         monkeypatch: pytest.MonkeyPatch) -> Iterator[HttpGitServer]:
     """An https:// hub holding `research` whose self-signed certificate is trusted by nothing."""
     bare = make_bare_hub(https_server.project_root / "hub.git")
@@ -148,7 +149,7 @@ def untrusted_https_hub(https_server: HttpGitServer, tmp_path: Path, cli,  # typ
     yield https_server
 
 
-def test_ctrl_c_anywhere_in_the_tls_verdict_never_accepts(untrusted_https_hub: HttpGitServer, cli,  # type: ignore[no-untyped-def]
+def test_ctrl_c_anywhere_in_the_tls_verdict_never_accepts(untrusted_https_hub: HttpGitServer, cli: Cli,
                                                           figures: Figures) -> None:
     url = untrusted_https_hub.url("hub.git")
     figures.add("security attacks")
@@ -220,7 +221,7 @@ class WrapperInterrupter:
         return self.local
 
 
-def _pushed_over_daemon(git_daemon, cli, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+def _pushed_over_daemon(git_daemon, cli: Cli, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
     """A memory `research` on a bare hub served by `git daemon`, with one file pushed: (hub, memory)."""
     bare = make_bare_hub(git_daemon.base_path / "hub.git")
     root = tmp_path / "research"
@@ -232,7 +233,7 @@ def _pushed_over_daemon(git_daemon, cli, tmp_path: Path) -> tuple[Path, Path]:  
 
 
 @pytest.mark.parametrize("at", [1, 2, 3])
-def test_ctrl_c_in_the_push_verdict_never_reports_a_refused_push_as_pushed(git_daemon, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ctrl_c_in_the_push_verdict_never_reports_a_refused_push_as_pushed(git_daemon, cli: Cli, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                                            at: int, figures: Figures) -> None:
     """The server's verdict on each pushed ref arrives through a callback too: a Ctrl-C before
     pygit2's try used to drop a refusal, and memsync said the push was done (exit 0)."""
@@ -248,7 +249,7 @@ def test_ctrl_c_in_the_push_verdict_never_reports_a_refused_push_as_pushed(git_d
 
 
 @pytest.mark.parametrize("at", [1, 2, 3])
-def test_ctrl_c_in_the_push_lease_check_sends_nothing(git_daemon, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_ctrl_c_in_the_push_lease_check_sends_nothing(git_daemon, cli: Cli, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                       at: int, figures: Figures) -> None:
     """A push ahead of the hub checks its lease (the hub's tip) in libgit2's push-negotiation
     callback: a Ctrl-C there must stop the push, never let it go on unchecked."""

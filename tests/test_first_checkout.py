@@ -12,7 +12,7 @@ import pytest
 
 from memsync.git import filters, firstcheckout
 from memsync.git.hubtree import tree_totals
-from tests.conftest import git, hub_tree, write
+from tests.conftest import Cli, git, hub_tree, write
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def _many(root: Path, tops: int = 12, per: int = 5) -> None:
 
 
 def test_a_clone_checked_out_by_several_threads_is_exactly_one_checkouts(
-        memory: Path, tmp_path: Path, cli, checkouts: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        memory: Path, tmp_path: Path, cli: Cli, checkouts: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     _many(memory)
     assert cli("push", cwd=memory).code == 0
     monkeypatch.setattr(firstcheckout, "PART_FILES", 7)
@@ -71,7 +71,7 @@ def test_a_clone_checked_out_by_several_threads_is_exactly_one_checkouts(
 
 
 def test_a_version_that_needs_filters_is_checked_out_by_one_thread(
-        memory: Path, tmp_path: Path, cli, checkouts: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        memory: Path, tmp_path: Path, cli: Cli, checkouts: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     _many(memory)
     write(memory, ".gitattributes", "*.md text eol=crlf\n")  # a filter: the order of writing matters
     assert cli("push", cwd=memory).code == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
 
 RUN1, RUN2, RUN3 = "story4-run-1", "story4-run-2", "story4-run-3"
 CONFLICT_REVERT = re.compile(r"^summary\.conflict-revert-\d{8}T\d{6}Z\.md$")
@@ -45,7 +45,7 @@ def head(root: Path) -> str:
 
 
 # -- story 4 (the acceptance test of issue 4) -----------------------------------------------------
-def test_story4_destructive_overwrite_is_flagged_and_restored(memory: Path, cli) -> None:
+def test_story4_destructive_overwrite_is_flagged_and_restored(memory: Path, cli: Cli) -> None:
     original, damaged = notes(7285, "CRDTs"), notes(1509, "nothing found")
     write(memory, "../original.bin", original)  # handed to the runs through files outside the memory
     code, _ = run(memory, RUN1, "import shutil; shutil.copy('../original.bin', 'crdts.md')")
@@ -102,7 +102,7 @@ def test_story4_destructive_overwrite_is_flagged_and_restored(memory: Path, cli)
 
 
 # -- the integrity guard on real commits ------------------------------------------------------------
-def test_run_that_deletes_and_rewrites_older_files_is_flagged(memory: Path, cli) -> None:
+def test_run_that_deletes_and_rewrites_older_files_is_flagged(memory: Path, cli: Cli) -> None:
     write(memory, "notes.md", notes(900, "sequence CRDTs"))
     assert cli("push", cwd=memory).code == 0
     code, err = run(memory, "wrecker", "import os; os.remove('runs/first.md'); "
@@ -117,7 +117,7 @@ def test_run_that_deletes_and_rewrites_older_files_is_flagged(memory: Path, cli)
     assert entry["run_id"] == "wrecker" and entry["flags"] == ["rewrite notes.md", "delete runs/first.md"]
 
 
-def test_run_deleting_its_own_new_file_and_operator_deletes_are_not_flagged(memory: Path, cli) -> None:
+def test_run_deleting_its_own_new_file_and_operator_deletes_are_not_flagged(memory: Path, cli: Cli) -> None:
     from memsync.core.attribution import Attribution
     from memsync.core.memory import open_memory
     from memsync.core.snapshot import take
@@ -138,7 +138,7 @@ def test_run_deleting_its_own_new_file_and_operator_deletes_are_not_flagged(memo
     assert "Memsync-Flag" not in trailers(memory)
 
 
-def test_operator_shrink_is_flagged_on_push(memory: Path, cli) -> None:
+def test_operator_shrink_is_flagged_on_push(memory: Path, cli: Cli) -> None:
     write(memory, "big.md", notes(5000, "big"))
     assert cli("push", cwd=memory).code == 0
     write(memory, "big.md", notes(2000, "big"))
@@ -156,13 +156,13 @@ protect:
 """
 
 
-def _protected(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def _protected(memory: Path, cli: Cli) -> None:
     write(memory, "reference/facts.md", "CRDT = conflict-free replicated data type\n")
     assert cli("push", cwd=memory).code == 0
     write(memory, ".vm0/storage.yaml", PROTECT)
 
 
-def test_append_only_keeps_old_content_and_the_runs_version_beside_it(memory: Path, cli) -> None:
+def test_append_only_keeps_old_content_and_the_runs_version_beside_it(memory: Path, cli: Cli) -> None:
     _protected(memory, cli)
     code, err = run(memory, "appender", "open('runs/first.md', 'a').write('more\\n'); "
                     "open('runs/new.md', 'w').write('new run\\n')")
@@ -182,7 +182,7 @@ def test_append_only_keeps_old_content_and_the_runs_version_beside_it(memory: Pa
     assert "POLICY runs/first.md" in r.out and "editor" in r.out and copy in r.out
 
 
-def test_read_only_refuses_change_add_and_delete_without_losing_anything(memory: Path, cli) -> None:
+def test_read_only_refuses_change_add_and_delete_without_losing_anything(memory: Path, cli: Cli) -> None:
     _protected(memory, cli)
     write(memory, "reference/facts.md", "vandalised\n")
     write(memory, "reference/extra.md", "added by hand\n")
@@ -202,7 +202,7 @@ def test_read_only_refuses_change_add_and_delete_without_losing_anything(memory:
     assert (memory / "reference/facts.md").exists() and "reference/facts.md" in hub_tree()
 
 
-def test_size_limit_leaves_big_files_out_with_a_warning(memory: Path, cli) -> None:
+def test_size_limit_leaves_big_files_out_with_a_warning(memory: Path, cli: Cli) -> None:
     write(memory, ".vm0/storage.yaml", "name: research\ntype: memory\nmax_file_size: 1KiB\n")
     write(memory, "dump.bin", b"\0" * 2000)
     write(memory, "small.md", "fits\n")
@@ -215,7 +215,7 @@ def test_size_limit_leaves_big_files_out_with_a_warning(memory: Path, cli) -> No
 
 
 # -- log ---------------------------------------------------------------------------------------------
-def test_log_lines_json_limit_and_run_filter(memory: Path, cli) -> None:
+def test_log_lines_json_limit_and_run_filter(memory: Path, cli: Cli) -> None:
     code, _ = run(memory, "adder", "open('runs/adder.md', 'w').write('x' * 100)")
     assert code == 0
     r = cli("log", cwd=memory)
@@ -235,7 +235,7 @@ def test_log_lines_json_limit_and_run_filter(memory: Path, cli) -> None:
     assert cli("log", "--run", "nobody", cwd=memory).out.strip() == "No versions match"
 
 
-def test_log_of_a_deleted_file_and_of_a_merge_with_conflict_copies(memory: Path, tmp_path: Path, cli) -> None:
+def test_log_of_a_deleted_file_and_of_a_merge_with_conflict_copies(memory: Path, tmp_path: Path, cli: Cli) -> None:
     other = tmp_path / "other"
     assert cli("clone", "research", str(other), cwd=tmp_path).code == 0
     write(other, "summary.md", "# Summary\n\ntheirs\n")
@@ -253,7 +253,7 @@ def test_log_of_a_deleted_file_and_of_a_merge_with_conflict_copies(memory: Path,
 
 
 # -- diff ----------------------------------------------------------------------------------------------
-def test_diff_of_a_run_stat_and_paths(memory: Path, cli) -> None:
+def test_diff_of_a_run_stat_and_paths(memory: Path, cli: Cli) -> None:
     code, _ = run(memory, "differ", "open('summary.md', 'a').write('second line\\n'); "
                   "open('runs/differ.md', 'w').write('hello\\n')")
     assert code == 0
@@ -276,7 +276,7 @@ def test_diff_of_a_run_stat_and_paths(memory: Path, cli) -> None:
     assert "summary.md" in r.out and "1 file changed, 0 insertions(+), 4 deletions(-)" in r.out
 
 
-def test_run_range_excludes_versions_merged_in_between(memory: Path, tmp_path: Path, cli) -> None:
+def test_run_range_excludes_versions_merged_in_between(memory: Path, tmp_path: Path, cli: Cli) -> None:
     """A run whose checkpoint merged someone else's version: run:<id> is only its own change."""
     from memsync.core.attribution import Attribution
     from memsync.core.memory import open_memory
@@ -306,7 +306,7 @@ def test_run_range_excludes_versions_merged_in_between(memory: Path, tmp_path: P
     assert "a.md" not in hub_tree() and "b.md" in hub_tree()
 
 
-def test_bad_revisions_are_usage_errors(memory: Path, cli) -> None:
+def test_bad_revisions_are_usage_errors(memory: Path, cli: Cli) -> None:
     for args in (["diff", "nosuchrev"], ["diff", "run:nobody"], ["restore", "summary.md", "--at", "HEAD~9"],
                  ["revert", "deadbeef"], ["diff", "HEAD", "HEAD", "HEAD"]):
         r = cli(*args, cwd=memory)
@@ -315,7 +315,7 @@ def test_bad_revisions_are_usage_errors(memory: Path, cli) -> None:
 
 
 # -- restore -------------------------------------------------------------------------------------------
-def test_restore_refuses_uncommitted_changes_unless_forced(memory: Path, cli) -> None:
+def test_restore_refuses_uncommitted_changes_unless_forced(memory: Path, cli: Cli) -> None:
     v1 = head(memory)
     write(memory, "summary.md", "# Summary\n\nsecond\n")
     assert cli("push", cwd=memory).code == 0
@@ -331,7 +331,7 @@ def test_restore_refuses_uncommitted_changes_unless_forced(memory: Path, cli) ->
     assert hub_tree()["summary.md"] == b"# Summary\n\nfirst line\n"
 
 
-def test_restore_of_a_deleted_file_and_of_an_unknown_path(memory: Path, cli) -> None:
+def test_restore_of_a_deleted_file_and_of_an_unknown_path(memory: Path, cli: Cli) -> None:
     v1 = head(memory)
     (memory / "runs" / "first.md").unlink()
     assert cli("push", cwd=memory).code == 0
@@ -344,7 +344,7 @@ def test_restore_of_a_deleted_file_and_of_an_unknown_path(memory: Path, cli) -> 
     assert r.code == 2 and f"error: nope.md does not exist at version {v1[:8]}" in r.err
 
 
-def test_restore_keeps_the_commit_when_the_push_fails(memory: Path, tmp_path: Path, cli) -> None:
+def test_restore_keeps_the_commit_when_the_push_fails(memory: Path, tmp_path: Path, cli: Cli) -> None:
     v1 = head(memory)
     write(memory, "summary.md", "changed\n")
     assert cli("push", cwd=memory).code == 0
@@ -356,7 +356,7 @@ def test_restore_keeps_the_commit_when_the_push_fails(memory: Path, tmp_path: Pa
 
 
 # -- revert -------------------------------------------------------------------------------------------
-def test_revert_a_run(memory: Path, cli) -> None:
+def test_revert_a_run(memory: Path, cli: Cli) -> None:
     code, _ = run(memory, "oops", "import os; open('summary.md', 'a').write('bad idea\\n'); "
                   "open('runs/oops.md', 'w').write('oops\\n')")
     assert code == 0
@@ -375,7 +375,7 @@ def test_revert_a_run(memory: Path, cli) -> None:
     assert cli("revert", "run:oops", cwd=memory).out.startswith("Nothing to revert")
 
 
-def test_revert_with_a_later_conflicting_edit_keeps_both(memory: Path, cli) -> None:
+def test_revert_with_a_later_conflicting_edit_keeps_both(memory: Path, cli: Cli) -> None:
     write(memory, "summary.md", "# Summary\n\nline a\nline b\n")
     assert cli("push", cwd=memory).code == 0
     write(memory, "summary.md", "# Summary\n\nline a changed\nline b\n")
@@ -394,7 +394,7 @@ def test_revert_with_a_later_conflicting_edit_keeps_both(memory: Path, cli) -> N
     assert "kept both: " + copy in cli("log", "-n", "1", cwd=memory).out
 
 
-def test_revert_refuses_over_uncommitted_changes(memory: Path, cli) -> None:
+def test_revert_refuses_over_uncommitted_changes(memory: Path, cli: Cli) -> None:
     write(memory, "summary.md", "# Summary\n\nv2\n")
     assert cli("push", cwd=memory).code == 0
     write(memory, "summary.md", "unsaved\n")
@@ -404,12 +404,12 @@ def test_revert_refuses_over_uncommitted_changes(memory: Path, cli) -> None:
 
 
 @pytest.mark.parametrize("command", ["log", "diff", "restore", "revert"])
-def test_commands_have_help(cli, command: str) -> None:
+def test_commands_have_help(cli: Cli, command: str) -> None:
     r = cli(command, "--help")
     assert r.code == 0 and "Usage:" in r.out
 
 
-def test_log_count_must_be_positive(memory: Path, cli) -> None:
+def test_log_count_must_be_positive(memory: Path, cli: Cli) -> None:
     r = cli("log", "-n", "0", cwd=memory)
     assert r.code == 2 and r.err.startswith("error: -n must be 1 or more")
     assert len(cli("log", "-n", "1", cwd=memory).out.splitlines()) == 1

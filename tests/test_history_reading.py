@@ -11,7 +11,7 @@ from pygit2.enums import FileMode, ObjectType
 
 from memsync.git import firstcheckout, history
 from memsync.git.repo import GitRepo
-from tests.conftest import hub_tree, write
+from tests.conftest import Cli, hub_tree, write
 
 
 def _random_tree(repo: pygit2.Repository, rng: random.Random, depth: int = 1) -> pygit2.Oid:
@@ -34,7 +34,7 @@ def _random_tree(repo: pygit2.Repository, rng: random.Random, depth: int = 1) ->
 
 def _libgit2(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree) -> list[tuple[str, str, int, int]]:
     found = new.diff_to_tree(swap=True) if old is None else old.diff_to_tree(new)
-    out = []
+    out: list[tuple[str, str, int, int]] = []
     for d in found.deltas:
         kind = history._kind(d.status)
         path = d.new_file.path if kind != "deleted" else d.old_file.path
@@ -96,7 +96,7 @@ def test_streamed_messages_read_only_what_is_asked(tmp_path: Path) -> None:
     assert [next(walk)[0] for _ in range(20)] == made[::-1][:20]
 
 
-def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
+def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_path: Path, cli: Cli,  # type: ignore[no-untyped-def]
                                                             monkeypatch) -> None:
     """A clone checks out in parts of PART_FILES files by top-level entry: names that share a
     prefix (`a`, `a.md`, `a-b`, `ab`), a root .gitattributes, nested folders and an executable
@@ -120,7 +120,7 @@ def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_pa
     monkeypatch.setattr(firstcheckout, "_parts", parts)
     dest = tmp_path / "copy"
     assert cli("clone", "research", str(dest), cwd=tmp_path).code == 0
-    assert len(calls[0]) > 3 and None not in calls[0]  # type: ignore[arg-type]
+    assert len(calls[0]) > 3 and None not in calls[0]  # type: ignore[arg-type,operator]
     on_hub = hub_tree()
     on_disk = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*")
                if p.is_file() and not p.relative_to(dest).as_posix().startswith((".git/", ".vm0/"))}

@@ -7,12 +7,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, write
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, hub_path, hub_tree, write
+from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
 
@@ -21,7 +22,7 @@ def claude_home() -> Path:
     return Path(os.environ["HOME"]) / ".claude"
 
 
-def hook(verb: str, payload: dict[str, object] | str, *extra: str, memory: str = "claude-code",
+def hook(verb: str, payload: Mapping[str, object] | str, *extra: str, memory: str = "claude-code",
          directory: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """What Claude Code does: run the installed command with the hook JSON on stdin."""
     args = [sys.executable, "-m", "memsync", "hooks", "run", verb, "--agent", "claude-code",
@@ -38,7 +39,7 @@ def installed_command(settings: Path, event: str) -> str:
     return str(commands[0])
 
 
-def test_install_keeps_other_settings_is_idempotent_and_uninstalls_cleanly(cli, tmp_path: Path) -> None:
+def test_install_keeps_other_settings_is_idempotent_and_uninstalls_cleanly(cli: Cli, tmp_path: Path) -> None:
     settings = write(claude_home(), "settings.json", json.dumps({
         "model": "opus", "permissions": {"allow": ["Bash(ls)"]},
         "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]}}, indent=4))
@@ -76,7 +77,7 @@ def test_install_keeps_other_settings_is_idempotent_and_uninstalls_cleanly(cli, 
     assert "No memsync hooks" in cli("hooks", "uninstall", "claude-code").out
 
 
-def test_malformed_settings_are_refused_untouched(cli) -> None:
+def test_malformed_settings_are_refused_untouched(cli: Cli) -> None:
     settings = write(claude_home(), "settings.json", '{"model": "opus",\n  "hooks": {oops}\n}\n')
     before = settings.read_bytes()
     r = cli("hooks", "install", "claude-code")
@@ -88,7 +89,7 @@ def test_malformed_settings_are_refused_untouched(cli) -> None:
     assert cli("hooks", "install", "claude-code").code == 3
 
 
-def test_session_is_pulled_committed_as_its_run_and_pushed(cli, tmp_path: Path) -> None:
+def test_session_is_pulled_committed_as_its_run_and_pushed(cli: Cli, tmp_path: Path) -> None:
     home = claude_home()
     write(home, "CLAUDE.md", "# Always run the tests\n")
     write(home, "settings.json", "{}")
@@ -137,7 +138,7 @@ def test_session_is_pulled_committed_as_its_run_and_pushed(cli, tmp_path: Path) 
     assert any(p.startswith("CLAUDE.conflict-") for p in tree)
 
 
-def test_a_failing_hook_prints_one_line_and_exits_zero(cli, tmp_path: Path) -> None:
+def test_a_failing_hook_prints_one_line_and_exits_zero(cli: Cli, tmp_path: Path) -> None:
     payload = {"session_id": "s", "hook_event_name": "Stop"}
     r = hook("stop", payload, "--remote", str(tmp_path / "no-such-hub.git"))
     assert r.returncode == 0
@@ -150,7 +151,7 @@ def test_a_failing_hook_prints_one_line_and_exits_zero(cli, tmp_path: Path) -> N
     assert r.returncode == 0 and r.stderr.startswith("memsync: stop hook:")
 
 
-def test_project_scope_keeps_the_projects_auto_memory(cli, tmp_path: Path) -> None:
+def test_project_scope_keeps_the_projects_auto_memory(cli: Cli, tmp_path: Path) -> None:
     project = tmp_path / "src" / "my_app"
     project.mkdir(parents=True)
     r = cli("hooks", "install", "claude-code", "--scope", "project", cwd=project)
@@ -162,7 +163,7 @@ def test_project_scope_keeps_the_projects_auto_memory(cli, tmp_path: Path) -> No
     assert (memory_dir / ".vm0" / "storage.yaml").exists()
 
 
-def test_codex_hooks_json(cli) -> None:
+def test_codex_hooks_json(cli: Cli) -> None:
     r = cli("hooks", "install", "codex")
     assert r.code == 0, r.err
     data = json.loads((Path(os.environ["HOME"]) / ".codex" / "hooks.json").read_text())
@@ -172,7 +173,7 @@ def test_codex_hooks_json(cli) -> None:
     assert "!/AGENTS*.md" in exclude
 
 
-def test_the_agents_home_never_syncs_more_than_its_memory_files(cli) -> None:
+def test_the_agents_home_never_syncs_more_than_its_memory_files(cli: Cli) -> None:
     """A hook killed after the memory was made but before its exclusions were written: the next
     hook writes them before it commits, so settings and credentials never reach the hub."""
     home = claude_home()
@@ -187,7 +188,7 @@ def test_the_agents_home_never_syncs_more_than_its_memory_files(cli) -> None:
 
 @pytest.mark.attack  # hostile-hub attacks: counted in the reliability suite's table
 @pytest.mark.parametrize("when", ["first session", "later session", "symlink"])
-def test_a_hub_cannot_plant_the_agents_settings(cli, tmp_path: Path, when: str, figures: Figures) -> None:
+def test_a_hub_cannot_plant_the_agents_settings(cli: Cli, tmp_path: Path, when: str, figures: Figures) -> None:
     """Claude Code runs the hooks its settings.json names: a version from the hub that holds a
     settings.json (or anything but the memory files) must never reach ~/.claude."""
     figures.add("security attacks")

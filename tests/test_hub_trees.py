@@ -18,9 +18,9 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode
 
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.servers import HttpGitServer
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
+from tests.helpers.figures import Figures, figures
+from tests.helpers.servers import HttpGitServer
 
 pytestmark = pytest.mark.attack
 __all__ = ["figures"]
@@ -83,7 +83,7 @@ def test_hub_cannot_redirect_the_remote_to_steal_the_token(memory: Path, tmp_pat
     figures.add("security attacks refused")
 
 
-def test_hub_cannot_turn_the_secret_scan_off(memory: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_hub_cannot_turn_the_secret_scan_off(memory: Path, cli: Cli, figures: Figures) -> None:
     figures.add("security attacks")
     (memory / ".vm0" / "storage.yaml").write_text("name: research\nsecrets: block\n")
     hub_version({".vm0/storage.yaml": b"name: research\nsecrets: off\n", "new.md": b"from the hub\n"})
@@ -97,7 +97,7 @@ def test_hub_cannot_turn_the_secret_scan_off(memory: Path, cli, figures: Figures
     figures.add("security attacks refused")
 
 
-def test_restore_and_revert_of_a_refused_version_write_no_vm0(memory: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_restore_and_revert_of_a_refused_version_write_no_vm0(memory: Path, cli: Cli, figures: Figures) -> None:
     """Only the version checked out is checked (as git does), so history may hold a `.vm0`:
     restore and revert read any version, and refuse the same names."""
     figures.add("security attacks")
@@ -115,7 +115,7 @@ def test_restore_and_revert_of_a_refused_version_write_no_vm0(memory: Path, cli,
 
 
 # -- limits: files over max_file_size ------------------------------------------------------------
-def test_oversize_blob_is_held_back_and_kept(memory: Path, tmp_path: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_oversize_blob_is_held_back_and_kept(memory: Path, tmp_path: Path, cli: Cli, figures: Figures) -> None:
     figures.add("security attacks")
     (memory / ".vm0" / "storage.yaml").write_text("name: research\nmax_file_size: 64KiB\n")
     big = b"x" * (200 * 1024)
@@ -147,7 +147,7 @@ def test_oversize_blob_is_held_back_and_kept(memory: Path, tmp_path: Path, cli, 
     figures.add("security attacks refused")
 
 
-def test_clone_holds_back_oversize_blob(memory: Path, tmp_path: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_clone_holds_back_oversize_blob(memory: Path, tmp_path: Path, cli: Cli, figures: Figures) -> None:
     figures.add("security attacks")
     big = bytes(11 * 1024 * 1024)  # over the default 10 MiB
     hub_version({"huge.bin": big})
@@ -163,7 +163,7 @@ def test_clone_holds_back_oversize_blob(memory: Path, tmp_path: Path, cli, figur
 
 
 # -- limits: deep trees --------------------------------------------------------------------------
-def test_deep_tree_on_one_memory_does_not_break_the_hub(memory: Path, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
+def test_deep_tree_on_one_memory_does_not_break_the_hub(memory: Path, tmp_path: Path, cli: Cli,
                                                         figures: Figures) -> None:
     figures.add("security attacks")
     deep_version(1500, "memory/deep-mem")
@@ -196,7 +196,7 @@ CLASHES = {
 
 
 @pytest.mark.parametrize("case", [*CLASHES, "local-symlink-remote-dir", "local-dir-remote-symlink"])
-def test_file_directory_clash_keeps_both_sides(case: str, memory: Path, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
+def test_file_directory_clash_keeps_both_sides(case: str, memory: Path, tmp_path: Path, cli: Cli,
                                                figures: Figures) -> None:
     figures.add("security attacks")
     other = tmp_path / "other"

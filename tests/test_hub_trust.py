@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.servers import GitDaemon, make_bare_hub
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
+from tests.helpers.figures import Figures, figures
+from tests.helpers.servers import GitDaemon, make_bare_hub
 
 pytestmark = [pytest.mark.attack, pytest.mark.stress]
 __all__ = ["figures"]
@@ -102,7 +102,7 @@ def test_memsync_home_and_the_embedded_hub_are_private(tmp_path: Path, figures: 
     figures.add("security attacks refused")
 
 
-def test_a_planted_symlink_never_redirects_a_cache_write(memory: Path, tmp_path: Path, cli,
+def test_a_planted_symlink_never_redirects_a_cache_write(memory: Path, tmp_path: Path, cli: Cli,
                                                          figures: Figures) -> None:
     """The tree-statistics cache is written into the hub, a directory others may share: a
     symlink planted at any name it could use is never written through."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memsync.core import snapshot
-from tests.conftest import git, hub_tree, write
+from tests.conftest import Cli, git, hub_tree, write
 
 
 def _index_stat(root: Path, rel: str) -> tuple[str, str]:
@@ -19,7 +19,7 @@ def _index_stat(root: Path, rel: str) -> tuple[str, str]:
     return mtime, size
 
 
-def test_push_records_stat_data_of_settled_files_only(memory: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_push_records_stat_data_of_settled_files_only(memory: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     old = write(memory, "notes/old.md", "settled long ago\n")
     stamp = old.stat().st_mtime_ns
     monkeypatch.setattr(snapshot, "_SETTLED_NS", 0)  # the file counts as settled at once
@@ -38,7 +38,7 @@ def test_push_records_stat_data_of_settled_files_only(memory: Path, cli, monkeyp
     assert hub_tree()["notes/old.md"] == b"settled long ago\nand edited\n"
 
 
-def test_pull_updates_exactly_the_changed_paths(memory: Path, tmp_path: Path, cli) -> None:
+def test_pull_updates_exactly_the_changed_paths(memory: Path, tmp_path: Path, cli: Cli) -> None:
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
     write(other, "summary.md", "# Summary\n\nremote edit\n")
@@ -69,7 +69,7 @@ def _stamp(path: Path) -> tuple[int, int]:
     return st.st_ino, st.st_mtime_ns
 
 
-def test_status_rewrites_the_index_only_when_it_refreshed_stat_data(memory: Path, cli) -> None:
+def test_status_rewrites_the_index_only_when_it_refreshed_stat_data(memory: Path, cli: Cli) -> None:
     """A status with nothing new leaves .git/index alone; after files are copied in (same bytes,
     new mtimes) the first status refreshes the stat cache and writes it, so the next one does
     not re-hash them, and does not write it again."""

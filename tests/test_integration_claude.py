@@ -22,7 +22,7 @@ from anthropic.types.beta import (
 
 from memsync.integrations.claude import AsyncMemsyncMemoryTool, MemsyncMemoryTool
 from tests.conftest import git, hub_tree, write
-from tests.stress_report import Figures, figures
+from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
 
@@ -182,7 +182,7 @@ def test_sha256_precondition_refuses_a_write_whose_base_changed(memory: Path) ->
         text = refused(t, command="str_replace", path="/memories/summary.md", old_str="first", new_str="1st",
                        expected_sha256="0" * 64)
         assert "Precondition failed" in text
-        stale = BetaMemoryTool20250818StrReplaceCommand(  # the extra field validates with the SDK's type
+        stale = BetaMemoryTool20250818StrReplaceCommand(  # type: ignore[call-arg]  # the extra field validates with the SDK's type
             command="str_replace", path="/memories/summary.md", old_str="first", new_str="1st",
             expected_sha256="f" * 64)
         with pytest.raises(ToolError, match="Precondition failed"):

@@ -14,7 +14,7 @@ import pygit2
 import pytest
 
 from memsync.git import pack
-from tests.conftest import git, hub_path, memsync_cmd, write
+from tests.conftest import Cli, git, hub_path, memsync_cmd, write
 
 
 def _all_objects(git_dir: Path) -> set[str]:
@@ -26,13 +26,13 @@ def _fsck(git_dir: Path) -> None:
     subprocess.run(["git", "fsck", "--strict", "--no-dangling"], cwd=git_dir, check=True, capture_output=True)
 
 
-def _push_versions(memory: Path, cli, n: int) -> None:  # type: ignore[no-untyped-def]
+def _push_versions(memory: Path, cli: Cli, n: int) -> None:
     for i in range(n):
         write(memory, f"notes/{i}.md", f"note {i}\n")
         assert cli("push", cwd=memory).code == 0
 
 
-def test_gc_repacks_memory_and_hub_into_one_pack_each(memory: Path, cli) -> None:
+def test_gc_repacks_memory_and_hub_into_one_pack_each(memory: Path, cli: Cli) -> None:
     _push_versions(memory, cli, 6)
     hub = hub_path()
     before_hub, before_mem = _all_objects(hub), _all_objects(memory / ".git")
@@ -52,7 +52,7 @@ def test_gc_repacks_memory_and_hub_into_one_pack_each(memory: Path, cli) -> None
     assert "Repacked memory 'research'" in cli("gc", cwd=memory).out
 
 
-def test_a_repack_killed_midway_is_tidied_by_the_next(memory: Path, cli) -> None:
+def test_a_repack_killed_midway_is_tidied_by_the_next(memory: Path, cli: Cli) -> None:
     """The state a kill -9 can leave: the new pack written, old packs and loose objects still
     there. Every object is readable, and the next repack ends with one pack."""
     _push_versions(memory, cli, 3)
@@ -60,7 +60,11 @@ def test_a_repack_killed_midway_is_tidied_by_the_next(memory: Path, cli) -> None
     before, packs = _all_objects(hub), pack.counts(hub).packs
     repo = pygit2.Repository(str(hub))
     ids = list(repo.odb)
-    repo.pack(pack_delegate=lambda builder: [builder.add(oid) for oid in ids[: len(ids) // 2]])
+    def first_half(builder: pygit2.PackBuilder) -> None:
+        for oid in ids[: len(ids) // 2]:
+            builder.add(oid)
+
+    repo.pack(pack_delegate=first_half)
     assert pack.counts(hub).packs == packs + 1
     _fsck(hub)
     result = pack.repack(hub)
@@ -69,7 +73,8 @@ def test_a_repack_killed_midway_is_tidied_by_the_next(memory: Path, cli) -> None
     _fsck(hub)
 
 
-def test_maintenance_runs_by_itself_past_the_thresholds(memory: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_maintenance_runs_by_itself_past_the_thresholds(memory: Path, cli: Cli,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_GC_PACKS", "4")
     monkeypatch.setenv("MEMSYNC_GC_LOOSE", "40")
     _push_versions(memory, cli, 12)
@@ -79,14 +84,14 @@ def test_maintenance_runs_by_itself_past_the_thresholds(memory: Path, cli, monke
     _fsck(memory / ".git")
 
 
-def test_no_automatic_maintenance_when_turned_off(memory: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_automatic_maintenance_when_turned_off(memory: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_GC_PACKS", "0")
     monkeypatch.setenv("MEMSYNC_GC_LOOSE", "0")
     _push_versions(memory, cli, 6)
     assert pack.counts(hub_path()).packs >= 6
 
 
-def test_hub_maintenance_never_collides_with_pushes(memory: Path, tmp_path: Path, cli) -> None:
+def test_hub_maintenance_never_collides_with_pushes(memory: Path, tmp_path: Path, cli: Cli) -> None:
     """Eight clones push at once while each push repacks the hub (threshold 1 pack): every
     version arrives and both repositories stay sound."""
     clones = []
@@ -134,7 +139,7 @@ def _hub_commit(ref: str, files: dict[str, bytes]) -> str:
     return str(repo.create_commit(ref, sig, sig, "Elsewhere\n", index.write_tree(repo), parents))
 
 
-def test_fetch_links_only_the_hub_objects_a_memory_lacks(memory: Path, cli,
+def test_fetch_links_only_the_hub_objects_a_memory_lacks(memory: Path, cli: Cli,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A hub shared by many memories holds all their loose objects. A status that finds the
     memory's tip unchanged links none of them; a pull links only objects the memory does not

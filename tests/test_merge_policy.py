@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from memsync.checks.merge_policy import DEFAULT_RULES, MergeRule, parse_rules, strategy_for
-from tests.conftest import hub_tree, memsync_cmd, write
-from tests.stress_report import Figures, figures, size
+from tests.conftest import Cli, hub_tree, memsync_cmd, write
+from tests.helpers.figures import Figures, figures, size
 
 __all__ = ["figures"]
 
 
-def _clone(cli, tmp_path: Path, name: str, policy: str = "") -> Path:  # type: ignore[no-untyped-def]
+def _clone(cli: Cli, tmp_path: Path, name: str, policy: str = "") -> Path:
     dest = tmp_path / name
     assert cli("clone", "research", str(dest), cwd=tmp_path).code == 0
     if policy:
@@ -27,7 +27,7 @@ def _clone(cli, tmp_path: Path, name: str, policy: str = "") -> Path:  # type: i
     return dest
 
 
-def _diverge(cli, memory: Path, tmp_path: Path, path: str, base: str, mine: str, theirs: str,  # type: ignore[no-untyped-def]
+def _diverge(cli: Cli, memory: Path, tmp_path: Path, path: str, base: str, mine: str, theirs: str,
              policy: str = "") -> tuple[Path, object]:
     """`path` at `base` on the hub; another writer pushes `theirs`, then this one pushes `mine`."""
     write(memory, path, base)
@@ -44,7 +44,7 @@ def _diverge(cli, memory: Path, tmp_path: Path, path: str, base: str, mine: str,
     return memory, result
 
 
-def test_jsonl_appends_merge_by_union_by_default(memory: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_jsonl_appends_merge_by_union_by_default(memory: Path, tmp_path: Path, cli: Cli) -> None:
     base = '{"n": 0}\n'
     _diverge(cli, memory, tmp_path, "events.jsonl", base, base + '{"n": "mine"}\n', base + '{"n": "theirs"}\n')
     tree = hub_tree()
@@ -59,7 +59,7 @@ def test_jsonl_appends_merge_by_union_by_default(memory: Path, tmp_path: Path, c
     ("theirs", b"# Notes\ntheirs\n", 0),
     ("keep-both", b"# Notes\nmine\n", 1),
 ])
-def test_policy_from_storage_yaml(memory: Path, tmp_path: Path, cli, strategy: str, expected: bytes,  # type: ignore[no-untyped-def]
+def test_policy_from_storage_yaml(memory: Path, tmp_path: Path, cli: Cli, strategy: str, expected: bytes,
                                   copies: int) -> None:
     policy = f'merge:\n  - {{path: "notes/**", strategy: {strategy}}}\n'
     _diverge(cli, memory, tmp_path, "notes/a.md", "# Notes\n", "# Notes\nmine\n", "# Notes\ntheirs\n",
@@ -72,7 +72,7 @@ def test_policy_from_storage_yaml(memory: Path, tmp_path: Path, cli, strategy: s
         assert tree[kept[0]] == b"# Notes\ntheirs\n"
 
 
-def test_a_rule_of_the_memory_overrides_the_default(memory: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_rule_of_the_memory_overrides_the_default(memory: Path, tmp_path: Path, cli: Cli) -> None:
     policy = 'merge:\n  - {path: "*.jsonl", strategy: keep-both}\n'
     _diverge(cli, memory, tmp_path, "e.jsonl", "a\n", "a\nmine\n", "a\ntheirs\n", policy)
     tree = hub_tree()
@@ -80,7 +80,7 @@ def test_a_rule_of_the_memory_overrides_the_default(memory: Path, tmp_path: Path
     assert [p for p in tree if p.startswith("e.conflict-")]
 
 
-def test_modification_beats_deletion_whatever_the_policy(memory: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_modification_beats_deletion_whatever_the_policy(memory: Path, tmp_path: Path, cli: Cli) -> None:
     write(memory, "notes/b.md", "keep me\n")
     assert cli("push", cwd=memory).code == 0
     other = _clone(cli, tmp_path, "other")
@@ -133,8 +133,8 @@ with open(mem / "notes" / "shared.md", "a") as fh:
 
 
 @pytest.mark.stress
-def test_concurrent_runs_append_jsonl_and_notes_without_conflict_copies(  # type: ignore[no-untyped-def]
-        memory: Path, tmp_path: Path, cli, figures: Figures) -> None:
+def test_concurrent_runs_append_jsonl_and_notes_without_conflict_copies(
+        memory: Path, tmp_path: Path, cli: Cli, figures: Figures) -> None:
     write(memory, "events.jsonl", "")
     write(memory, "notes/shared.md", "# Shared notes\n")
     assert cli("push", cwd=memory).code == 0

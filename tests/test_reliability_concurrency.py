@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.stress_report import Figures, figures, size
+from tests.helpers.figures import Figures, figures, size
 
 pytestmark = pytest.mark.stress
 __all__ = ["figures"]
@@ -72,7 +72,7 @@ def _seed(root: Path, remote: str | None) -> None:
 def _hub(where: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, str | None]:
     if where == "embedded":
         return hub_path(), None
-    from tests.servers import make_bare_hub
+    from tests.helpers.servers import make_bare_hub
 
     daemon = request.getfixturevalue("git_daemon")
     bare = make_bare_hub(daemon.base_path / "hub.git")

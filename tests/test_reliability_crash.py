@@ -28,7 +28,7 @@ import pygit2
 import pytest
 
 from tests.conftest import git, hub_path, memsync_cmd, write
-from tests.stress_report import Figures, figures, size
+from tests.helpers.figures import Figures, figures, size
 
 pytestmark = pytest.mark.stress
 __all__ = ["figures"]

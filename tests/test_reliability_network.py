@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, memsync_cmd, write
-from tests.servers import GitDaemon, HangingServer, RefusingPort, make_bare_hub
-from tests.stress_report import Figures, figures
+from tests.helpers.figures import Figures, figures
+from tests.helpers.servers import GitDaemon, HangingServer, RefusingPort, make_bare_hub
 
 pytestmark = [pytest.mark.attack, pytest.mark.server]
 __all__ = ["figures"]

@@ -17,10 +17,10 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, write
-from tests.fixtures_servers import HTTP_USER
-from tests.servers import HttpGitServer, SshGitServer, make_bare_hub
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, hub_path, hub_tree, write
+from tests.helpers.figures import Figures, figures
+from tests.helpers.server_fixtures import HTTP_USER
+from tests.helpers.servers import HttpGitServer, SshGitServer, make_bare_hub
 
 __all__ = ["figures"]
 
@@ -42,7 +42,7 @@ def _marker_helper(tmp_path: Path, name: str) -> tuple[str, Path]:
 
 
 @needs_root
-def test_memory_owned_by_another_user_is_refused_like_git_does(memory: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_memory_owned_by_another_user_is_refused_like_git_does(memory: Path, cli: Cli, figures: Figures) -> None:
     figures.add("security attacks")
     import memsync.git.transport  # noqa: F401  (everything memsync imports for a command)
 
@@ -66,7 +66,7 @@ def test_memory_owned_by_another_user_is_refused_like_git_does(memory: Path, cli
 
 
 @needs_root
-def test_hub_owned_by_another_user_is_refused(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_hub_owned_by_another_user_is_refused(memory: Path, cli: Cli) -> None:
     nobody = pwd.getpwnam("nobody")
     subprocess.run(["chown", "-R", f"{nobody.pw_uid}:{nobody.pw_gid}", str(hub_path())], check=True)
     r = cli("pull", cwd=memory)
@@ -77,7 +77,7 @@ def test_hub_owned_by_another_user_is_refused(memory: Path, cli) -> None:  # typ
 # -- core.worktree, core.bare ----------------------------------------------------------------------
 
 
-def test_core_worktree_pointing_elsewhere_is_refused(memory: Path, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_core_worktree_pointing_elsewhere_is_refused(memory: Path, cli: Cli, tmp_path: Path,
                                                      figures: Figures) -> None:
     figures.add("security attacks")
     other = tmp_path / "other"
@@ -101,7 +101,7 @@ def test_core_worktree_pointing_elsewhere_is_refused(memory: Path, cli, tmp_path
 
 
 @pytest.mark.parametrize("value", ["..", "../", "."])
-def test_core_worktree_is_judged_by_where_it_resolves(memory: Path, cli, value: str) -> None:  # type: ignore[no-untyped-def]
+def test_core_worktree_is_judged_by_where_it_resolves(memory: Path, cli: Cli, value: str) -> None:
     """Relative to .git: `..` is the memory itself (fine), `.` is .git (refused)."""
     expected = memory if value.startswith("..") else memory / ".git"
     git("config", "core.worktree", value, cwd=memory)
@@ -109,7 +109,7 @@ def test_core_worktree_is_judged_by_where_it_resolves(memory: Path, cli, value: 
     assert (r.code == 0) == (expected == memory), r.err
 
 
-def test_core_bare_is_refused(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_core_bare_is_refused(memory: Path, cli: Cli) -> None:
     git("config", "core.bare", "true", cwd=memory)
     r = cli("status", cwd=memory)
     assert r.code == 7 and "no work tree (core.bare)" in r.err and "config core.bare false" in r.err
@@ -119,7 +119,7 @@ def test_core_bare_is_refused(memory: Path, cli) -> None:  # type: ignore[no-unt
 
 
 @pytest.fixture
-def http_memory(http_server: HttpGitServer, tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> Path:  # type: ignore[no-untyped-def]
+def http_memory(http_server: HttpGitServer, tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Memory `research` on an authenticated HTTP hub, pushed with MEMSYNC_TOKEN (then unset)."""
     make_bare_hub(http_server.project_root / "hub.git")
     monkeypatch.setenv("MEMSYNC_REMOTE", http_server.url("hub.git"))
@@ -134,8 +134,8 @@ def http_memory(http_server: HttpGitServer, tmp_path: Path, cli, monkeypatch: py
     return root
 
 
-def test_credential_helper_from_the_memory_config_never_runs(http_memory: Path, http_server: HttpGitServer,  # type: ignore[no-untyped-def]
-                                                             cli, tmp_path: Path, figures: Figures) -> None:
+def test_credential_helper_from_the_memory_config_never_runs(http_memory: Path, http_server: HttpGitServer,
+                                                             cli: Cli, tmp_path: Path, figures: Figures) -> None:
     figures.add("security attacks")
     helper, marker = _marker_helper(tmp_path, "planted-helper")
     git("config", "credential.helper", f"!{helper}", cwd=http_memory)
@@ -145,8 +145,9 @@ def test_credential_helper_from_the_memory_config_never_runs(http_memory: Path, 
     figures.add("security attacks refused")
 
 
-def test_credential_helper_of_the_operator_still_runs(http_memory: Path, http_server: HttpGitServer,  # type: ignore[no-untyped-def]
-                                                      cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_credential_helper_of_the_operator_still_runs(http_memory: Path, http_server: HttpGitServer,
+                                                      cli: Cli, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     store = tmp_path / "git-credentials"
     store.write_text(f"http://{http_server.user}:{http_server.token}@127.0.0.1%3a{http_server.port}\n")
     git("config", "--global", "credential.helper", f"store --file={store}", cwd=tmp_path)
@@ -162,7 +163,7 @@ def test_credential_helper_of_the_operator_still_runs(http_memory: Path, http_se
 
 
 @pytest.mark.parametrize("key", ["insteadOf", "pushInsteadOf"])
-def test_url_rewrite_in_the_memory_config_is_refused(memory: Path, cli, tmp_path: Path, key: str,  # type: ignore[no-untyped-def]
+def test_url_rewrite_in_the_memory_config_is_refused(memory: Path, cli: Cli, tmp_path: Path, key: str,
                                                      figures: Figures) -> None:
     figures.add("security attacks")
     evil = make_bare_hub(tmp_path / "evil.git")
@@ -179,7 +180,7 @@ def test_url_rewrite_in_the_memory_config_is_refused(memory: Path, cli, tmp_path
     figures.add("security attacks refused")
 
 
-def test_origin_in_the_memory_config_does_not_choose_the_hub(memory: Path, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_origin_in_the_memory_config_does_not_choose_the_hub(memory: Path, cli: Cli, tmp_path: Path,
                                                              figures: Figures) -> None:
     figures.add("security attacks")
     evil = make_bare_hub(tmp_path / "evil.git")
@@ -192,7 +193,7 @@ def test_origin_in_the_memory_config_does_not_choose_the_hub(memory: Path, cli, 
     figures.add("security attacks refused")
 
 
-def test_url_rewrite_of_the_operator_is_followed(memory: Path, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_url_rewrite_of_the_operator_is_followed(memory: Path, cli: Cli, tmp_path: Path) -> None:
     """A global insteadOf is the operator's own choice (e.g. https -> ssh for GitHub)."""
     mirror = tmp_path / "mirror.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(hub_path()), str(mirror)], check=True)
@@ -202,8 +203,8 @@ def test_url_rewrite_of_the_operator_is_followed(memory: Path, cli, tmp_path: Pa
     assert hub_tree(hub=mirror)["summary.md"] == b"to the mirror\n"
 
 
-def test_http_proxy_from_the_memory_config_is_not_used(http_memory: Path, http_server: HttpGitServer,  # type: ignore[no-untyped-def]
-                                                       cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_http_proxy_from_the_memory_config_is_not_used(http_memory: Path, http_server: HttpGitServer,
+                                                       cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        figures: Figures) -> None:
     figures.add("security attacks")
     proxy = HttpGitServer(tmp_path, user="x", token="y", host="127.0.0.2")
@@ -218,7 +219,7 @@ def test_http_proxy_from_the_memory_config_is_not_used(http_memory: Path, http_s
     figures.add("security attacks refused")
 
 
-def test_ssh_command_from_the_memory_config_never_runs(ssh_server: SshGitServer, tmp_path: Path, cli,  # type: ignore[no-untyped-def]
+def test_ssh_command_from_the_memory_config_never_runs(ssh_server: SshGitServer, tmp_path: Path, cli: Cli,
                                                        monkeypatch: pytest.MonkeyPatch, figures: Figures) -> None:
     figures.add("security attacks")
     bare = make_bare_hub(tmp_path / "hub.git")
@@ -236,8 +237,8 @@ def test_ssh_command_from_the_memory_config_never_runs(ssh_server: SshGitServer,
     figures.add("security attacks refused")
 
 
-def test_extra_header_from_the_memory_config_is_not_sent(http_memory: Path, http_server: HttpGitServer,  # type: ignore[no-untyped-def]
-                                                         cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_extra_header_from_the_memory_config_is_not_sent(http_memory: Path, http_server: HttpGitServer,
+                                                         cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     git("config", "http.extraHeader", "X-Planted: from-the-memory", cwd=http_memory)
     monkeypatch.setenv("MEMSYNC_TOKEN", http_server.token)
     before = len(http_server.requests)
@@ -247,8 +248,8 @@ def test_extra_header_from_the_memory_config_is_not_sent(http_memory: Path, http
 
 
 @pytest.mark.parametrize("key", ["http.sslVerify", "http.sslCAInfo"])
-def test_tls_settings_from_the_memory_config_do_not_lower_the_check(https_server: HttpGitServer, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                                                   cli, monkeypatch: pytest.MonkeyPatch,
+def test_tls_settings_from_the_memory_config_do_not_lower_the_check(https_server: HttpGitServer, tmp_path: Path,
+                                                                   cli: Cli, monkeypatch: pytest.MonkeyPatch,
                                                                    key: str, figures: Figures) -> None:
     """An agent cannot trust its own certificate for the operator: the CA comes from the
     environment (MEMSYNC_CA_BUNDLE ...), never from the memory's config."""
@@ -270,7 +271,7 @@ def test_tls_settings_from_the_memory_config_do_not_lower_the_check(https_server
     figures.add("security attacks refused")
 
 
-def test_programs_named_in_the_memory_config_never_run(memory: Path, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_programs_named_in_the_memory_config_never_run(memory: Path, cli: Cli, tmp_path: Path,
                                                        figures: Figures) -> None:
     """Hooks, fsmonitor and filter drivers are how git runs a repository's programs; memsync
     (libgit2) runs none of them, whatever the memory's config says."""

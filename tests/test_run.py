@@ -350,7 +350,7 @@ def test_checkpoint_skips_temp_files_being_written(memory: Path) -> None:
 
 
 def test_run_on_git_daemon(git_daemon, tmp_path: Path, agent: Path) -> None:  # type: ignore[no-untyped-def]
-    from tests.servers import make_bare_hub
+    from tests.helpers.servers import make_bare_hub
 
     make_bare_hub(git_daemon.base_path / "hub.git")
     url = git_daemon.url("hub.git")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.stress_report import Figures, figures
+from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
 

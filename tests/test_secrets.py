@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memsync.checks.secrets import CHUNK_BYTES, PRAGMA, RULE_IDS, Finding, redact, scan_bytes, scan_file, scan_path
-from tests.stress_report import Figures, figures
+from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from memsync.checks.secrets import scan_bytes
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.stress_report import Figures, figures
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
+from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
 
@@ -35,7 +35,7 @@ def test_token_is_detected_by_the_scanner() -> None:
 
 
 @pytest.mark.parametrize("policy", [None, "warn"])
-def test_warn_names_file_and_line_and_commits(memory: Path, cli, policy: str | None) -> None:  # type: ignore[no-untyped-def]
+def test_warn_names_file_and_line_and_commits(memory: Path, cli: Cli, policy: str | None) -> None:
     set_policy(memory, policy)
     write(memory, "notes.md", NOTES)
     r = cli("push", cwd=memory)
@@ -46,7 +46,7 @@ def test_warn_names_file_and_line_and_commits(memory: Path, cli, policy: str | N
     assert hub_tree()["notes.md"] == NOTES.encode()
 
 
-def test_block_keeps_the_file_out_and_on_disk(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_block_keeps_the_file_out_and_on_disk(memory: Path, cli: Cli) -> None:
     set_policy(memory, "block")
     write(memory, "notes.md", NOTES)
     write(memory, "clean.md", "nothing secret\n")
@@ -61,7 +61,7 @@ def test_block_keeps_the_file_out_and_on_disk(memory: Path, cli) -> None:  # typ
     assert TOKEN not in git("log", "-p", "--all", cwd=memory)
 
 
-def test_block_then_fix_commits_the_cleaned_file(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_block_then_fix_commits_the_cleaned_file(memory: Path, cli: Cli) -> None:
     set_policy(memory, "block")
     write(memory, "notes.md", NOTES)
     assert cli("push", cwd=memory).code == 9
@@ -71,7 +71,7 @@ def test_block_then_fix_commits_the_cleaned_file(memory: Path, cli) -> None:  # 
     assert hub_tree()["notes.md"] == NOTES.replace(TOKEN, "$GITHUB_TOKEN").encode()
 
 
-def test_off_commits_silently(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_off_commits_silently(memory: Path, cli: Cli) -> None:
     set_policy(memory, "off")
     write(memory, "notes.md", NOTES)
     r = cli("push", cwd=memory)
@@ -80,7 +80,7 @@ def test_off_commits_silently(memory: Path, cli) -> None:  # type: ignore[no-unt
     assert hub_tree()["notes.md"] == NOTES.encode()
 
 
-def test_bad_policy_is_a_config_error(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_bad_policy_is_a_config_error(memory: Path, cli: Cli) -> None:
     set_policy(memory, "maybe")
     write(memory, "notes.md", "x\n")
     r = cli("push", cwd=memory)
@@ -137,7 +137,7 @@ SMUGGLED: list[tuple[str, str, bytes]] = [
 
 
 @pytest.mark.parametrize(("path", "data"), [pytest.param(p, d, id=c) for c, p, d in SMUGGLED])
-def test_block_refuses_every_form_of_the_secret(memory: Path, cli, path: str, data: bytes,  # type: ignore[no-untyped-def]
+def test_block_refuses_every_form_of_the_secret(memory: Path, cli: Cli, path: str, data: bytes,
                                                 figures: Figures) -> None:
     figures.add("security attacks")
     set_policy(memory, "block")
@@ -154,7 +154,7 @@ def test_block_refuses_every_form_of_the_secret(memory: Path, cli, path: str, da
     figures.add("security attacks refused")
 
 
-def test_block_refuses_a_symlink_whose_target_is_the_secret(memory: Path, cli, figures: Figures) -> None:  # type: ignore[no-untyped-def]
+def test_block_refuses_a_symlink_whose_target_is_the_secret(memory: Path, cli: Cli, figures: Figures) -> None:
     figures.add("security attacks")
     set_policy(memory, "block")
     os.symlink(f"/tmp/{TOKEN}", memory / "link")
@@ -166,7 +166,7 @@ def test_block_refuses_a_symlink_whose_target_is_the_secret(memory: Path, cli, f
     figures.add("security attacks refused")
 
 
-def test_a_secret_file_name_is_shown_redacted_and_never_committed(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_secret_file_name_is_shown_redacted_and_never_committed(memory: Path, cli: Cli) -> None:
     set_policy(memory, "warn")
     write(memory, f"{TOKEN}.md", "notes\n")
     r = cli("push", cwd=memory)
@@ -214,7 +214,7 @@ def test_the_recorded_command_never_holds_the_credential(memory: Path, args: lis
     figures.add("security attacks refused")
 
 
-def test_a_too_big_file_named_with_a_token_is_reported_redacted(memory: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_too_big_file_named_with_a_token_is_reported_redacted(memory: Path, cli: Cli) -> None:
     set_policy(memory, "block")
     cfg = memory / ".vm0" / "storage.yaml"
     cfg.write_text(cfg.read_text() + "max_file_size: 1KiB\n")

@@ -19,7 +19,7 @@ import pytest
 from pygit2.enums import FileMode
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.stress_report import Figures, figures
+from tests.helpers.figures import Figures, figures
 
 pytestmark = pytest.mark.attack
 __all__ = ["figures"]

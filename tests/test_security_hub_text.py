@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, hub_path, memsync_cmd, write
-from tests.servers import GitDaemon, make_bare_hub
-from tests.stress_report import Figures, figures
+from tests.helpers.figures import Figures, figures
+from tests.helpers.servers import GitDaemon, make_bare_hub
 
 pytestmark = pytest.mark.attack
 __all__ = ["figures"]

@@ -13,7 +13,7 @@ import pygit2
 import pytest
 from pygit2.enums import ConfigLevel, CredentialType
 
-from tests.servers import (
+from tests.helpers.servers import (
     GitDaemon,
     HangingServer,
     HttpGitServer,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, write
-from tests.servers import GitDaemon, make_bare_hub
+from tests.conftest import Cli, git, write
+from tests.helpers.servers import GitDaemon, make_bare_hub
 
 pytestmark = pytest.mark.server
 
@@ -25,7 +25,7 @@ def hub(daemon_hub: Path) -> Path:
 
 
 @pytest.fixture
-def written(hub: Path, cli, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+def written(hub: Path, cli: Cli, tmp_path: Path) -> Path:
     """The memory `research` pushed in VERSIONS versions; notes.md is "v1" ... "vN"."""
     root = tmp_path / "research"
     root.mkdir()
@@ -46,7 +46,7 @@ def shallow(where: Path) -> bool:
     return (where / ".git" / "shallow").exists()
 
 
-def test_a_clone_fetches_the_newest_version_and_log_fetches_the_rest(cli, written: Path, tmp_path: Path) -> None:
+def test_a_clone_fetches_the_newest_version_and_log_fetches_the_rest(cli: Cli, written: Path, tmp_path: Path) -> None:
     dest = tmp_path / "sandbox"
     r = cli("clone", "research", str(dest))
     assert r.code == 0, r.err
@@ -63,7 +63,7 @@ def test_a_clone_fetches_the_newest_version_and_log_fetches_the_rest(cli, writte
     assert len(r.out.strip().splitlines()) == VERSIONS
 
 
-def test_full_history_and_a_hub_on_this_machine_clone_everything(cli, written: Path, tmp_path: Path,
+def test_full_history_and_a_hub_on_this_machine_clone_everything(cli: Cli, written: Path, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     dest = tmp_path / "full"
     assert cli("clone", "research", str(dest), "--full-history").code == 0
@@ -81,7 +81,7 @@ def test_full_history_and_a_hub_on_this_machine_clone_everything(cli, written: P
     assert not shallow(tmp_path / "notes2") and versions(tmp_path / "notes2") == 2
 
 
-def test_a_shallow_clone_pushes_and_pulls_and_the_hub_stays_complete(cli, written: Path, hub: Path,
+def test_a_shallow_clone_pushes_and_pulls_and_the_hub_stays_complete(cli: Cli, written: Path, hub: Path,
                                                                      tmp_path: Path) -> None:
     dest = tmp_path / "sandbox"
     assert cli("clone", "research", str(dest)).code == 0
@@ -103,7 +103,7 @@ def test_a_shallow_clone_pushes_and_pulls_and_the_hub_stays_complete(cli, writte
     assert r.code == 0, r.err
 
 
-def test_diff_restore_and_revert_of_older_versions_fetch_them_first(cli, written: Path, tmp_path: Path) -> None:
+def test_diff_restore_and_revert_of_older_versions_fetch_them_first(cli: Cli, written: Path, tmp_path: Path) -> None:
     dest = tmp_path / "sandbox"
     assert cli("clone", "research", str(dest)).code == 0
     first = git("rev-list", "--reverse", "memory/research", cwd=written).split()[0]  # "version 1"
@@ -125,7 +125,7 @@ def test_diff_restore_and_revert_of_older_versions_fetch_them_first(cli, written
     assert not (dest3 / "file1.md").exists()
 
 
-def test_an_unreachable_hub_leaves_log_with_what_is_here(cli, written: Path, git_daemon: GitDaemon,
+def test_an_unreachable_hub_leaves_log_with_what_is_here(cli: Cli, written: Path, git_daemon: GitDaemon,
                                                          tmp_path: Path) -> None:
     dest = tmp_path / "sandbox"
     assert cli("clone", "research", str(dest)).code == 0
@@ -145,7 +145,7 @@ def test_an_unreachable_hub_leaves_log_with_what_is_here(cli, written: Path, git
 
 
 def test_a_shallow_history_is_never_pushed_to_a_hub_without_its_older_versions(
-        cli, written: Path, git_daemon: GitDaemon, tmp_path: Path) -> None:
+        cli: Cli, written: Path, git_daemon: GitDaemon, tmp_path: Path) -> None:
     dest = tmp_path / "sandbox"
     assert cli("clone", "research", str(dest)).code == 0
     other = make_bare_hub(git_daemon.base_path / "other.git")
@@ -160,7 +160,8 @@ def test_a_shallow_history_is_never_pushed_to_a_hub_without_its_older_versions(
     assert not empty.exists() or git("for-each-ref", cwd=empty) == ""
 
 
-def test_redact_in_a_shallow_clone_rewrites_the_whole_history(cli, written: Path, hub: Path, tmp_path: Path) -> None:
+def test_redact_in_a_shallow_clone_rewrites_the_whole_history(cli: Cli, written: Path, hub: Path,
+                                                              tmp_path: Path) -> None:
     dest = tmp_path / "sandbox"
     assert cli("clone", "research", str(dest)).code == 0
     first = git("rev-list", "--reverse", "memory/research", cwd=written).split()[0]
@@ -173,7 +174,7 @@ def test_redact_in_a_shallow_clone_rewrites_the_whole_history(cli, written: Path
 
 
 @pytest.mark.parametrize("at", ["first", "newest"])
-def test_a_shallow_clone_follows_a_redaction_keeping_its_work(cli, written: Path, hub: Path, tmp_path: Path,
+def test_a_shallow_clone_follows_a_redaction_keeping_its_work(cli: Cli, written: Path, hub: Path, tmp_path: Path,
                                                               at: str) -> None:
     dest = tmp_path / "sandbox"
     assert cli("clone", "research", str(dest)).code == 0
@@ -200,7 +201,7 @@ def test_a_shallow_clone_follows_a_redaction_keeping_its_work(cli, written: Path
     assert "warning" not in r.err
 
 
-def test_a_forged_record_cannot_replace_where_a_shallow_history_stops(cli, written: Path, hub: Path,
+def test_a_forged_record_cannot_replace_where_a_shallow_history_stops(cli: Cli, written: Path, hub: Path,
                                                                       tmp_path: Path) -> None:
     """A hostile hub redacts an older version for real, but claims the version where a shallow
     clone's history stops became one with a file of its own. The clone cannot rewrite that

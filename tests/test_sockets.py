@@ -13,8 +13,8 @@ import pytest
 
 from memsync.git import sockets
 from memsync.git.transport import Callbacks
-from tests.conftest import write
-from tests.servers import GitDaemon, make_bare_hub
+from tests.conftest import Cli, write
+from tests.helpers.servers import GitDaemon, make_bare_hub
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_without_a_descriptor_listing_nothing_changes(listener: socket.socket, m
         assert nodelay(hub) == 0
 
 
-def test_a_push_over_git_daemon_sends_without_delay(git_daemon: GitDaemon, cli, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_push_over_git_daemon_sends_without_delay(git_daemon: GitDaemon, cli: Cli, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     make_bare_hub(git_daemon.base_path / "hub.git")
     root = tmp_path / "research"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, write
+from tests.conftest import Cli, git, hub_path, hub_tree, write
 
 
-def test_init_creates_a_memory(tmp_path: Path, cli) -> None:
+def test_init_creates_a_memory(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "notes-dir"
     root.mkdir()
     r = cli("init", cwd=root)
@@ -23,7 +23,7 @@ def test_init_creates_a_memory(tmp_path: Path, cli) -> None:
     assert git("symbolic-ref", "HEAD", cwd=root).strip() == "refs/heads/memory/notes-dir"
 
 
-def test_init_sets_up_the_merge_rule_the_contract_promises(tmp_path: Path, cli) -> None:
+def test_init_sets_up_the_merge_rule_the_contract_promises(tmp_path: Path, cli: Cli) -> None:
     """`memsync contract` says lines appended to log.md merge line by line: a new memory says so
     in its .gitattributes, committed with the first push, so two writers keep both lines."""
     root = tmp_path / "fresh"
@@ -48,7 +48,7 @@ def test_init_sets_up_the_merge_rule_the_contract_promises(tmp_path: Path, cli) 
     assert (root / ".gitattributes").read_text() == "*.md merge=union\n"
 
 
-def test_init_twice_is_harmless(tmp_path: Path, cli) -> None:
+def test_init_twice_is_harmless(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "twice"
     root.mkdir()
     assert cli("init", cwd=root).code == 0
@@ -59,7 +59,7 @@ def test_init_twice_is_harmless(tmp_path: Path, cli) -> None:
     assert (root / ".git" / "info" / "exclude").read_text().count("/.vm0/") == 1
 
 
-def test_init_adopts_a_vm0_config(tmp_path: Path, cli) -> None:
+def test_init_adopts_a_vm0_config(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "whatever"
     write(root, ".vm0/storage.yaml", "name: my-agent-memory\ntype: memory\n")
     r = cli("init", cwd=root)
@@ -69,7 +69,7 @@ def test_init_adopts_a_vm0_config(tmp_path: Path, cli) -> None:
     assert (root / ".vm0" / "storage.yaml").read_text() == "name: my-agent-memory\ntype: memory\n"
 
 
-def test_push_adopts_a_vm0_config_like_init(tmp_path: Path, cli) -> None:
+def test_push_adopts_a_vm0_config_like_init(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "vm0-user"
     write(root, ".vm0/storage.yaml", "name: vm0-notes\ntype: memory\n")
     write(root, "notes.md", "first\n")
@@ -82,7 +82,7 @@ def test_push_adopts_a_vm0_config_like_init(tmp_path: Path, cli) -> None:
     assert again.code == 0 and "Adopted" not in again.out
 
 
-def test_init_name_and_type_options(tmp_path: Path, cli) -> None:
+def test_init_name_and_type_options(tmp_path: Path, cli: Cli) -> None:
     r = cli("init", "--name", "out-files", "--type", "artifact", cwd=tmp_path)
     assert r.code == 0, r.err
     assert "type: artifact" in (tmp_path / ".vm0" / "storage.yaml").read_text()
@@ -101,7 +101,7 @@ def test_init_name_and_type_options(tmp_path: Path, cli) -> None:
     ],
 )
 def test_init_rejects_bad_names(
-    tmp_path: Path, cli, name: str, fragment: str, suggestion: str | None
+    tmp_path: Path, cli: Cli, name: str, fragment: str, suggestion: str | None
 ) -> None:
     r = cli("init", "--name", name, cwd=tmp_path)
     assert r.code == 2
@@ -113,12 +113,12 @@ def test_init_rejects_bad_names(
     assert not (tmp_path / ".vm0").exists()
 
 
-def test_init_rejects_empty_name(tmp_path: Path, cli) -> None:
+def test_init_rejects_empty_name(tmp_path: Path, cli: Cli) -> None:
     r = cli("init", "--name", "", cwd=tmp_path)
     assert r.code == 2 and "it is empty" in r.err
 
 
-def test_init_bad_directory_name_suggests(tmp_path: Path, cli) -> None:
+def test_init_bad_directory_name_suggests(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "My_Notes"
     root.mkdir()
     r = cli("init", cwd=root)
@@ -126,7 +126,7 @@ def test_init_bad_directory_name_suggests(tmp_path: Path, cli) -> None:
     assert "hint: try --name my-notes" in r.err
 
 
-def test_push_all_kinds_of_change(memory: Path, cli) -> None:
+def test_push_all_kinds_of_change(memory: Path, cli: Cli) -> None:
     write(memory, "empty.md", "")
     write(memory, "img/pixel.bin", bytes(range(256)))
     write(memory, "deep/a/b/c/note.md", "nested\n")
@@ -148,7 +148,7 @@ def test_push_all_kinds_of_change(memory: Path, cli) -> None:
     assert "empty.md" not in hub_tree()
 
 
-def test_push_prints_vm0_style_lines(memory: Path, cli) -> None:
+def test_push_prints_vm0_style_lines(memory: Path, cli: Cli) -> None:
     r = cli("push", cwd=memory)
     assert r.code == 0
     lines = r.out.splitlines()
@@ -158,7 +158,7 @@ def test_push_prints_vm0_style_lines(memory: Path, cli) -> None:
     assert lines[3] == "Size: 32 B"
 
 
-def test_push_force_makes_a_version(memory: Path, cli) -> None:
+def test_push_force_makes_a_version(memory: Path, cli: Cli) -> None:
     before = git("rev-parse", "memory/research", cwd=hub_path()).strip()
     r = cli("push", "--force", cwd=memory)
     assert r.code == 0
@@ -167,7 +167,7 @@ def test_push_force_makes_a_version(memory: Path, cli) -> None:
     assert git("rev-parse", f"{after}^", cwd=hub_path()).strip() == before  # a child: nothing rewritten
 
 
-def test_push_merges_when_the_remote_moved_on(memory: Path, tmp_path: Path, cli) -> None:
+def test_push_merges_when_the_remote_moved_on(memory: Path, tmp_path: Path, cli: Cli) -> None:
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
     write(other, "from-other.md", "other\n")
@@ -182,7 +182,7 @@ def test_push_merges_when_the_remote_moved_on(memory: Path, tmp_path: Path, cli)
     assert len(parents) == 2
 
 
-def test_pull_commits_local_changes_first_and_merges(memory: Path, tmp_path: Path, cli) -> None:
+def test_pull_commits_local_changes_first_and_merges(memory: Path, tmp_path: Path, cli: Cli) -> None:
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
     write(other, "summary.md", "# Summary\n\nfirst line\nremote line\n")
@@ -198,7 +198,7 @@ def test_pull_commits_local_changes_first_and_merges(memory: Path, tmp_path: Pat
     )
 
 
-def test_conflicting_edits_keep_both_sides(memory: Path, tmp_path: Path, cli) -> None:
+def test_conflicting_edits_keep_both_sides(memory: Path, tmp_path: Path, cli: Cli) -> None:
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
     write(other, "summary.md", "# Summary\n\nTHEIRS\n")
@@ -217,7 +217,7 @@ def test_conflicting_edits_keep_both_sides(memory: Path, tmp_path: Path, cli) ->
     assert "Conflicts: 1" in s.out and copies[0].name in s.out
 
 
-def test_modification_beats_deletion(memory: Path, tmp_path: Path, cli) -> None:
+def test_modification_beats_deletion(memory: Path, tmp_path: Path, cli: Cli) -> None:
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
     (other / "summary.md").unlink()
@@ -227,7 +227,7 @@ def test_modification_beats_deletion(memory: Path, tmp_path: Path, cli) -> None:
     assert hub_tree()["summary.md"] == b"# Summary\n\nstill needed\n"
 
 
-def test_pull_name_outside_a_memory_clones(memory: Path, tmp_path: Path, cli) -> None:
+def test_pull_name_outside_a_memory_clones(memory: Path, tmp_path: Path, cli: Cli) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     r = cli("pull", "research", cwd=elsewhere)
@@ -236,7 +236,7 @@ def test_pull_name_outside_a_memory_clones(memory: Path, tmp_path: Path, cli) ->
     assert "name: research" in (elsewhere / "research" / ".vm0" / "storage.yaml").read_text()
 
 
-def test_clone_unknown_name_lists_existing(memory: Path, tmp_path: Path, cli) -> None:
+def test_clone_unknown_name_lists_existing(memory: Path, tmp_path: Path, cli: Cli) -> None:
     r = cli("clone", "nope-nope", cwd=tmp_path)
     assert r.code == 4
     assert "error: no memory 'nope-nope'" in r.err
@@ -245,7 +245,7 @@ def test_clone_unknown_name_lists_existing(memory: Path, tmp_path: Path, cli) ->
     assert not list(tmp_path.glob(".memsync-clone-*"))
 
 
-def test_clone_into_non_empty_dir_refuses(memory: Path, tmp_path: Path, cli) -> None:
+def test_clone_into_non_empty_dir_refuses(memory: Path, tmp_path: Path, cli: Cli) -> None:
     dest = tmp_path / "busy"
     write(dest, "keep.txt", "mine")
     r = cli("clone", "research", str(dest))
@@ -253,7 +253,7 @@ def test_clone_into_non_empty_dir_refuses(memory: Path, tmp_path: Path, cli) -> 
     assert (dest / "keep.txt").read_text() == "mine"
 
 
-def test_status_reports_remote_and_local(memory: Path, cli) -> None:
+def test_status_reports_remote_and_local(memory: Path, cli: Cli) -> None:
     write(memory, "new.md", "x\n")
     r = cli("status", cwd=memory)
     assert r.code == 0, r.err
@@ -267,7 +267,7 @@ def test_status_reports_remote_and_local(memory: Path, cli) -> None:
     assert data["conflicts"] == []
 
 
-def test_list_shows_every_memory(memory: Path, tmp_path: Path, cli) -> None:
+def test_list_shows_every_memory(memory: Path, tmp_path: Path, cli: Cli) -> None:
     second = tmp_path / "second-mem"
     second.mkdir()
     assert cli("init", cwd=second).code == 0
@@ -284,13 +284,13 @@ def test_list_shows_every_memory(memory: Path, tmp_path: Path, cli) -> None:
     assert [m["name"] for m in data["memories"]] == ["research", "second-mem"]
 
 
-def test_list_on_an_empty_hub_is_friendly(cli) -> None:
+def test_list_on_an_empty_hub_is_friendly(cli: Cli) -> None:
     r = cli("list")
     assert r.code == 0
     assert r.out.startswith("No memories on ")
 
 
-def test_two_copies_converge(memory: Path, tmp_path: Path, cli) -> None:
+def test_two_copies_converge(memory: Path, tmp_path: Path, cli: Cli) -> None:
     """The issue's 'done means': change both copies, pull and push in both, same tree."""
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
@@ -301,7 +301,7 @@ def test_two_copies_converge(memory: Path, tmp_path: Path, cli) -> None:
     for root in (memory, other, memory):
         assert cli("pull", cwd=root).code == 0
         assert cli("push", cwd=root).code == 0
-    def files(r):
+    def files(r: Path) -> dict[str, bytes]:
         return {
             p.relative_to(r).as_posix(): p.read_bytes()
             for p in r.rglob("*")
@@ -313,14 +313,14 @@ def test_two_copies_converge(memory: Path, tmp_path: Path, cli) -> None:
     git("fsck", "--strict", cwd=hub_path())
 
 
-def test_missing_git_identity_uses_a_default(memory: Path, cli) -> None:
+def test_missing_git_identity_uses_a_default(memory: Path, cli: Cli) -> None:
     write(memory, "x.md", "x\n")
     assert cli("push", cwd=memory).code == 0
     author = git("log", "-1", "--format=%an <%ae>", cwd=memory)
     assert "(memsync)" in author and "@" in author
 
 
-def test_git_identity_is_used_when_set(memory: Path, cli) -> None:
+def test_git_identity_is_used_when_set(memory: Path, cli: Cli) -> None:
     git("config", "user.name", "Ada", cwd=memory)
     git("config", "user.email", "ada@example.org", cwd=memory)
     write(memory, "x.md", "x\n")
@@ -338,7 +338,7 @@ def test_operator_commits_carry_trailers(memory: Path) -> None:
     assert "Memsync-Actor: operator" in out and "Memsync-Host: " in out
 
 
-def test_clone_of_an_artifact_lands_on_its_branch(tmp_path: Path, cli) -> None:
+def test_clone_of_an_artifact_lands_on_its_branch(tmp_path: Path, cli: Cli) -> None:
     src = tmp_path / "src"
     src.mkdir()
     assert cli("init", "--name", "out-files", "--type", "artifact", cwd=src).code == 0
@@ -350,7 +350,7 @@ def test_clone_of_an_artifact_lands_on_its_branch(tmp_path: Path, cli) -> None:
     assert "type: artifact" in (tmp_path / "copy" / ".vm0" / "storage.yaml").read_text()
 
 
-def test_clone_from_a_local_hub_with_loose_and_packed_objects(tmp_path: Path, cli) -> None:
+def test_clone_from_a_local_hub_with_loose_and_packed_objects(tmp_path: Path, cli: Cli) -> None:
     """`git push` leaves small pushes loose in a bare hub; memsync's pushes add packs. A clone
     that linked the packs but not the loose objects had the tip without its history."""
     assert cli("list").code == 0  # creates the embedded hub
@@ -371,7 +371,7 @@ def test_clone_from_a_local_hub_with_loose_and_packed_objects(tmp_path: Path, cl
     subprocess.run(["git", "fsck", "--strict"], cwd=tmp_path / "two", check=True, capture_output=True)
 
 
-def test_status_remembers_the_last_run_of_each_version(memory: Path, cli) -> None:
+def test_status_remembers_the_last_run_of_each_version(memory: Path, cli: Cli) -> None:
     """The last run is found by walking the history once per hub version; later statuses of the
     same version read it from .git/memsync-last-run.json, and a new version walks again."""
     r = cli("run", "--run-id", "remembered", "--", "sh", "-c", "echo x > x.md; exit 3", cwd=memory)
@@ -389,7 +389,7 @@ def test_status_remembers_the_last_run_of_each_version(memory: Path, cli) -> Non
     assert json.loads(cli("status", "--json", cwd=memory).out)["last_run"] == first
 
 
-def test_a_push_to_another_hub_leaves_what_is_known_of_the_memorys_own(tmp_path: Path, cli) -> None:
+def test_a_push_to_another_hub_leaves_what_is_known_of_the_memorys_own(tmp_path: Path, cli: Cli) -> None:
     """`push --remote OTHER` (a mirror, a backup) must not stand in for the memory's own hub: with
     that hub out of reach, status still counts the version only OTHER has as not pushed."""
     own, other = tmp_path / "own.git", tmp_path / "other.git"

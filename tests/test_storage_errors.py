@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
 
 
 def assert_clean_error(r, code: int, fragment: str) -> None:  # type: ignore[no-untyped-def]
@@ -23,31 +23,31 @@ def assert_clean_error(r, code: int, fragment: str) -> None:  # type: ignore[no-
     assert "Traceback" not in r.err
 
 
-def test_not_a_memory(tmp_path: Path, cli) -> None:
+def test_not_a_memory(tmp_path: Path, cli: Cli) -> None:
     for command in ("push", "pull", "status"):
         r = cli(command, cwd=tmp_path)
         assert_clean_error(r, 3, "is not a memory directory")
         assert "hint: run `memsync init`" in r.err
 
 
-def test_malformed_storage_yaml_names_file_and_line(memory: Path, cli) -> None:
+def test_malformed_storage_yaml_names_file_and_line(memory: Path, cli: Cli) -> None:
     (memory / ".vm0" / "storage.yaml").write_text("name: research\ntype: [memory\n")
     r = cli("push", cwd=memory)
     assert_clean_error(r, 3, "storage.yaml:3")
 
 
-def test_storage_yaml_without_name(memory: Path, cli) -> None:
+def test_storage_yaml_without_name(memory: Path, cli: Cli) -> None:
     (memory / ".vm0" / "storage.yaml").write_text("type: memory\n")
     assert_clean_error(cli("status", cwd=memory), 3, "`name` is missing")
 
 
-def test_storage_yaml_is_a_directory(tmp_path: Path, cli) -> None:
+def test_storage_yaml_is_a_directory(tmp_path: Path, cli: Cli) -> None:
     (tmp_path / ".vm0" / "storage.yaml").mkdir(parents=True)
     assert_clean_error(cli("init", cwd=tmp_path), 3, "is a directory")
     assert_clean_error(cli("push", cwd=tmp_path), 3, "is a directory")
 
 
-def test_unknown_key_is_a_warning(memory: Path, cli) -> None:
+def test_unknown_key_is_a_warning(memory: Path, cli: Cli) -> None:
     path = memory / ".vm0" / "storage.yaml"
     path.write_text(path.read_text() + "colour: blue\n")
     write(memory, "x.md", "x\n")
@@ -56,7 +56,7 @@ def test_unknown_key_is_a_warning(memory: Path, cli) -> None:
     assert r.err.count("unknown key 'colour' ignored") == 1
 
 
-def test_remote_that_does_not_exist(tmp_path: Path, cli) -> None:
+def test_remote_that_does_not_exist(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "research"
     root.mkdir()
     missing = tmp_path / "nowhere.git"
@@ -69,13 +69,13 @@ def test_remote_that_does_not_exist(tmp_path: Path, cli) -> None:
     assert not missing.exists()
 
 
-def test_remote_with_unsupported_scheme(tmp_path: Path, cli) -> None:
+def test_remote_with_unsupported_scheme(tmp_path: Path, cli: Cli) -> None:
     r = cli("clone", "research", "--remote", "ftp://example.org/x.git", cwd=tmp_path)
     assert_clean_error(r, 2, "unsupported remote scheme 'ftp'")
 
 
-def test_remote_refusing_connections(tmp_path: Path, cli) -> None:
-    from tests.servers import RefusingPort
+def test_remote_refusing_connections(tmp_path: Path, cli: Cli) -> None:
+    from tests.helpers.servers import RefusingPort
 
     with RefusingPort() as port:
         started = time.monotonic()
@@ -84,7 +84,7 @@ def test_remote_refusing_connections(tmp_path: Path, cli) -> None:
     assert time.monotonic() - started < 20
 
 
-def test_unrelated_history(memory: Path, tmp_path: Path, cli) -> None:
+def test_unrelated_history(memory: Path, tmp_path: Path, cli: Cli) -> None:
     stranger = tmp_path / "stranger"
     stranger.mkdir()
     git("init", "-q", "-b", "memory/research", cwd=stranger)
@@ -99,7 +99,7 @@ def test_unrelated_history(memory: Path, tmp_path: Path, cli) -> None:
     assert "mine.md" not in hub_tree()
 
 
-def test_adopting_an_existing_git_repository(tmp_path: Path, cli) -> None:
+def test_adopting_an_existing_git_repository(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "old-notes"
     root.mkdir()
     git("init", "-q", "-b", "main", cwd=root)
@@ -118,7 +118,7 @@ def test_adopting_an_existing_git_repository(tmp_path: Path, cli) -> None:
     assert "old history" in git("log", "--format=%s", "memory/old-notes", cwd=hub_path())
 
 
-def test_pull_while_a_git_merge_is_half_done(memory: Path, tmp_path: Path, cli) -> None:
+def test_pull_while_a_git_merge_is_half_done(memory: Path, tmp_path: Path, cli: Cli) -> None:
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
     write(other, "summary.md", "theirs\n")
@@ -136,7 +136,7 @@ def test_pull_while_a_git_merge_is_half_done(memory: Path, tmp_path: Path, cli) 
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only directories")
-def test_read_only_directory(tmp_path: Path, cli) -> None:
+def test_read_only_directory(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "locked-dir"
     root.mkdir()
     root.chmod(0o555)
@@ -170,7 +170,7 @@ def test_read_only_directory_as_unprivileged_user(tmp_path: Path) -> None:
     assert proc.stderr.startswith("error: cannot write in") and "Traceback" not in proc.stderr
 
 
-def test_stale_git_lock_files_are_recovered(memory: Path, cli) -> None:
+def test_stale_git_lock_files_are_recovered(memory: Path, cli: Cli) -> None:
     # what a memsync killed while holding the memory's and the hub's lock leaves: its record in
     # memsync.lock (pid, host, start) and git lock files made after it started
     dead = subprocess.Popen(["true"])
@@ -210,7 +210,7 @@ def test_a_live_lock_makes_others_wait_then_fail(memory: Path) -> None:
     assert memsync_cmd("push", cwd=memory).returncode == 0  # the kernel dropped the dead holder's lock
 
 
-def test_usage_errors_are_one_line(tmp_path: Path, cli) -> None:
+def test_usage_errors_are_one_line(tmp_path: Path, cli: Cli) -> None:
     r = cli("push", "--no-such-flag", cwd=tmp_path)
     assert r.code == 2
     assert r.err.splitlines()[0] == "error: No such option: --no-such-flag"
@@ -252,7 +252,7 @@ def test_ctrl_c_during_a_transfer_is_one_line_and_exit_130(tmp_path: Path, hangi
     assert not (tmp_path / "research").exists() and not list(tmp_path.glob(".memsync-clone-*"))
 
 
-def test_invalid_branch_in_storage_yaml(memory: Path, cli) -> None:
+def test_invalid_branch_in_storage_yaml(memory: Path, cli: Cli) -> None:
     path = memory / ".vm0" / "storage.yaml"
     path.write_text(path.read_text() + "branch: bad..branch\n")
     assert_clean_error(cli("push", cwd=memory), 3, "`branch: bad..branch` is not a valid git branch name")
@@ -262,7 +262,7 @@ def test_invalid_branch_in_storage_yaml(memory: Path, cli) -> None:
                                   ["run", "--checkpoint", "-1", "--", "true"],
                                   ["watch", "--once", "--poll", "inf"],
                                   ["watch", "--once", "--debounce", "nan"]])
-def test_timings_must_be_finite(memory: Path, cli, args: list[str]) -> None:
+def test_timings_must_be_finite(memory: Path, cli: Cli, args: list[str]) -> None:
     r = cli(*args, cwd=memory)
     assert r.code == 2, (r.out, r.err)
     assert r.err.startswith("error: --") and "hint: e.g." in r.err
@@ -272,14 +272,14 @@ def test_timings_must_be_finite(memory: Path, cli, args: list[str]) -> None:
     ("name: research\nsecrets: block\nsecrets: off\n", 3),      # a later line would silently win
     ("name: research\nprotect:\n  - {path: a, mode: read-only, mode: append-only}\n", 3),
 ])
-def test_storage_yaml_key_given_twice_is_refused(memory: Path, cli, text: str, line: int) -> None:
+def test_storage_yaml_key_given_twice_is_refused(memory: Path, cli: Cli, text: str, line: int) -> None:
     (memory / ".vm0" / "storage.yaml").write_text(text)
     r = cli("status", cwd=memory)
     assert_clean_error(r, 3, f"storage.yaml:{line}: the key")
     assert "given twice" in r.err and "hint: keep one" in r.err
 
 
-def test_renamed_memory_gets_a_hint_that_works(memory: Path, cli) -> None:
+def test_renamed_memory_gets_a_hint_that_works(memory: Path, cli: Cli) -> None:
     path = memory / ".vm0" / "storage.yaml"
     path.write_text(path.read_text().replace("name: research", "name: research-two"))
     r = cli("push", cwd=memory)

@@ -8,14 +8,14 @@ import os
 import sqlite3
 from pathlib import Path
 
-from tests.conftest import write
+from tests.conftest import Cli, write
 
 
 def cache_file() -> Path:
     return Path(os.environ["MEMSYNC_HOME"]) / "cache" / "versions.db"
 
 
-def history(memory: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def history(memory: Path, tmp_path: Path, cli: Cli) -> None:
     """Versions of every kind: added, modified, deleted files, and a merge with a conflict copy."""
     other = tmp_path / "other"
     assert cli("clone", "research", str(other), cwd=tmp_path).code == 0
@@ -27,7 +27,7 @@ def history(memory: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyp
     assert cli("push", cwd=memory).code == 0
 
 
-def test_log_is_the_same_computed_or_kept(memory: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_log_is_the_same_computed_or_kept(memory: Path, tmp_path: Path, cli: Cli) -> None:
     history(memory, tmp_path, cli)
     assert not cache_file().exists()
     first = cli("log", "--json", cwd=memory)
@@ -42,7 +42,7 @@ def test_log_is_the_same_computed_or_kept(memory: Path, tmp_path: Path, cli) -> 
     assert cache_file().stat().st_mode & 0o077 == 0
 
 
-def test_a_broken_cache_is_only_ever_a_slower_log(memory: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_a_broken_cache_is_only_ever_a_slower_log(memory: Path, tmp_path: Path, cli: Cli) -> None:
     history(memory, tmp_path, cli)
     expected = cli("log", "--json", cwd=memory).out
     cache_file().write_bytes(b"this is not a database" * 100)  # corrupt: set aside, started anew

@@ -26,10 +26,11 @@ from memsync.git.repo import GitRepo
 from memsync.serve import tracker as tracker_mod
 from memsync.serve.tracker import Tracker, Trackers
 from memsync.serve.tracklink import Local
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
 
 pytestmark = pytest.mark.skipif(
-    tracker_mod.INotify is None or tracker_mod.filesystem(os.path.realpath(tempfile.gettempdir()))
+    tracker_mod.INotify is None  # type: ignore[attr-defined]
+    or tracker_mod.filesystem(os.path.realpath(tempfile.gettempdir()))
     not in tracker_mod.LOCAL_FILESYSTEMS, reason="inotify (Linux) on a local file system")
 
 
@@ -86,7 +87,7 @@ def _dirs(root: Path) -> list[Path]:
 FOLDERS = ["", "notes", "notes/deep", "notes/deep/er", "runs", "build", "logs", "x y"]
 
 
-def step(rng: random.Random, root: Path, cli) -> str:  # type: ignore[no-untyped-def]
+def step(rng: random.Random, root: Path, cli: Cli) -> str:
     files, dirs = _files(root), _dirs(root)
     op = rng.choice(["new", "new", "append", "append", "same", "delete", "rmtree", "rename", "rename_dir",
                      "chmod", "symlink", "ignore", "nested", "agent_commit", "rm_cached", "reset", "push",
@@ -134,8 +135,8 @@ def step(rng: random.Random, root: Path, cli) -> str:  # type: ignore[no-untyped
         if not (sub / ".git").exists():
             subprocess.run(["git", "init", "-q", str(sub)], check=True)
     elif op == "unnest":
-        for sub in ("notes", "runs", "x y"):
-            shutil.rmtree(root / sub / ".git", ignore_errors=True)
+        for name in ("notes", "runs", "x y"):
+            shutil.rmtree(root / name / ".git", ignore_errors=True)
     elif op == "agent_commit":
         subprocess.run(["git", "add", "-A", "."], cwd=root, capture_output=True)
         subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "agent"], cwd=root,
@@ -159,7 +160,7 @@ def step(rng: random.Random, root: Path, cli) -> str:  # type: ignore[no-untyped
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_narrowed_scan_reports_what_a_full_scan_does(memory: Path, cli, direct: Direct, seed: int) -> None:  # type: ignore[no-untyped-def]
+def test_a_narrowed_scan_reports_what_a_full_scan_does(memory: Path, cli: Cli, direct: Direct, seed: int) -> None:
     rng = random.Random(seed)
     scan_both(memory, direct)  # the first scan starts the tracker and sets the baseline
     done = []
@@ -196,7 +197,7 @@ def test_the_tracker_starts_over_when_it_cannot_be_sure(memory: Path, direct: Di
     scan_both(memory, direct)
     assert tracked.since().get("paths") is not None
     with pytest.raises(tracker_mod._Restart):
-        tracked._take(-1, int(tracker_mod.flags.Q_OVERFLOW), "")
+        tracked._take(-1, int(tracker_mod.flags.Q_OVERFLOW), "")  # type: ignore[attr-defined]
     for name in range(2 * hints.MAX_PATHS + 1):  # more touched paths than a narrowed scan saves
         tracked.gen += 1
         tracked.dirty[f"p{name}"] = tracked.gen

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, memsync_cmd, write
-from tests.servers import install_reject_hook, make_bare_hub
+from tests.conftest import Cli, git, hub_path, memsync_cmd, write
+from tests.helpers.servers import install_reject_hook, make_bare_hub
 
 TRANSPORTS = ["file", "git", "http", "ssh"]
 NETWORK = ["git", "http", "ssh"]
@@ -81,7 +81,7 @@ def net_hub(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.
 
 
 @pytest.fixture
-def pushed(tmp_path: Path, cli, hub: Hub) -> Path:  # type: ignore[no-untyped-def]
+def pushed(tmp_path: Path, cli: Cli, hub: Hub) -> Path:
     root = tmp_path / "research"
     root.mkdir()
     r = cli("init", cwd=root)
@@ -103,7 +103,7 @@ def test_init_push_stores_the_memory_on_the_hub(pushed: Path, hub: Hub) -> None:
     assert "name: research" in stored and "remote:" not in stored  # MEMSYNC_REMOTE is not copied
 
 
-def test_clone_edit_push_then_pull(pushed: Path, hub: Hub, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_clone_edit_push_then_pull(pushed: Path, hub: Hub, cli: Cli, tmp_path: Path) -> None:
     r = cli("clone", "research", str(tmp_path / "laptop"), cwd=tmp_path)
     assert r.code == 0, r.err
     laptop = tmp_path / "laptop"
@@ -117,7 +117,7 @@ def test_clone_edit_push_then_pull(pushed: Path, hub: Hub, cli, tmp_path: Path) 
     assert git("rev-parse", "HEAD", cwd=pushed).strip() == hub.head()
 
 
-def test_diverged_pushes_keep_both_edits(pushed: Path, hub: Hub, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_diverged_pushes_keep_both_edits(pushed: Path, hub: Hub, cli: Cli, tmp_path: Path) -> None:
     assert cli("clone", "research", str(tmp_path / "other"), cwd=tmp_path).code == 0
     other = tmp_path / "other"
     write(other, "runs/other.md", "from the other sandbox\n")
@@ -130,7 +130,7 @@ def test_diverged_pushes_keep_both_edits(pushed: Path, hub: Hub, cli, tmp_path: 
     assert tree["runs/mine.md"] == "from this sandbox\n"
 
 
-def test_pull_by_name_outside_a_memory(pushed: Path, hub: Hub, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pull_by_name_outside_a_memory(pushed: Path, hub: Hub, cli: Cli, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     r = cli("pull", "research", cwd=elsewhere)
@@ -138,7 +138,7 @@ def test_pull_by_name_outside_a_memory(pushed: Path, hub: Hub, cli, tmp_path: Pa
     assert (elsewhere / "research" / "runs" / "first.md").read_text() == "first run\n"
 
 
-def test_status_shows_the_remote_version(pushed: Path, hub: Hub, cli) -> None:  # type: ignore[no-untyped-def]
+def test_status_shows_the_remote_version(pushed: Path, hub: Hub, cli: Cli) -> None:
     write(pushed, "draft.md", "not pushed yet\n")
     r = cli("status", "--json", cwd=pushed)
     assert r.code == 0, r.err
@@ -149,7 +149,7 @@ def test_status_shows_the_remote_version(pushed: Path, hub: Hub, cli) -> None:  
     assert data.get("remote_error") in (None, "")
 
 
-def test_list_shows_every_memory(pushed: Path, hub: Hub, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_list_shows_every_memory(pushed: Path, hub: Hub, cli: Cli, tmp_path: Path) -> None:
     second = tmp_path / "notes-two"
     second.mkdir()
     assert cli("init", cwd=second).code == 0
@@ -189,7 +189,7 @@ def test_run_pulls_commits_and_pushes(pushed: Path, hub: Hub, tmp_path: Path) ->
 # -- failures that need a real server ---------------------------------------------------------
 
 
-def test_push_refused_by_a_hook_stays_local(net_hub: Hub, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_push_refused_by_a_hook_stays_local(net_hub: Hub, cli: Cli, tmp_path: Path) -> None:
     root = tmp_path / "research"
     root.mkdir()
     assert cli("init", cwd=root).code == 0
@@ -214,7 +214,7 @@ exit 0
 """
 
 
-def test_server_restarted_mid_push_then_next_push_recovers(net_hub: Hub, cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_server_restarted_mid_push_then_next_push_recovers(net_hub: Hub, cli: Cli, tmp_path: Path) -> None:
     root = tmp_path / "research"
     root.mkdir()
     assert cli("init", cwd=root).code == 0

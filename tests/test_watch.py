@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
-from tests.servers import make_bare_hub
+from tests.helpers.servers import make_bare_hub
 
 DEBOUNCE = 0.5
 POLL = 1.0

@@ -1,6 +1,6 @@
-"""pytest fixtures that run real git servers (see tests/servers.py).
+"""pytest fixtures that run real git servers (see tests/helpers/servers.py).
 
-Loaded by tests/conftest.py (``pytest_plugins = ["tests.fixtures_servers"]``).
+Loaded by tests/conftest.py (``pytest_plugins = ["tests.helpers.server_fixtures"]``).
 Every fixture is function-scoped: each server starts in well under a second and a
 test gets its own port, repositories and request log.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import (
+from tests.helpers.servers import (
     GitDaemon,
     HangingServer,
     HttpGitServer,
