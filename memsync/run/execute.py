@@ -25,7 +25,16 @@ from memsync.core import memory, pacing, readonly
 from memsync.core.attribution import Attribution, acting, operator
 from memsync.core.memory import Memory, open_memory, running
 from memsync.core.snapshot import Snapshot, describe, take
-from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
+from memsync.errors import (
+    EXIT_BLOCKED,
+    EXIT_REJECTED,
+    EXIT_UNSAVED,
+    Interrupted,
+    MemsyncError,
+    PushRejected,
+    RepoError,
+    UsageError,
+)
 from memsync.git import hub as hubmod
 from memsync.git.hubtree import Oversize
 from memsync.git.merge import ConflictCopy
@@ -82,6 +91,7 @@ class MemoryOutcome:
     policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
     left_out: int = 0  # files the final snapshot did not commit (too large, ignored, ...)
     error: str | None = None
+    rejected: bool = False  # the hub refused the final push (a hook, a protected branch, an access rule)
 
 
 @dataclass
@@ -96,6 +106,8 @@ class RunReport:
     def status(self) -> int:
         if self.exit_code != 0:
             return self.exit_code
+        if any(m.rejected for m in self.memories):
+            return EXIT_REJECTED  # a retry would meet the same rule: said apart from a hub that was down
         if any(m.error or m.unpushed for m in self.memories):
             return EXIT_UNSAVED
         if any(m.blocked or m.read_only_changes for m in self.memories):
@@ -570,6 +582,7 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
             outcome.unpushed = [outcome.version[:8]] if outcome.version else []
         except MemsyncError as exc:
             outcome.error = exc.message
+            outcome.rejected = isinstance(exc, PushRejected)
             with contextlib.suppress(MemsyncError):
                 outcome.unpushed = unpushed(mem)
 

@@ -1146,3 +1146,66 @@ class RefusingPort(_Server):
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+GITOLITE_SHELL = "/usr/share/gitolite3/gitolite-shell"
+
+
+def gitolite_available() -> bool:
+    return shutil.which("gitolite") is not None and Path(GITOLITE_SHELL).exists() and _find_sshd() is not None
+
+
+class GitoliteServer(SshGitServer):
+    """gitolite (Debian's gitolite3) behind sshd on 127.0.0.1: one key per user, access rules in
+    gitolite.conf. Users: ``admin`` and those given; ``key(user)`` is a user's private key. The
+    instance lives in ``dir/gitolite`` (its own HOME); ``configure(conf)`` installs new rules the
+    way a server's owner does (compile, then the POST_COMPILE triggers that write authorized_keys).
+    """
+
+    def __init__(self, tmpdir: Path, users: Sequence[str]) -> None:
+        self.users = ["admin", *users]
+        super().__init__(tmpdir)
+        self.home = self.dir / "gitolite"
+        self.home.mkdir()
+        self._gitolite("setup", "-pk", str(self.dir / "keys" / "admin.pub"))
+        for user in users:
+            shutil.copy(self.dir / "keys" / f"{user}.pub", self.home / ".gitolite" / "keydir" / f"{user}.pub")
+
+    def key(self, user: str) -> Path:
+        return self.dir / "keys" / user
+
+    def _generate_keys(self) -> None:
+        _ssh_keygen(self.host_key)
+        _ssh_keygen(self.client_key)
+        _ssh_keygen(self.client_key_encrypted, passphrase=self.passphrase)
+        (self.dir / "keys").mkdir()
+        for user in self.users:
+            _ssh_keygen(self.dir / "keys" / user)
+        self.authorized_keys.write_text("")
+        self.authorized_keys.chmod(0o600)
+
+    def _gitolite(self, *args: str) -> str:
+        env = isolated_git_env(self.home)
+        env["HOME"] = str(self.home)
+        done = subprocess.run(["gitolite", *args], cwd=self.home, env=env, capture_output=True, text=True,
+                              timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"gitolite {' '.join(args)} failed: {done.stderr[-2000:]}")
+        return done.stdout
+
+    def configure(self, conf: str) -> None:
+        """Replace gitolite.conf (the admin repository's rules are kept) and apply it."""
+        admin = "repo gitolite-admin\n    RW+     =   admin\n\n"
+        (self.home / ".gitolite" / "conf" / "gitolite.conf").write_text(admin + conf)
+        self._gitolite("compile")
+        self._gitolite("trigger", "POST_COMPILE")
+        # gitolite-shell finds its instance through HOME, which sshd sets to the login user's own
+        lines = (self.home / ".ssh" / "authorized_keys").read_text()
+        lines = lines.replace(f'command="{GITOLITE_SHELL} ', f'command="env HOME={self.home} {GITOLITE_SHELL} ')
+        self.authorized_keys.write_text(lines)
+
+    def gitolite_url(self, repo: str) -> str:
+        return f"ssh://{self.user}@{HOST}:{self.port}/{repo}"
+
+    def repo_path(self, repo: str) -> Path:
+        return self.home / "repositories" / f"{repo}.git"
