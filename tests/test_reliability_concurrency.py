@@ -4,7 +4,7 @@ N worker processes each do M `memsync run`s of the same memory, every run in a f
 directory, on the embedded hub (file://, memsync's hub lock) and on `git daemon` (git://, where
 only receive-pack serialises ref updates). Each run appends a line to log.md (merge=union),
 writes runs/<id>.md and rewrites summary.md (read, add its id, write a temp file, rename).
-CI size: 8 workers x 3 runs; `make stress` (MEMSYNC_STRESS=1): 64 workers x 5 runs. No run may give
+CI size: 8 workers x 3 runs; `make stress` (MEMSYNC_STRESS=1): 128 workers x 5 runs. No run may give
 up (exit 8), and a run adds at most one merge commit to the hub, however often it lost the race.
 """
 
@@ -24,7 +24,7 @@ from tests.helpers.figures import Figures, figures, size
 pytestmark = pytest.mark.stress
 __all__ = ["figures"]
 
-WORKERS = size(8, 64)
+WORKERS = size(8, 128)
 RUNS_EACH = size(3, 5)
 PUSHERS = size(8, 16)
 
@@ -83,7 +83,7 @@ def _ids(text: str) -> set[str]:
     return set(re.findall(r"^- (w\d+-r\d+)$", text, flags=re.M))
 
 
-@pytest.mark.timeout(size(150, 1200))
+@pytest.mark.timeout(size(150, 3600))
 @pytest.mark.parametrize("where", ["embedded", "git-daemon"])
 def test_many_sandboxes_run_one_memory(where: str, request: pytest.FixtureRequest, tmp_path: Path,
                                        figures: Figures) -> None:
