@@ -209,3 +209,25 @@ def test_a_record_is_judged_by_pid_start_time_and_boot_id(memory: Path, figures:
         assert push.returncode == 0, push.stderr
         assert not orphan.exists()
     figures.add("lock cases handled")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_run_mark_from_before_a_reboot_is_stale(memory: Path, figures: Figures) -> None:
+    """The mark of a run names its process by pid, start time and boot id: after a reboot (a
+    sandbox restored with its volume) the same pid and start ticks are another process."""
+    import json
+
+    figures.add("lock cases")
+    mark = memory / ".git" / "memsync-run.json"
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    me, ticks = os.getpid(), _ticks(os.getpid())
+    write(memory, "after-reboot.md", "z\n")
+    mark.write_text(json.dumps({"run_id": "live-run", "pid": me, "started": ticks, "boot": boot}))
+    proc = memsync_cmd("push", cwd=memory)
+    assert proc.returncode == 6 and "live-run" in proc.stderr, proc.stderr
+    mark.write_text(json.dumps({"run_id": "before-reboot", "pid": me, "started": ticks,
+                                "boot": "00000000-0000-0000-0000-000000000000"}))
+    proc = memsync_cmd("push", cwd=memory)
+    assert proc.returncode == 0, proc.stderr
+    assert hub_tree()["after-reboot.md"] == b"z\n"
+    figures.add("lock cases handled")
