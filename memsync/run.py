@@ -376,14 +376,19 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     sealed.make_undumpable()
     with sealed.seal():
         return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user,
-                        max_push_rate)
+                        max_push_rate, generated_id=run_id is None)
 
 
 def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offline: bool, no_push: bool,
              checkpoint: float, remote: str | None, say: Say, keep_ssh_agent: bool,
-             user: runas.RunAs | None, max_push_rate: str | None) -> RunReport:
+             user: runas.RunAs | None, max_push_rate: str | None, generated_id: bool = False) -> RunReport:
     memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True)
     read_only = {m.name for m in mounts if m.read_only}
+    if generated_id:
+        from memsync import runclock
+
+        for behind in runclock.behind_history(memories):
+            say(f"warning: {runclock.describe(behind)}")
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
     bases = {mem.name: mem.git.head_oid() for mem in writable}
