@@ -170,3 +170,38 @@ def test_sigterm_during_a_slow_final_push_lets_it_finish(tmp_path: Path, git_dae
     assert "NOT PUSHED" not in err and "research" in err and ": pushed" in err
     assert hub_tree("memory/research", hub)["made-by-the-run.md"] == b""
     figures.add("signal cases handled")
+
+
+def test_docker_stop_while_the_command_runs_bounds_the_final_push(tmp_path: Path, hanging_server,  # type: ignore[no-untyped-def]
+                                                                   figures: Figures) -> None:
+    """`docker stop`: SIGTERM reaches the command (forwarded), which saves and exits 0; the final
+    push then hangs. memsync reports it within the grace counted from that SIGTERM, before
+    docker's SIGKILL (10 s) would end it silently."""
+    figures.add("signal cases")
+    root = offline_memory(tmp_path)
+    agent = ("import pathlib, signal, sys, time\n"
+             "def bye(sig, frame):\n"
+             "    pathlib.Path('saved-on-sigterm.md').write_text('saved\\n'); sys.exit(0)\n"
+             "signal.signal(signal.SIGTERM, bye)\n"
+             "pathlib.Path('agent-started').write_text('x')\n"
+             "time.sleep(60)\n")
+    env = dict(os.environ, MEMSYNC_IO_TIMEOUT="120", MEMSYNC_STOP_GRACE="3")
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--offline", "--remote",
+                             hanging_server.url("hub.git", scheme="git"), "--checkpoint", "0", "--",
+                             sys.executable, "-c", agent], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = Stderr(proc)
+    deadline = time.monotonic() + 60
+    while not (root / "agent-started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, stderr.text()
+        time.sleep(0.02)
+    signalled = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=30)
+    waited = time.monotonic() - signalled
+    err = stderr.text()
+    assert proc.returncode == 8, err
+    assert "NOT PUSHED: interrupted: the final push was abandoned (not done 3s after the signal)" in err
+    assert "saved-on-sigterm.md" in git("show", "--name-only", "HEAD", cwd=root)
+    assert waited < 10, waited
+    figures.add("signal cases handled")
