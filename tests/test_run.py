@@ -383,14 +383,25 @@ def test_second_ctrl_c_abandons_a_hanging_final_push(tmp_path: Path, hanging_ser
     proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--offline", "--remote", url, "--",
                              "touch", "made-offline.md"], cwd=root, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)  # the command is long done; memsync is stuck in the push to a silent server
+    deadline = time.monotonic() + 60
+    while not hanging_server.accepted:  # the command is done; memsync is in the push to a silent server
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)  # the first lets the push go on (tests/test_reliability_signals.py)
+    assert proc.stderr is not None
+    seen = ""
+    while "asked to stop" not in seen:
+        line = proc.stderr.readline()
+        assert line, f"memsync ended on the first Ctrl-C: {seen}"
+        seen += line
     assert proc.poll() is None
     interrupted = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
+    _, rest = proc.communicate(timeout=20)
+    err = seen + rest
     assert time.monotonic() - interrupted < 5
     assert proc.returncode == 8, err
-    assert "interrupted: the final push was abandoned" in err
+    assert "interrupted: the final push was abandoned (a second signal)" in err
     assert "made-offline.md" in git("show", "--name-only", "HEAD", cwd=root)  # the commit stays local
 
 

@@ -3,22 +3,30 @@
 The lock is an OS advisory lock (filelock: flock on POSIX), so the kernel drops it when its holder
 dies: a kill -9 never leaves a memsync lock behind. git's own lock files (`index.lock`, ref
 `.lock`) do survive a kill and libgit2 never removes them, so memsync removes the ones whose owner
-is gone, and only those (a lock held by a running `git` is never taken away from it):
+is gone, and only those. A holder is judged by who holds a lock, never by comparing clocks:
 
-- the holder of memsync's lock writes its pid, host and start time into the lock file and empties
-  it on release; a record found by the next holder means the previous one died holding the lock,
-  and git lock files made since it started are its orphans, removed at once;
-- any other git lock file (a `git` command run by a person or an agent) is left alone while a
-  process has it open or it is younger than FOREIGN_STALE_AFTER (10 minutes): memsync waits for it
-  up to MEMSYNC_LOCK_TIMEOUT, then stops with LockBusy naming the file.
+- a git lock file that a live process may hold (it has the file open, or it is a `git` working in
+  that repository: holders.py) is never removed: memsync waits for it up to MEMSYNC_LOCK_TIMEOUT,
+  then stops with LockBusy naming the file and the process;
+- the holder of memsync's lock writes its pid, host, start time, boot id and process start ticks
+  into the lock file and empties it on release; a record found by the next holder means the
+  previous one died holding the lock, and git lock files made since it started are its orphans,
+  removed at once;
+- any other git lock file no process here holds (a git killed on this machine, or one running on
+  another machine that shares the directory) is removed once it is FOREIGN_STALE_AFTER (10
+  minutes) old.
+
+Times are read on one clock, the file system's: a lock file's mtime is compared with the mtime
+memsync's own lock file got when it was written, plus the monotonic time since, never with the
+process's clock, which a sandbox may have set anywhere.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.errors import LockBusy, RepoError
+from memsync.util import holders
 
 DEFAULT_TIMEOUT = 30.0
 # A git lock file that no dead memsync left behind is someone else's: it is removed only when it
@@ -37,10 +46,21 @@ _TOP_LEVEL_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock"
 
 @dataclass(frozen=True)
 class Tenure:
-    """What taking a lock found out: when a holder that died holding it had started (None: the
-    previous holder released it normally, or this platform keeps no record)."""
+    """What taking a lock found out. `crashed_since`: when a holder that died holding it had
+    started, on the file system's clock (None: the previous holder released it normally, or this
+    platform keeps no record; -inf: it died, but its start time is not on this clock). `fs_now`,
+    `taken`: the file system's clock when the lock was taken and the monotonic clock then, so that
+    ages of git lock files are measured on the clock that stamped them."""
 
     crashed_since: float | None = None
+    fs_now: float | None = None
+    taken: float = 0.0
+
+    def file_system_now(self) -> float:
+        """Now, on the file system's clock (the process's own clock where none was read)."""
+        if self.fs_now is None:
+            return time.time()
+        return self.fs_now + (time.monotonic() - self.taken)
 
 
 def lock_timeout() -> float:
@@ -106,24 +126,51 @@ def _acquire(lock_file: Path, wait: float) -> tuple[Callable[[], None], Tenure]:
 
 
 def _record(fd: int) -> Tenure:
-    """Read the previous holder's record (left only if it died holding the lock), write ours.
-    Ours keeps a dead holder's start time, so that dying in turn before its orphans are cleared
-    still leaves them recognisable."""
+    """Read the previous holder's record (left only if it died holding the lock), write ours:
+    `pid host start boot ticks`, `start` on the file system's clock (the lock file's mtime once
+    written), `boot ticks` naming the process beyond its pid (holders.py). Ours keeps a dead
+    holder's start time, so that dying in turn before its orphans are cleared still leaves them
+    recognisable."""
     try:
-        previous = os.pread(fd, 256, 0).decode("utf-8", "replace").split()
+        previous = os.pread(fd, 512, 0).decode("utf-8", "replace").split()
     except OSError:
         previous = []
-    try:
-        crashed: float | None = float(previous[2]) if len(previous) >= 3 else None
-    except ValueError:
-        crashed = None
-    since = time.time() if crashed is None else min(crashed, time.time())
+    crashed = _dead_holders_start(previous)
+    me = holders.current()
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()} {since:.3f}\n".encode(), 0)
+        # first the dead holder's start, if any (`-`: none; no git lock file is made before the
+        # second write, so dying in between leaves nothing of ours to clear)
+        first = "-" if crashed is None else f"{crashed:.3f}"
+        os.pwrite(fd, f"{me.pid} {me.host} {first} {me.boot or '-'} {me.started or '-'}\n".encode(), 0)
+        taken = time.monotonic()
+        fs_now = os.fstat(fd).st_mtime  # the write stamped it: the file system's clock, now
+        if crashed is not None and crashed > fs_now + _CLOCK_SLACK:
+            crashed = -math.inf  # a start after now on this clock: not a time of this clock
+        since = fs_now if crashed is None else min(crashed, fs_now)
+        record = f"{me.pid} {me.host} {since:.3f} {me.boot or '-'} {me.started or '-'}\n"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record.encode(), 0)
     except OSError:  # a read-only file system: no records, foreign-lock rules only
         return Tenure()
-    return Tenure(crashed)
+    return Tenure(crashed, fs_now, taken)
+
+
+def _dead_holders_start(record: list[str]) -> float | None:
+    """The start time in a record left behind (`pid host start [boot ticks]`), if its holder is
+    gone. The lock is ours, so the holder no longer holds it; a holder this machine still sees
+    running (it passed the file on, or the lock is not honoured across hosts) is no dead one."""
+    if len(record) < 3:
+        return None
+    try:
+        pid, start = int(record[0]), float(record[2])
+    except ValueError:
+        return None
+    boot, started = ([None if value == "-" else value for value in record[3:5]] + [None, None])[:2]
+    if boot is not None and pid != os.getpid() \
+            and holders.may_be_alive(holders.ProcessIdentity(pid, record[1], boot, started)):
+        return None
+    return start if math.isfinite(start) else -math.inf
 
 
 def _unlock(fd: int) -> None:
@@ -152,52 +199,48 @@ def git_lock_files(git_dir: Path) -> Iterator[Path]:
 def clear_stale_git_locks(git_dir: Path, tenure: Tenure | None = None, what: str | None = None,
                           wait: float | None = None) -> list[Path]:
     """Remove git lock files whose owner is gone; call only while holding memsync's lock
-    (`tenure`: what taking it found). A lock a live process may still hold is waited for up to
-    `wait` seconds (default MEMSYNC_LOCK_TIMEOUT), then LockBusy."""
+    (`tenure`: what taking it found). A lock file that a live process may hold (holders.py) is
+    never removed: it is waited for up to `wait` seconds (default MEMSYNC_LOCK_TIMEOUT), then
+    LockBusy. One that no process here may hold is removed if the dead holder of memsync's lock
+    made it, or once it is FOREIGN_STALE_AFTER old on the file system's clock (a `git` on another
+    machine sharing the directory is invisible here)."""
     removed: list[Path] = []
-    crashed = tenure.crashed_since if tenure is not None else None
+    tenure = tenure or Tenure()
+    crashed = tenure.crashed_since
     limit = lock_timeout() if wait is None else wait
     deadline = time.monotonic() + limit if limit >= 0 else float("inf")
+    places = [git_dir, git_dir.parent] if git_dir.name == ".git" else [git_dir]
     for lock in list(git_lock_files(git_dir)):
         while True:
             try:
                 made = lock.stat().st_mtime
             except FileNotFoundError:
                 break  # its owner finished
+            age = tenure.file_system_now() - made
             orphan = crashed is not None and made >= crashed - _CLOCK_SLACK
-            old = time.time() - made >= FOREIGN_STALE_AFTER
-            if (orphan or old) and not _open_elsewhere(lock):
+            # made after now on this clock: its time says nothing about its age
+            old = age >= FOREIGN_STALE_AFTER or age < -_CLOCK_SLACK
+            holder = _holder(lock, places) if orphan or old else None
+            if (orphan or old) and holder is None:
                 lock.unlink(missing_ok=True)
                 removed.append(lock)
                 break
             if time.monotonic() >= deadline:
-                where = what or str(git_dir)
-                raise LockBusy(
-                    f"{where} is busy: {lock} is held by another git command "
-                    f"(made {time.time() - made:.0f}s ago)",
-                    f"wait for it to finish; if no git command is running there, remove {lock} "
-                    f"(memsync removes such a file itself once it is {FOREIGN_STALE_AFTER / 60:.0f} minutes old)")
+                raise _busy(lock, what or str(git_dir), holder or _holder(lock, places), age)
             time.sleep(0.1)
     return removed
 
 
-def _open_elsewhere(path: Path) -> bool:
-    """Whether another live process has `path` open (Linux /proc; False where it cannot tell)."""
-    proc = Path("/proc")
-    try:
-        target = str(path.resolve())
-        pids = [entry for entry in os.listdir(proc) if entry.isdigit() and int(entry) != os.getpid()]
-    except OSError:
-        return False
-    for pid in pids:
-        try:
-            fds = os.listdir(proc / pid / "fd")
-        except OSError:
-            continue  # gone, or another user's
-        for fd in fds:
-            try:
-                if os.readlink(proc / pid / "fd" / fd) == target:
-                    return True
-            except OSError:
-                continue
-    return False
+def _busy(lock: Path, where: str, holder: int | None, age: float) -> LockBusy:
+    if holder is not None:
+        return LockBusy(f"{where} is busy: {lock} is held by another git command (process {holder} is "
+                        f"running there)", "wait for it to finish (set MEMSYNC_LOCK_TIMEOUT to wait longer)")
+    return LockBusy(
+        f"{where} is busy: {lock} is held by another git command (made {max(age, 0):.0f}s ago)",
+        f"wait for it to finish; if no git command is running there, remove {lock} "
+        f"(memsync removes such a file itself once it is {FOREIGN_STALE_AFTER / 60:.0f} minutes old)")
+
+
+def _holder(lock: Path, places: list[Path]) -> int | None:
+    """A live process that may hold `lock`: one that has it open, or a git working there."""
+    return holders.open_elsewhere(lock) or holders.git_working_in(places)

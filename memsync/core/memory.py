@@ -112,27 +112,22 @@ class RunMark:
     run_id: str
     pid: int
     started: str | None = None  # the process's start time (Linux), so a reused pid is not taken for it
+    boot: str | None = None  # the machine's boot id, so a pid from before a reboot is not either
 
 
 def _process_started(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None  # field 22: start time in clock ticks
+    from memsync.util.holders import process_started
+
+    return process_started(pid)
 
 
 def _alive(mark: RunMark) -> bool:
-    import os
+    """Judged here by pid, start time and boot id (holders.py), never by a clock."""
+    import socket
 
-    try:
-        os.kill(mark.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # alive, another user's
-    return mark.started is None or _process_started(mark.pid) in (None, mark.started)
+    from memsync.util.holders import ProcessIdentity, may_be_alive
+
+    return may_be_alive(ProcessIdentity(mark.pid, socket.gethostname(), mark.boot, mark.started))
 
 
 def live_run(mem: Memory) -> RunMark | None:
@@ -141,7 +136,7 @@ def live_run(mem: Memory) -> RunMark | None:
 
     try:
         data = json.loads(read_private(mem.git.git_dir / RUN_MARKER, 4096).decode("utf-8"))
-        mark = RunMark(str(data["run_id"]), int(data["pid"]), data.get("started"))
+        mark = RunMark(str(data["run_id"]), int(data["pid"]), data.get("started"), data.get("boot"))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return mark if _alive(mark) else None
@@ -180,8 +175,10 @@ def claim(mem: Memory, run_id: str) -> bool:
         with mem.locked():
             mark = live_run(mem)
             if mark is None:
+                from memsync.util.holders import boot_id
+
                 started = _process_started(os.getpid())
-                text = json.dumps({"run_id": run_id, "pid": os.getpid(), "started": started})
+                text = json.dumps({"run_id": run_id, "pid": os.getpid(), "started": started, "boot": boot_id()})
                 write_private(mem.git.git_dir / RUN_MARKER, text.encode())
                 return True
             if mark.run_id == run_id:

@@ -302,12 +302,37 @@ class CommandFailedToStart(MemsyncError):
         self.exit_code = 127 if isinstance(exc, FileNotFoundError) else 126
 
 
-class _Signals:
-    """Forward SIGTERM/SIGHUP (and SIGINT when not at a terminal) to the command."""
+DEFAULT_STOP_GRACE = 8.0
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+
+def _stop_grace() -> float:
+    """Seconds the final push may go on after memsync is asked to stop (MEMSYNC_STOP_GRACE): within
+    `docker stop`'s 10 s, so that the job still sees which versions were not pushed."""
+    try:
+        grace = float(os.environ.get("MEMSYNC_STOP_GRACE", DEFAULT_STOP_GRACE))
+    except ValueError:
+        return DEFAULT_STOP_GRACE
+    return grace if grace >= 0 else DEFAULT_STOP_GRACE
+
+
+class _Signals:
+    """SIGTERM, SIGHUP and SIGINT from the command's start to the end of the final push.
+
+    While the command runs they are forwarded to it (SIGINT only when not at a terminal, where
+    Ctrl-C already reaches it). Once it has exited, memsync is not stopped at once: it commits,
+    and the final push goes on until a second signal, or until `grace` seconds after the first
+    signal memsync received (docker stop's SIGTERM may have come while the command ran); then
+    the push is abandoned, the commit kept, and the run reports what was not pushed (exit 8).
+    The handler only records: the main thread decides (_interruptible), so no signal lands in
+    the middle of a commit."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], grace: float) -> None:
         self.proc = proc
-        self.received: list[int] = []
+        self.grace = grace
+        self.received: list[int] = []  # while the command ran
+        self.after: list[int] = []  # once it had exited
+        self.first_at: float | None = None  # monotonic
+        self.command_done = False
         self.saved: dict[int, object] = {}
 
     def __enter__(self) -> _Signals:
@@ -316,11 +341,30 @@ class _Signals:
         return self
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.first_at is None:
+            self.first_at = time.monotonic()
+        if self.command_done:
+            self.after.append(signum)
+            return
         self.received.append(signum)
         at_terminal = signum == signal.SIGINT and sys.stdin is not None and sys.stdin.isatty()
         if not at_terminal and self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signum)
+
+    def command_exited(self) -> None:
+        self.command_done = True
+
+    def stopping(self) -> bool:
+        return self.first_at is not None
+
+    def abandon_reason(self) -> str | None:
+        """Why the final push must be given up now, if it must."""
+        if len(self.after) >= 2:
+            return "a second signal"
+        if self.first_at is not None and time.monotonic() - self.first_at >= self.grace:
+            return f"not done {self.grace:g}s after the signal"
+        return None
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.saved.items():
@@ -346,14 +390,19 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     sealed.make_undumpable()
     with sealed.seal():
         return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user,
-                        max_push_rate)
+                        max_push_rate, generated_id=run_id is None)
 
 
 def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offline: bool, no_push: bool,
              checkpoint: float, remote: str | None, say: Say, keep_ssh_agent: bool,
-             user: runas.RunAs | None, max_push_rate: str | None) -> RunReport:
+             user: runas.RunAs | None, max_push_rate: str | None, generated_id: bool = False) -> RunReport:
     memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True)
     read_only = {m.name for m in mounts if m.read_only}
+    if generated_id:
+        from memsync.run import runclock
+
+        for behind in runclock.behind_history(memories):
+            say(f"warning: {runclock.describe(behind)}")
     outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
     writable = [mem for mem in memories if mem.name not in read_only]
     bases = {mem.name: mem.git.head_oid() for mem in writable}
@@ -428,22 +477,23 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             _finish(RunReport(rid, command, failed.exit_code, time.monotonic() - started, list(outcomes.values())),
                     writable, no_push, bases, counter, say, trusts)
             raise failed from exc
-        with _Signals(proc) as signals:
+        with _Signals(proc, _stop_grace()) as signals:  # until the final push is done or given up
             code = _wait(proc)
-        _hand_back(writable, owners, say)
-        checkpointer.stop()
-        watching.stop()
-        held_say.release()
-        duration = time.monotonic() - started
-        if signals.received:
-            say("command stopped by signal; saving what it left")
-        if pacer.deferred_total:
-            say(f"max push rate: {_plural(pacer.deferred_total, 'checkpoint', 'checkpoints')} waited for a "
-                "later push")
-        report = RunReport(rid, command, code, duration, list(outcomes.values()))
-        _undo_read_only(memories, guards, outcomes, say)
-        _finish(report, writable, no_push, bases, counter, say, trusts)
-        return report
+            signals.command_exited()
+            _hand_back(writable, owners, say)
+            checkpointer.stop()
+            watching.stop()
+            held_say.release()
+            duration = time.monotonic() - started
+            if signals.received:
+                say("command stopped by signal; saving what it left")
+            if pacer.deferred_total:
+                say(f"max push rate: {_plural(pacer.deferred_total, 'checkpoint', 'checkpoints')} waited for a "
+                    "later push")
+            report = RunReport(rid, command, code, duration, list(outcomes.values()))
+            _undo_read_only(memories, guards, outcomes, say)
+            _finish(report, writable, no_push, bases, counter, say, trusts, signals)
+            return report
 
 
 class _Watching:
@@ -537,7 +587,7 @@ def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
 
 
 def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dict[str, str | None],
-            counter: dict[str, int], say: Say, trusts: dict[str, RunTrust]) -> None:
+            counter: dict[str, int], say: Say, trusts: dict[str, RunTrust], signals: _Signals | None = None) -> None:
     rid = report.run_id
     abandoned = False
     for mem in writable:
@@ -574,11 +624,12 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
                         outcome.unpushed = [outcome.version[:8]] if outcome.version else []
                     continue
                 _interruptible(lambda mem=mem, who=who, outcome=outcome, trust=trust:  # type: ignore[misc]
-                               _deliver(mem, who, outcome, say, quiet_failure=False, trust=trust))
+                               _deliver(mem, who, outcome, say, quiet_failure=False, trust=trust), signals, say)
                 outcome.version = mem.git.head_oid()
-        except (KeyboardInterrupt, Interrupted):
+        except (KeyboardInterrupt, Interrupted) as exc:
             abandoned = True
-            outcome.error = "interrupted: the final push was abandoned"
+            why = f" ({exc.message})" if isinstance(exc, Interrupted) and exc.message != "interrupted" else ""
+            outcome.error = f"interrupted: the final push was abandoned{why}"
             outcome.unpushed = [outcome.version[:8]] if outcome.version else []
         except MemsyncError as exc:
             outcome.error = exc.message
@@ -587,9 +638,14 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
                 outcome.unpushed = unpushed(mem)
 
 
-def _interruptible(work: Callable[[], None]) -> None:
-    """Run `work` (a push) in a worker thread so that Ctrl-C abandons it at once: libgit2's
-    blocking network calls would otherwise defer the interrupt until they time out."""
+_PUSH_FLOOR = 1.0
+
+
+def _interruptible(work: Callable[[], None], signals: _Signals | None = None, say: Say = lambda _m: None) -> None:
+    """Run `work` (a push) in a worker thread so that it can be abandoned at once: libgit2's
+    blocking network calls would otherwise defer a Ctrl-C until they time out. With `signals`,
+    a stop request lets it go on until _Signals.abandon_reason says otherwise (Interrupted);
+    without, a Ctrl-C (Interrupted from the CLI's handler) abandons it."""
     failure: list[BaseException] = []
 
     def target() -> None:
@@ -598,9 +654,19 @@ def _interruptible(work: Callable[[], None]) -> None:
         except BaseException as exc:  # handed to the main thread
             failure.append(exc)
 
+    announced = False
     worker = threading.Thread(target=target, name="memsync-final-push", daemon=True)
     worker.start()
+    tried = time.monotonic() + _PUSH_FLOOR  # a grace already spent still lets a quick push through
     while worker.is_alive():
+        if signals is not None and signals.stopping():
+            reason = signals.abandon_reason()
+            if reason is not None and (signals.after[1:] or time.monotonic() >= tried):
+                raise Interrupted(reason)
+            if not announced:
+                announced = True
+                say(f"asked to stop: finishing the push (up to {signals.grace:g}s after the first signal; "
+                    "a second signal abandons it, keeping the commit)")
         worker.join(0.1)
     if failure:
         raise failure[0]

@@ -31,6 +31,9 @@ ROWS = (
     "network faults", "network faults handled",
     "bad inputs tried", "bad inputs handled",
     "security attacks", "security attacks refused",
+    "lock cases", "lock cases handled",
+    "signal cases", "signal cases handled",
+    "clock offsets", "clock offsets handled",
     "agent attacks", "agent attacks stopped",
 )
 
