@@ -12,7 +12,9 @@ delete, rename) is one commit with `Memsync-Actor: run` and the run id (MEMSYNC_
 `memsync run`, else `run_id=`, else a new one). A write the integrity guard finds destructive is
 refused once with an explanation; repeating the same command makes it (flagged in history). A
 command may carry an extra `expected_sha256` (the file's hash it edits) and `confirm: true`; by
-default a file the model viewed must not have changed since. Errors reach the model as tool errors.
+default a file the model viewed must not have changed since. Errors reach the model as tool errors,
+one line each (a wrong or unknown argument too). `report_versions=False` drops the ` (version
+1a2b3c4d)` a write's result ends with, for the SDK reference tool's exact strings.
 """
 
 from __future__ import annotations
@@ -22,9 +24,15 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+    from anthropic.lib.tools import (
+        BetaAbstractMemoryTool,
+        BetaAsyncAbstractMemoryTool,
+        BetaFunctionToolResultType,
+        ToolError,
+    )
     from anthropic.types.beta import (
         BetaCacheControlEphemeralParam,
+        BetaMemoryTool20250818Command,
         BetaMemoryTool20250818CreateCommand,
         BetaMemoryTool20250818DeleteCommand,
         BetaMemoryTool20250818InsertCommand,
@@ -33,12 +41,14 @@ try:
         BetaMemoryTool20250818ViewCommand,
     )
     from anyio.to_thread import run_sync
+    from pydantic import TypeAdapter, ValidationError
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise ModuleNotFoundError(f'memsync.integrations.claude needs {exc.name}: pip install "memsync[claude]"',
                               name=exc.name) from exc
 
 from memsync.errors import MemsyncError
-from memsync.integrations.files import MemoryFiles, Refused, Target, failure_text
+from memsync.integrations import arguments
+from memsync.integrations.files import MemoryFiles, Refused, Target, bound, failure_text
 from memsync.integrations.session import (
     DEFAULT_CHECKPOINT_SECONDS,
     DEFAULT_CHECKPOINT_WRITES,
@@ -48,6 +58,8 @@ from memsync.integrations.session import (
 
 ROOT = "/memories"
 TOOL = "memory_20250818"
+EXTRA_ARGUMENTS = ("expected_sha256", "confirm")  # memsync's own, beside the SDK's command fields
+_COMMANDS: TypeAdapter[BetaMemoryTool20250818Command] = TypeAdapter(BetaMemoryTool20250818Command)
 
 
 class _Backend:
@@ -56,12 +68,13 @@ class _Backend:
 
     def __init__(self, memory: str, path: Path | str | None, *, remote: str | None, run_id: str | None,
                  read_only: bool, offline: bool, create: bool, checkpoint_writes: int,
-                 checkpoint_seconds: float, check_seen: bool, confirm_destructive: bool) -> None:
+                 checkpoint_seconds: float, check_seen: bool, confirm_destructive: bool,
+                 report_versions: bool) -> None:
         self.session = MemorySession(memory, path, remote=remote, run_id=run_id, read_only=read_only,
                                      offline=offline, create=create, checkpoint_writes=checkpoint_writes,
                                      checkpoint_seconds=checkpoint_seconds, tool=TOOL)
         self.files = MemoryFiles(self.session, tool=TOOL, root_name=ROOT, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive)
+                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
         self._opened = False
 
     def open(self) -> None:
@@ -75,11 +88,27 @@ class _Backend:
         self._opened = False
         return self.session.close()
 
-    def target(self, path: str) -> Target:
+    def target(self, path: str, *, follow: bool = True) -> Target:
         rest = path[len(ROOT):] if path.startswith(ROOT) else None
         if rest is None or (rest and not rest.startswith("/")):
             raise Refused(f"Path must start with {ROOT}, got: {path}")
-        return self.files.target(rest.lstrip("/"), path)
+        return self.files.target(rest.lstrip("/"), path, follow=follow)
+
+    def command(self, raw: object) -> BetaMemoryTool20250818Command:
+        """The model's input as a command, or a one-line ToolError (a wrong type, a missing or an
+        unknown argument), where the SDK's own dispatch would fail with an AttributeError."""
+        if not isinstance(raw, dict):
+            raise ToolError("Invalid arguments for the memory tool: expected an object with a `command`")
+        name = raw.get("command")
+        shown = name if isinstance(name, str) else "the memory tool"
+        try:
+            command = _COMMANDS.validate_python(raw)
+        except ValidationError as exc:
+            raise ToolError(arguments.invalid(shown[:40], exc.errors())) from None
+        refusal = arguments.unknown(shown, raw, {*type(command).model_fields, *EXTRA_ARGUMENTS})
+        if refusal is not None:
+            raise ToolError(refusal)
+        return command
 
     def view(self, c: BetaMemoryTool20250818ViewCommand) -> str:
         return self._do(lambda: self.files.view(self.target(c.path), c.view_range))
@@ -96,19 +125,20 @@ class _Backend:
                                                   expected_sha256=_expected(c), confirm=_confirm(c)))
 
     def delete(self, c: BetaMemoryTool20250818DeleteCommand) -> str:
-        return self._do(lambda: self.files.delete(self.target(c.path), expected_sha256=_expected(c),
+        return self._do(lambda: self.files.delete(self.target(c.path, follow=False), expected_sha256=_expected(c),
                                                   confirm=_confirm(c)))
 
     def rename(self, c: BetaMemoryTool20250818RenameCommand) -> str:
-        return self._do(lambda: self.files.rename(self.target(c.old_path), self.target(c.new_path),
+        return self._do(lambda: self.files.rename(self.target(c.old_path, follow=False),
+                                                  self.target(c.new_path, follow=False),
                                                   expected_sha256=_expected(c)))
 
     def _do(self, op: Callable[[], str]) -> str:
         try:
             self.open()
-            return op()
+            return bound(op(), "view a smaller view_range")
         except (MemsyncError, OSError) as exc:
-            raise ToolError(failure_text(exc)) from None
+            raise ToolError(bound(failure_text(exc))) from None
 
 
 def _extra(command: Any, key: str) -> Any:
@@ -133,13 +163,13 @@ class MemsyncMemoryTool(BetaAbstractMemoryTool):
                  run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = True,
                  checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
                  checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
-                 confirm_destructive: bool = True,
+                 confirm_destructive: bool = True, report_versions: bool = True,
                  cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
         self._backend = _Backend(memory, path, remote=remote, run_id=run_id, read_only=read_only,
                                  offline=offline, create=create, checkpoint_writes=checkpoint_writes,
                                  checkpoint_seconds=checkpoint_seconds, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive)
+                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
 
     @property
     def session(self) -> MemorySession:
@@ -157,6 +187,9 @@ class MemsyncMemoryTool(BetaAbstractMemoryTool):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def call(self, input: object) -> BetaFunctionToolResultType:
+        return self.execute(self._backend.command(input))
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return self._backend.view(command)
@@ -184,13 +217,13 @@ class AsyncMemsyncMemoryTool(BetaAsyncAbstractMemoryTool):
                  run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = True,
                  checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
                  checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
-                 confirm_destructive: bool = True,
+                 confirm_destructive: bool = True, report_versions: bool = True,
                  cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
         self._backend = _Backend(memory, path, remote=remote, run_id=run_id, read_only=read_only,
                                  offline=offline, create=create, checkpoint_writes=checkpoint_writes,
                                  checkpoint_seconds=checkpoint_seconds, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive)
+                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
 
     @property
     def session(self) -> MemorySession:
@@ -208,6 +241,9 @@ class AsyncMemsyncMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    async def call(self, input: object) -> BetaFunctionToolResultType:
+        return await self.execute(self._backend.command(input))
 
     async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return await run_sync(self._backend.view, command)

@@ -1,12 +1,22 @@
 """grep over a memory: its current files, and optionally the lines its past versions held that the
-current files no longer do (what was overwritten or deleted, and in which version)."""
+current files no longer do (what was overwritten or deleted, and in which version).
+
+The pattern comes from an agent, so a search has a budget: a pattern of at most MAX_PATTERN_CHARS,
+MAX_SCAN_BYTES of text and TIME_BUDGET seconds. Python's `re` cannot be interrupted and holds the
+GIL while it backtracks (`(a|aa)+$` on a 41-character line runs for minutes and stops every thread
+of the MCP server with it), so patterns run on the `regex` module, which takes a timeout and lets
+other threads run. A search that runs out of budget is refused, never answered with a partial
+"no matches": an agent told its notes do not exist is the failure this tool exists to prevent.
+"""
 
 from __future__ import annotations
 
 import os
-import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import regex
 
 from memsync.errors import UsageError
 from memsync.git import history
@@ -15,6 +25,13 @@ from memsync.memory import Memory
 MAX_FILE_BYTES = 2_000_000  # bigger files are not searched
 MAX_LINE_CHARS = 400  # a matching line is shown cut to this
 MAX_VERSIONS = 500  # history search looks at most this far back
+MAX_PATTERN_CHARS = 1_000
+MAX_SCAN_BYTES = 200_000_000  # text one search reads, current files and past versions together
+TIME_BUDGET = 5.0  # seconds one search may take
+
+
+class OverBudget(UsageError):
+    """The search ran out of time or of text to read before it finished."""
 
 
 @dataclass(frozen=True)
@@ -25,21 +42,53 @@ class Hit:
     version: str | None = None  # None: the current file; else the past version that held the line
 
 
-def compile_pattern(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+class _Budget:
+    def __init__(self, seconds: float, max_bytes: int) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.left = max_bytes
+
+    def read(self, path: str, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise OverBudget(f"search stopped: it would read more than {MAX_SCAN_BYTES:,} bytes (at {path}), "
+                             "so it cannot say what the rest holds",
+                             "narrow it with `path`, or search without history")
+
+    def timeout(self, path: str) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.expired(path)
+        return left
+
+    def expired(self, path: str) -> OverBudget:
+        return OverBudget(f"search stopped after {self.seconds:g} s (at {path}) before it finished, so it cannot "
+                          "say what the rest holds; the pattern may backtrack without end (nested repetition "
+                          "such as (a|aa)+ or (a+)+)",
+                          "simplify the pattern (a plain word finds most notes), or narrow it with `path`")
+
+
+def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise UsageError(f"the pattern is {len(pattern):,} characters long, more than {MAX_PATTERN_CHARS:,}",
+                         "search for a shorter part of the text")
     try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise UsageError(f"bad regular expression {pattern!r}: {exc}", "write a Python `re` pattern") from None
+        return regex.compile(pattern, regex.V0 | (regex.IGNORECASE if ignore_case else 0))
+    except (regex.error, OverflowError, RecursionError, ValueError) as exc:
+        raise UsageError(f"bad regular expression {pattern[:200]!r}: {exc}", "write a Python `re` pattern") from None
 
 
 def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ignore_case: bool = False,
-           limit: int = 50) -> tuple[list[Hit], bool]:
-    """Matching lines (current files first, then past versions, newest first); True if cut at `limit`."""
+           limit: int = 50, seconds: float = TIME_BUDGET,
+           max_bytes: int = MAX_SCAN_BYTES) -> tuple[list[Hit], bool]:
+    """Matching lines (current files first, then past versions, newest first); True if cut at `limit`.
+    OverBudget when the pattern, the time or the text read exceeds the budget."""
     rx = compile_pattern(pattern, ignore_case)
+    budget = _Budget(seconds, max_bytes)
     hits: list[Hit] = []
     current: set[tuple[str, str]] = set()
     for rel in _work_files(mem.root, under):
-        for no, line in _matches(rx, _read(mem.root / rel)):
+        for no, line in _matches(rx, _read(mem.root / rel), rel, budget):
             current.add((rel, line))
             if len(hits) >= limit:
                 return hits, True
@@ -62,7 +111,7 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
             blob = history.blob_at(mem.git.repo, version.oid, delta.path)
             if blob is None or len(blob[0]) > MAX_FILE_BYTES:
                 continue
-            for no, line in _matches(rx, blob[0]):
+            for no, line in _matches(rx, blob[0], f"{delta.path} in {version.oid[:8]}", budget):
                 if (delta.path, line) in seen:
                     continue
                 seen.add((delta.path, line))
@@ -100,15 +149,23 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def _matches(rx: re.Pattern[str], data: bytes) -> list[tuple[int, str]]:
+def _matches(rx: regex.Pattern[str], data: bytes, where: str, budget: _Budget) -> list[tuple[int, str]]:
     if b"\0" in data[:8192]:
         return []
+    budget.read(where, len(data))
     text = data.decode("utf-8", errors="replace")
-    return [(no, line) for no, line in enumerate(text.splitlines(), 1) if rx.search(line)]
+    found = []
+    for no, line in enumerate(text.splitlines(), 1):
+        try:  # concurrent: the GIL is released, so the server's other threads run meanwhile
+            if rx.search(line, timeout=budget.timeout(where), concurrent=True):
+                found.append((no, line))
+        except TimeoutError:
+            raise budget.expired(f"{where}:{no}") from None
+    return found
 
 
 def _cut(line: str) -> str:
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…"
 
 
-__all__ = ["Hit", "search"]
+__all__ = ["MAX_PATTERN_CHARS", "TIME_BUDGET", "Hit", "OverBudget", "search"]
