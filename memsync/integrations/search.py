@@ -98,8 +98,14 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
     head = mem.git.head_oid()
     if head is None:
         return hits, False
-    from memsync import shallow
+    from dataclasses import replace
 
+    from memsync import shallow
+    from memsync.git.repo import GitRepo
+
+    # A repository object of its own: the session's may have read this history while it was still
+    # shallow (another tool completed it since), and would stop the walk where the clone stopped.
+    mem = replace(mem, git=GitRepo.open(mem.root))
     shallow.complete(mem)  # a shallow clone's older versions are searched too
     seen = set(current)
     for count, version in enumerate(history.walk(mem.git.repo, head)):
