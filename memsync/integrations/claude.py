@@ -41,7 +41,7 @@ try:
         BetaMemoryTool20250818ViewCommand,
     )
     from anyio.to_thread import run_sync
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise ModuleNotFoundError(f'memsync.integrations.claude needs {exc.name}: pip install "memsync[claude]"',
                               name=exc.name) from exc
@@ -59,7 +59,11 @@ from memsync.integrations.session import (
 ROOT = "/memories"
 TOOL = "memory_20250818"
 EXTRA_ARGUMENTS = ("expected_sha256", "confirm")  # memsync's own, beside the SDK's command fields
-_COMMANDS: TypeAdapter[BetaMemoryTool20250818Command] = TypeAdapter(BetaMemoryTool20250818Command)
+_COMMANDS: dict[str, type[BetaMemoryTool20250818Command]] = {
+    "view": BetaMemoryTool20250818ViewCommand, "create": BetaMemoryTool20250818CreateCommand,
+    "str_replace": BetaMemoryTool20250818StrReplaceCommand, "insert": BetaMemoryTool20250818InsertCommand,
+    "delete": BetaMemoryTool20250818DeleteCommand, "rename": BetaMemoryTool20250818RenameCommand,
+}
 
 
 class _Backend:
@@ -100,12 +104,14 @@ class _Backend:
         if not isinstance(raw, dict):
             raise ToolError("Invalid arguments for the memory tool: expected an object with a `command`")
         name = raw.get("command")
-        shown = name if isinstance(name, str) else "the memory tool"
+        model = _COMMANDS.get(name) if isinstance(name, str) else None
+        if model is None or not isinstance(name, str):
+            raise ToolError(f"Invalid arguments for the memory tool: command must be one of {', '.join(_COMMANDS)}")
         try:
-            command = _COMMANDS.validate_python(raw)
+            command = model.model_validate(raw)
         except ValidationError as exc:
-            raise ToolError(arguments.invalid(shown[:40], exc.errors())) from None
-        refusal = arguments.unknown(shown, raw, {*type(command).model_fields, *EXTRA_ARGUMENTS})
+            raise ToolError(arguments.invalid(name, exc.errors())) from None
+        refusal = arguments.unknown(name, raw, {*model.model_fields, *EXTRA_ARGUMENTS})
         if refusal is not None:
             raise ToolError(refusal)
         return command

@@ -120,8 +120,9 @@ def _call(op: Callable[[], str]) -> str:
 
 
 def _target(f: MemoryFiles, path: str, *, follow: bool = True) -> Target:
-    return f.target(path.strip().lstrip("/") if path.strip() not in ("", "/", ".") else "", path or "/",
-                    follow=follow)
+    if path.strip() in ("", "/", "."):
+        return f.target("", "/")  # the memory's root, shown as "/" (its files as "/a.md")
+    return f.target(path.strip().lstrip("/"), path, follow=follow)
 
 
 def build(memories: Memories) -> MemoryServer:
