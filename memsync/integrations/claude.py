@@ -12,7 +12,9 @@ delete, rename) is one commit with `Memsync-Actor: run` and the run id (MEMSYNC_
 `memsync run`, else `run_id=`, else a new one). A write the integrity guard finds destructive is
 refused once with an explanation; repeating the same command makes it (flagged in history). A
 command may carry an extra `expected_sha256` (the file's hash it edits) and `confirm: true`; by
-default a file the model viewed must not have changed since. Errors reach the model as tool errors,
+default a file the model viewed must not have changed since. A memory the hub does not have is
+refused (naming those it has) unless `create=True`, as `memsync run` and `memsync mcp` refuse it
+without `--create`. Errors reach the model as tool errors,
 one line each (a wrong or unknown argument too). `report_versions=False` drops the ` (version
 1a2b3c4d)` a write's result ends with, for the SDK reference tool's exact strings.
 """
@@ -166,7 +168,7 @@ class MemsyncMemoryTool(BetaAbstractMemoryTool):
     Without `open()` the first command opens it (and an error doing so reaches the model)."""
 
     def __init__(self, memory: str, path: Path | str | None = None, *, remote: str | None = None,
-                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = True,
+                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = False,
                  checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
                  checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
                  confirm_destructive: bool = True, report_versions: bool = True,
@@ -220,7 +222,7 @@ class AsyncMemsyncMemoryTool(BetaAsyncAbstractMemoryTool):
     """The async twin of MemsyncMemoryTool (git work runs on a worker thread)."""
 
     def __init__(self, memory: str, path: Path | str | None = None, *, remote: str | None = None,
-                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = True,
+                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = False,
                  checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
                  checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
                  confirm_destructive: bool = True, report_versions: bool = True,

@@ -70,11 +70,11 @@ class Memories:
     """The served memories by name; the first is the default."""
 
     def __init__(self, mounts: list[Mount], *, remote: str | None, run_id: str | None, offline: bool,
-                 checkpoint_writes: int, checkpoint_seconds: float) -> None:
+                 checkpoint_writes: int, checkpoint_seconds: float, create: bool = False) -> None:
         self.files: dict[str, MemoryFiles] = {}
         for m in mounts:
             session = MemorySession(m.name, m.path, remote=remote, run_id=run_id, read_only=m.read_only,
-                                    offline=offline, create=not m.read_only, checkpoint_writes=checkpoint_writes,
+                                    offline=offline, create=create, checkpoint_writes=checkpoint_writes,
                                     checkpoint_seconds=checkpoint_seconds, tool=TOOL)
             self.files[m.name] = MemoryFiles(session, tool=TOOL, root_name=m.name)
 
@@ -289,10 +289,11 @@ def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_c
 
 
 def serve(mounts: list[Mount], *, remote: str | None = None, run_id: str | None = None, offline: bool = False,
-          checkpoint_writes: int = 20, checkpoint_seconds: float = 30.0) -> list[SessionReport]:
-    """Open the memories, serve MCP on stdin/stdout until the client leaves, then push."""
+          checkpoint_writes: int = 20, checkpoint_seconds: float = 30.0, create: bool = False) -> list[SessionReport]:
+    """Open the memories, serve MCP on stdin/stdout until the client leaves, then push. A memory the
+    hub does not have is refused unless `create`."""
     memories = Memories(mounts, remote=remote, run_id=run_id, offline=offline,
-                        checkpoint_writes=checkpoint_writes, checkpoint_seconds=checkpoint_seconds)
+                        checkpoint_writes=checkpoint_writes, checkpoint_seconds=checkpoint_seconds, create=create)
     try:
         memories.open()
         build(memories).run("stdio")
