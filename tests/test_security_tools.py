@@ -354,5 +354,10 @@ def test_files_and_folders_the_tools_create_are_private_under_umask_0(
     finally:
         memories.close()
     assert mode(memory / "mcp") == 0o700 and mode(memory / "mcp" / "new.md") == 0o600
+    sandbox = memory.parent / "sandbox"
+    with tool(sandbox / "mounts" / "research") as t:  # cloned by the tool: its folders too
+        t.call({"command": "view", "path": "/memories"})
+    for made in (sandbox, sandbox / "mounts", sandbox / "mounts" / "research"):
+        assert mode(made) == 0o700, made
     assert git("status", "--porcelain", cwd=memory) == ""  # all of it committed: modes git keeps are unchanged
     figures.add("security attacks refused", 2)

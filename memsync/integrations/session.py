@@ -15,6 +15,7 @@ from pathlib import Path
 
 from memsync.attribution import Attribution
 from memsync.errors import MemsyncError, RemoteError, UsageError
+from memsync.integrations import private
 from memsync.memory import Memory
 from memsync.names import check_name, check_run_id, new_run_id
 from memsync.snapshot import Snapshot, describe, take
@@ -80,8 +81,13 @@ class MemorySession:
         from memsync import run as runner
 
         mount = runner.Mount(self.name, self.path, self.read_only)
+        new = not os.path.lexists(self.path)
+        if new:  # the folders a session makes are the operator's alone, whatever the umask
+            private.make_dirs(self.path.parent)
         mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append,
                               run_id=self.run_id, create=self.create)
+        if new:
+            os.chmod(self.path, private.DIR_MODE)  # what is checked out inside follows the umask, as git's does
         self._mem = mems[0]
         self._base = self._mem.git.head_oid()
         if not self.read_only:
