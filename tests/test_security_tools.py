@@ -107,6 +107,11 @@ def test_a_long_pattern_and_a_bad_one_are_refused_in_one_line(served: tuple[Memo
     assert err and "more than 1,000" in text and "\n" not in text
     err, text, _ = mcp_call(server, "search", pattern="(")
     assert err and "bad regular expression" in text and "\n" not in text
+    started = time.monotonic()  # 35 characters that would take gigabytes to compile
+    err, text, _ = mcp_call(server, "search", pattern="(?:(?:(?:a{100}){100}){100}){100}")
+    assert err and "repeats too much" in text and "\n" not in text and time.monotonic() - started < 2
+    err, text, _ = mcp_call(server, "search", pattern="first run|(?:a{10}){10}|[{]{3}")
+    assert not err and "runs/first.md:1: first run" in text  # ordinary counts pass
     figures.add("security attacks refused", 2)
 
 

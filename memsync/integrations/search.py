@@ -26,6 +26,7 @@ MAX_FILE_BYTES = 2_000_000  # bigger files are not searched
 MAX_LINE_CHARS = 400  # a matching line is shown cut to this
 MAX_VERSIONS = 500  # history search looks at most this far back
 MAX_PATTERN_CHARS = 1_000
+MAX_UNROLLED = 100_000  # what compiling a pattern may unroll (nested counted repetition)
 MAX_SCAN_BYTES = 200_000_000  # text one search reads, current files and past versions together
 TIME_BUDGET = 5.0  # seconds one search may take
 
@@ -68,10 +69,51 @@ class _Budget:
                           "simplify the pattern (a plain word finds most notes), or narrow it with `path`")
 
 
+_COUNT = regex.compile(r"\{(\d*)(?:,\d*)?\}")
+
+
+def unrolled(pattern: str) -> int:
+    """About how many items compiling `pattern` makes: the `regex` module unrolls a repetition's
+    minimum count, so `(?:(?:a{100}){100}){100}`, 26 characters, takes 2 GB and 14 s to compile
+    (the match timeout does not cover compiling). Each item counts 1; a group counts 1 plus its
+    content; a count {n} or {n,m} multiplies what it repeats by n."""
+    stack: list[int] = []
+    total = last = 0
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            last, i = 1, i + 2
+        elif ch == "[":
+            j = i + 1 + (pattern[i + 1:i + 2] == "^")
+            j += pattern[j:j + 1] == "]"
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            last, i = 1, j + 1
+        elif ch == "(":
+            stack.append(total)
+            total, last, i = 0, 0, i + 1
+            continue
+        elif ch == ")" and stack:
+            last = 1 + total
+            total, i = stack.pop(), i + 1
+        elif ch == "{" and (m := _COUNT.match(pattern, i)) is not None:
+            total += last * (max(1, int(m.group(1) or 0)) - 1)
+            last, i = last * max(1, int(m.group(1) or 0)), m.end()
+            continue
+        else:
+            last, i = 1, i + 1
+        total += last
+    return total + sum(stack)
+
+
 def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise UsageError(f"the pattern is {len(pattern):,} characters long, more than {MAX_PATTERN_CHARS:,}",
                          "search for a shorter part of the text")
+    if unrolled(pattern) > MAX_UNROLLED:
+        raise UsageError(f"the pattern repeats too much to compile (counts that multiply past {MAX_UNROLLED:,}, "
+                         "such as (?:(?:a{100}){100}){100})", "use + or * rather than large nested counts")
     try:
         return regex.compile(pattern, regex.V0 | (regex.IGNORECASE if ignore_case else 0))
     except (regex.error, OverflowError, RecursionError, ValueError) as exc:
