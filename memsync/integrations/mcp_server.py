@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from memsync import __version__
 from memsync.errors import MemsyncError
-from memsync.integrations import arguments
+from memsync.integrations import arguments as argcheck
 from memsync.integrations.files import MAX_RESULT_CHARS, MemoryFiles, Refused, Target, bound, failure_text
 from memsync.integrations.search import search as search_memory
 from memsync.integrations.session import MemorySession, SessionReport
@@ -52,17 +52,17 @@ class MemoryServer(MCPServer):
             return fn
         return register
 
-    async def call_tool(self, name: str, arguments_: dict[str, Any],
+    async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
         accepted = self.accepted.get(name)
-        refusal = arguments.unknown(name, arguments_, accepted) if accepted is not None else None
+        refusal = argcheck.unknown(name, arguments, accepted) if accepted is not None else None
         if refusal is not None:
             raise ToolError(refusal)
         try:
-            return await super().call_tool(name, arguments_, context)
+            return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                raise ToolError(arguments.invalid(name, exc.__cause__.errors())) from None
+                raise ToolError(argcheck.invalid(name, exc.__cause__.errors())) from None
             raise
 
 
