@@ -94,8 +94,8 @@ def test_a_backtracking_pattern_stops_at_the_budget_and_never_reads_as_no_matche
         search(mem, "first run$|" + SLOW_PATTERN, past=True, seconds=0.5)
     with pytest.raises(OverBudget, match="would read more than"):
         search(mem, "x", max_bytes=10)
-    hits, _ = search(mem, "first line")  # an ordinary pattern is not affected
-    assert [(h.path, h.line) for h in hits] == [("summary.md", 3)]
+    found = search(mem, "first line")  # an ordinary pattern is not affected
+    assert [(h.path, h.line) for h in found.hits] == [("summary.md", 3)] and not found.unsearched
     figures.add("security attacks refused")
 
 
@@ -158,6 +158,27 @@ def test_a_slow_search_does_not_freeze_the_mcp_server(memory: Path, tmp_path: Pa
     assert answers["create"] < answers["search"]
     assert hub_tree()["meanwhile.md"] == b"still here\n"  # pushed at the clean close
     figures.add("security attacks refused")
+
+
+def test_a_search_that_skipped_something_never_answers_no_matches(
+        served: tuple[MemoryServer, Memories], memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memsync.integrations import search as search_module
+
+    server, _ = served
+    write(memory, "huge.md", "needle\n" + "x" * 2_100_000)  # over the 2 MB a search reads of one file
+    err, text, _ = mcp_call(server, "search", pattern="needle")
+    assert not err and text != "no matches", text
+    assert text == "… not searched: files over 2,000,000 bytes: huge.md"
+    (memory / "huge.md").unlink()
+    for n in range(3):  # versions 2-4; the needle is in the first only (summary.md)
+        assert not mcp_call(server, "create", path=f"v{n}.md", file_text="v\n")[0]
+    monkeypatch.setattr(search_module, "MAX_VERSIONS", 2)
+    err, text, _ = mcp_call(server, "search", pattern="first line", history=True)
+    assert not err and text.startswith("summary.md:3: first line\n… not searched: versions older than the newest 2")
+    err, text, _ = mcp_call(server, "search", pattern="nowhere", history=True)
+    assert not err and text.startswith("… not searched: versions older than the newest 2"), text
+    err, text, _ = mcp_call(server, "search", pattern="nowhere")  # the current files, all of them read
+    assert not err and text == "no matches"
 
 
 # -- symlinks ------------------------------------------------------------------------------------

@@ -280,11 +280,13 @@ def _restore(f: MemoryFiles, path: str, at: str) -> str:
 
 def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_case: bool, limit: int) -> str:
     under = _target(f, path).rel if path else ""
-    hits, cut = search_memory(f.session.memory, pattern, under=under, past=past, ignore_case=ignore_case,
-                       limit=max(1, min(limit, 500)))
-    lines = [(f"{h.version} " if h.version else "") + f"{h.path}:{h.line}: {h.text}" for h in hits]
-    if cut:
-        lines.append(f"… more matches; only the first {len(hits)} are shown")
+    found = search_memory(f.session.memory, pattern, under=under, past=past, ignore_case=ignore_case,
+                          limit=max(1, min(limit, 500)))
+    lines = [(f"{h.version} " if h.version else "") + f"{h.path}:{h.line}: {h.text}" for h in found.hits]
+    if found.cut:
+        lines.append(f"… more matches; only the first {len(found.hits)} are shown")
+    # "no matches" only when everything was searched: an agent told its notes do not exist is seed 004
+    lines += [f"… not searched: {what}" for what in found.unsearched]
     return "\n".join(lines) or "no matches"
 
 

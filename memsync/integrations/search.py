@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import regex
@@ -41,6 +41,16 @@ class Hit:
     line: int
     text: str
     version: str | None = None  # None: the current file; else the past version that held the line
+
+
+@dataclass
+class Found:
+    """What a search found, whether `limit` cut it, and what it did not look at (so that an empty
+    `hits` is "no matches" only when `unsearched` is empty too)."""
+
+    hits: list[Hit] = field(default_factory=list)
+    cut: bool = False
+    unsearched: list[str] = field(default_factory=list)
 
 
 class _Budget:
@@ -121,25 +131,28 @@ def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
 
 
 def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ignore_case: bool = False,
-           limit: int = 50, seconds: float = TIME_BUDGET,
-           max_bytes: int = MAX_SCAN_BYTES) -> tuple[list[Hit], bool]:
-    """Matching lines (current files first, then past versions, newest first); True if cut at `limit`.
+           limit: int = 50, seconds: float = TIME_BUDGET, max_bytes: int = MAX_SCAN_BYTES) -> Found:
+    """Matching lines (current files first, then past versions, newest first), and what was not
+    searched (files over MAX_FILE_BYTES, versions past MAX_VERSIONS or never fetched).
     OverBudget when the pattern, the time or the text read exceeds the budget."""
     rx = compile_pattern(pattern, ignore_case)
     budget = _Budget(seconds, max_bytes)
-    hits: list[Hit] = []
+    found = Found()
+    hits = found.hits
     current: set[tuple[str, str]] = set()
+    big: list[str] = []
     for rel in _work_files(mem.root, under):
-        for no, line in _matches(rx, _read(mem.root / rel), rel, budget):
+        for no, line in _matches(rx, _read(mem.root / rel, rel, big), rel, budget):
             current.add((rel, line))
             if len(hits) >= limit:
-                return hits, True
+                found.cut = True
+                return _noted(found, big)
             hits.append(Hit(rel, no, _cut(line)))
     if not past:
-        return hits, False
+        return _noted(found, big)
     head = mem.git.head_oid()
     if head is None:
-        return hits, False
+        return _noted(found, big)
     from dataclasses import replace
 
     from memsync import shallow
@@ -148,25 +161,39 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
     # A repository object of its own: the session's may have read this history while it was still
     # shallow (another tool completed it since), and would stop the walk where the clone stopped.
     mem = replace(mem, git=GitRepo.open(mem.root))
-    shallow.complete(mem)  # a shallow clone's older versions are searched too
+    if not shallow.complete(mem):  # a shallow clone's older versions are searched too
+        found.unsearched.append(f"the versions before {(shallow.roots(mem) or ['?'])[0][:8]} (the clone left "
+                                "them out and the hub could not give them)")
     seen = set(current)
     for count, version in enumerate(history.walk(mem.git.repo, head)):
         if count >= MAX_VERSIONS:
+            found.unsearched.append(f"versions older than the newest {MAX_VERSIONS} (from {version.oid[:8]} back)")
             break
         for delta in version.deltas:
             if delta.kind == "deleted" or not _under(delta.path, under):
                 continue
             blob = history.blob_at(mem.git.repo, version.oid, delta.path)
-            if blob is None or len(blob[0]) > MAX_FILE_BYTES:
+            if blob is None:
+                continue
+            if len(blob[0]) > MAX_FILE_BYTES:
+                big.append(f"{delta.path} in {version.oid[:8]}")
                 continue
             for no, line in _matches(rx, blob[0], f"{delta.path} in {version.oid[:8]}", budget):
                 if (delta.path, line) in seen:
                     continue
                 seen.add((delta.path, line))
                 if len(hits) >= limit:
-                    return hits, True
+                    found.cut = True
+                    return _noted(found, big)
                 hits.append(Hit(delta.path, no, _cut(line), version.oid[:8]))
-    return hits, False
+    return _noted(found, big)
+
+
+def _noted(found: Found, big: list[str]) -> Found:
+    if big:
+        more = f" and {len(big) - 3} more" if len(big) > 3 else ""
+        found.unsearched.append(f"files over {MAX_FILE_BYTES:,} bytes: {', '.join(big[:3])}{more}")
+    return found
 
 
 def _work_files(root: Path, under: str) -> list[str]:
@@ -188,9 +215,10 @@ def _under(path: str, under: str) -> bool:
     return not under or path == under or path.startswith(under.rstrip("/") + "/")
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path, rel: str, big: list[str]) -> bytes:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
+            big.append(rel)
             return b""
         return path.read_bytes()
     except OSError:
@@ -216,4 +244,4 @@ def _cut(line: str) -> str:
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…"
 
 
-__all__ = ["MAX_PATTERN_CHARS", "TIME_BUDGET", "Hit", "OverBudget", "search"]
+__all__ = ["MAX_PATTERN_CHARS", "TIME_BUDGET", "Found", "Hit", "OverBudget", "search"]
