@@ -72,7 +72,7 @@ def main() -> int:
         os.environ.setdefault("GIT_AUTHOR_EMAIL", "operator@example.com")
 
         print("sandbox 1: the model starts a notes file")
-        session(MemsyncMemoryTool("research", Path(tmp) / "sandbox-1" / "research", run_id="run-1"), [
+        session(MemsyncMemoryTool("research", Path(tmp) / "sandbox-1" / "research", run_id="run-1", create=True), [
             {"command": "view", "path": "/memories"},
             {"command": "create", "path": "/memories/crdts.md", "file_text": "# CRDTs\n" + NOTES},
             {"command": "str_replace", "path": "/memories/crdts.md", "old_str": "# CRDTs",

@@ -208,7 +208,8 @@ def test_checkpoint_pushes_every_n_writes(memory: Path, tmp_path: Path) -> None:
 
 
 def test_new_memory_is_created_and_read_only_refuses(tmp_path: Path) -> None:
-    with MemsyncMemoryTool("fresh-notes", tmp_path / "fresh-notes", run_id="r1", checkpoint_seconds=0) as t:
+    with MemsyncMemoryTool("fresh-notes", tmp_path / "fresh-notes", run_id="r1", checkpoint_seconds=0,
+                           create=True) as t:
         call(t, command="create", path="/memories/hello.md", file_text="hi\n")
     assert hub_tree("memory/fresh-notes")["hello.md"] == b"hi\n"
     with MemsyncMemoryTool("fresh-notes", tmp_path / "ro", read_only=True, checkpoint_seconds=0) as ro:

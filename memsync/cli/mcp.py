@@ -17,7 +17,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
     def mcp(
         memory: Annotated[list[str] | None, typer.Option(
             "--memory", help="NAME[:PATH][:ro]; repeatable (the first is the default). PATH defaults to "
-            "./NAME; cloned if absent (created if the hub has none), pulled if present; :ro = read-only.")] = None,
+            "./NAME; cloned if absent, pulled if present; :ro = read-only.")] = None,
         run_id: Annotated[str | None, typer.Option("--run-id", help="Run id for the versions written "
                                                    "(default: $MEMSYNC_RUN_ID, else UTC time + random).")] = None,
         offline: Annotated[bool, typer.Option("--offline", help="Do not pull or push; local copies only.")] = False,
@@ -26,6 +26,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
         checkpoint_writes: Annotated[int, typer.Option("--checkpoint-writes", help="Also push after this many "
                                                        "writes; 0 = off.")] = 20,
         remote: Annotated[str | None, typer.Option("--remote", help="Hub URL for memories cloned here.")] = None,
+        create: Annotated[bool, typer.Option("--create", help="Start a --memory the hub does not have (empty); "
+                                             "without it such a memory is refused, naming those the hub has.")]
+        = False,
     ) -> None:
         """Serve memories over MCP on stdin/stdout: view, read, create, str_replace, insert, delete, rename,
         log, diff, restore, search. Each write is a version of the run; pushed at checkpoints and
@@ -48,7 +51,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         if len(set(names)) != len(names):
             raise UsageError("a memory is named twice", "give each --memory once")
         reports = serve(mounts, remote=remote, run_id=run_id, offline=offline, checkpoint_writes=checkpoint_writes,
-                        checkpoint_seconds=checkpoint)
+                        checkpoint_seconds=checkpoint, create=create)
         failed = False
         for r in reports:
             for notice in r.notices:

@@ -33,6 +33,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
             "--max-push-rate", help="Push checkpoints at most this often, e.g. 6/min (also /s, /h); the others "
             "wait for the next push, the final push always happens. Default: $MEMSYNC_MAX_PUSH_RATE, "
             "else storage.yaml max_push_rate, else no limit.")] = None,
+        create: Annotated[bool, typer.Option("--create", help="Start a --memory the hub does not have (empty); "
+                                             "without it such a memory is refused, naming those the hub has.")]
+        = False,
     ) -> None:
         """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
 
@@ -44,7 +47,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
         mounts = [runner.parse_mount(spec, cwd) for spec in memory or []]
         report = runner.execute(list(command or []), mounts, run_id=run_id, offline=offline, no_push=no_push,
                                 checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"),
-                                keep_ssh_agent=keep_ssh_agent, as_user=as_user, max_push_rate=max_push_rate)
+                                keep_ssh_agent=keep_ssh_agent, as_user=as_user, max_push_rate=max_push_rate,
+                                create=create)
         _summarise(report, no_push)
         raise typer.Exit(report.status)
 

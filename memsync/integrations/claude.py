@@ -12,7 +12,11 @@ delete, rename) is one commit with `Memsync-Actor: run` and the run id (MEMSYNC_
 `memsync run`, else `run_id=`, else a new one). A write the integrity guard finds destructive is
 refused once with an explanation; repeating the same command makes it (flagged in history). A
 command may carry an extra `expected_sha256` (the file's hash it edits) and `confirm: true`; by
-default a file the model viewed must not have changed since. Errors reach the model as tool errors.
+default a file the model viewed must not have changed since. A memory the hub does not have is
+refused (naming those it has) unless `create=True`, as `memsync run` and `memsync mcp` refuse it
+without `--create`. Errors reach the model as tool errors,
+one line each (a wrong or unknown argument too). `report_versions=False` drops the ` (version
+1a2b3c4d)` a write's result ends with, for the SDK reference tool's exact strings.
 """
 
 from __future__ import annotations
@@ -22,9 +26,15 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
+    from anthropic.lib.tools import (
+        BetaAbstractMemoryTool,
+        BetaAsyncAbstractMemoryTool,
+        BetaFunctionToolResultType,
+        ToolError,
+    )
     from anthropic.types.beta import (
         BetaCacheControlEphemeralParam,
+        BetaMemoryTool20250818Command,
         BetaMemoryTool20250818CreateCommand,
         BetaMemoryTool20250818DeleteCommand,
         BetaMemoryTool20250818InsertCommand,
@@ -33,12 +43,14 @@ try:
         BetaMemoryTool20250818ViewCommand,
     )
     from anyio.to_thread import run_sync
+    from pydantic import ValidationError
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise ModuleNotFoundError(f'memsync.integrations.claude needs {exc.name}: pip install "memsync[claude]"',
                               name=exc.name) from exc
 
 from memsync.errors import MemsyncError
-from memsync.integrations.files import MemoryFiles, Refused, Target, failure_text
+from memsync.integrations import arguments
+from memsync.integrations.files import MemoryFiles, Refused, Target, bound, failure_text
 from memsync.integrations.session import (
     DEFAULT_CHECKPOINT_SECONDS,
     DEFAULT_CHECKPOINT_WRITES,
@@ -48,6 +60,12 @@ from memsync.integrations.session import (
 
 ROOT = "/memories"
 TOOL = "memory_20250818"
+EXTRA_ARGUMENTS = ("expected_sha256", "confirm")  # memsync's own, beside the SDK's command fields
+_COMMANDS: dict[str, type[BetaMemoryTool20250818Command]] = {
+    "view": BetaMemoryTool20250818ViewCommand, "create": BetaMemoryTool20250818CreateCommand,
+    "str_replace": BetaMemoryTool20250818StrReplaceCommand, "insert": BetaMemoryTool20250818InsertCommand,
+    "delete": BetaMemoryTool20250818DeleteCommand, "rename": BetaMemoryTool20250818RenameCommand,
+}
 
 
 class _Backend:
@@ -56,12 +74,13 @@ class _Backend:
 
     def __init__(self, memory: str, path: Path | str | None, *, remote: str | None, run_id: str | None,
                  read_only: bool, offline: bool, create: bool, checkpoint_writes: int,
-                 checkpoint_seconds: float, check_seen: bool, confirm_destructive: bool) -> None:
+                 checkpoint_seconds: float, check_seen: bool, confirm_destructive: bool,
+                 report_versions: bool) -> None:
         self.session = MemorySession(memory, path, remote=remote, run_id=run_id, read_only=read_only,
                                      offline=offline, create=create, checkpoint_writes=checkpoint_writes,
                                      checkpoint_seconds=checkpoint_seconds, tool=TOOL)
         self.files = MemoryFiles(self.session, tool=TOOL, root_name=ROOT, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive)
+                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
         self._opened = False
 
     def open(self) -> None:
@@ -75,11 +94,29 @@ class _Backend:
         self._opened = False
         return self.session.close()
 
-    def target(self, path: str) -> Target:
+    def target(self, path: str, *, follow: bool = True) -> Target:
         rest = path[len(ROOT):] if path.startswith(ROOT) else None
         if rest is None or (rest and not rest.startswith("/")):
             raise Refused(f"Path must start with {ROOT}, got: {path}")
-        return self.files.target(rest.lstrip("/"), path)
+        return self.files.target(rest.lstrip("/"), path, follow=follow)
+
+    def command(self, raw: object) -> BetaMemoryTool20250818Command:
+        """The model's input as a command, or a one-line ToolError (a wrong type, a missing or an
+        unknown argument), where the SDK's own dispatch would fail with an AttributeError."""
+        if not isinstance(raw, dict):
+            raise ToolError("Invalid arguments for the memory tool: expected an object with a `command`")
+        name = raw.get("command")
+        model = _COMMANDS.get(name) if isinstance(name, str) else None
+        if model is None or not isinstance(name, str):
+            raise ToolError(f"Invalid arguments for the memory tool: command must be one of {', '.join(_COMMANDS)}")
+        try:
+            command = model.model_validate(raw)
+        except ValidationError as exc:
+            raise ToolError(arguments.invalid(name, exc.errors())) from None
+        refusal = arguments.unknown(name, raw, {*model.model_fields, *EXTRA_ARGUMENTS})
+        if refusal is not None:
+            raise ToolError(refusal)
+        return command
 
     def view(self, c: BetaMemoryTool20250818ViewCommand) -> str:
         return self._do(lambda: self.files.view(self.target(c.path), c.view_range))
@@ -96,19 +133,20 @@ class _Backend:
                                                   expected_sha256=_expected(c), confirm=_confirm(c)))
 
     def delete(self, c: BetaMemoryTool20250818DeleteCommand) -> str:
-        return self._do(lambda: self.files.delete(self.target(c.path), expected_sha256=_expected(c),
+        return self._do(lambda: self.files.delete(self.target(c.path, follow=False), expected_sha256=_expected(c),
                                                   confirm=_confirm(c)))
 
     def rename(self, c: BetaMemoryTool20250818RenameCommand) -> str:
-        return self._do(lambda: self.files.rename(self.target(c.old_path), self.target(c.new_path),
+        return self._do(lambda: self.files.rename(self.target(c.old_path, follow=False),
+                                                  self.target(c.new_path, follow=False),
                                                   expected_sha256=_expected(c)))
 
     def _do(self, op: Callable[[], str]) -> str:
         try:
             self.open()
-            return op()
+            return bound(op(), "view a smaller view_range")
         except (MemsyncError, OSError) as exc:
-            raise ToolError(failure_text(exc)) from None
+            raise ToolError(bound(failure_text(exc))) from None
 
 
 def _extra(command: Any, key: str) -> Any:
@@ -130,16 +168,16 @@ class MemsyncMemoryTool(BetaAbstractMemoryTool):
     Without `open()` the first command opens it (and an error doing so reaches the model)."""
 
     def __init__(self, memory: str, path: Path | str | None = None, *, remote: str | None = None,
-                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = True,
+                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = False,
                  checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
                  checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
-                 confirm_destructive: bool = True,
+                 confirm_destructive: bool = True, report_versions: bool = True,
                  cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
         self._backend = _Backend(memory, path, remote=remote, run_id=run_id, read_only=read_only,
                                  offline=offline, create=create, checkpoint_writes=checkpoint_writes,
                                  checkpoint_seconds=checkpoint_seconds, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive)
+                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
 
     @property
     def session(self) -> MemorySession:
@@ -157,6 +195,9 @@ class MemsyncMemoryTool(BetaAbstractMemoryTool):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def call(self, input: object) -> BetaFunctionToolResultType:
+        return self.execute(self._backend.command(input))
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return self._backend.view(command)
@@ -181,16 +222,16 @@ class AsyncMemsyncMemoryTool(BetaAsyncAbstractMemoryTool):
     """The async twin of MemsyncMemoryTool (git work runs on a worker thread)."""
 
     def __init__(self, memory: str, path: Path | str | None = None, *, remote: str | None = None,
-                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = True,
+                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = False,
                  checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
                  checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
-                 confirm_destructive: bool = True,
+                 confirm_destructive: bool = True, report_versions: bool = True,
                  cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
         super().__init__(cache_control=cache_control)
         self._backend = _Backend(memory, path, remote=remote, run_id=run_id, read_only=read_only,
                                  offline=offline, create=create, checkpoint_writes=checkpoint_writes,
                                  checkpoint_seconds=checkpoint_seconds, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive)
+                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
 
     @property
     def session(self) -> MemorySession:
@@ -208,6 +249,9 @@ class AsyncMemsyncMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    async def call(self, input: object) -> BetaFunctionToolResultType:
+        return await self.execute(self._backend.command(input))
 
     async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         return await run_sync(self._backend.view, command)

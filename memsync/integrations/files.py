@@ -23,9 +23,11 @@ from pathlib import Path
 
 from memsync.checks import guard
 from memsync.errors import MemsyncError, UsageError
+from memsync.integrations import private
 from memsync.integrations.session import MemorySession
 
 MAX_LINES = 999_999
+MAX_RESULT_CHARS = 60_000  # what one tool result may hold; a 4 MB file is read in pages (view_range)
 LINE_NUMBER_WIDTH = len(str(MAX_LINES))
 _INTERNAL = (".git", ".vm0")
 
@@ -52,6 +54,13 @@ def failure_text(exc: Exception) -> str:
     return f"The memory could not do that: {reason}"
 
 
+def bound(text: str, hint: str = "ask for less") -> str:
+    """Any tool result or error, cut to MAX_RESULT_CHARS with a last line saying so."""
+    if len(text) <= MAX_RESULT_CHARS:
+        return text
+    return text[: MAX_RESULT_CHARS - 200] + f"\n… cut at {MAX_RESULT_CHARS - 200:,} of {len(text):,} characters; {hint}"
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -61,20 +70,25 @@ class MemoryFiles:
 
     `check_seen`: a write to a file the agent viewed (or wrote) earlier in the session is refused
     if the file changed since (a merge from another writer at a checkpoint, another process).
-    `confirm_destructive`: refuse a flagged write once, explaining it; False lets it through."""
+    `confirm_destructive`: refuse a flagged write once, explaining it; False lets it through.
+    `report_versions`: a write's result ends with ` (version 1a2b3c4d)`; False gives the Anthropic
+    SDK reference tool's exact strings."""
 
     def __init__(self, session: MemorySession, *, tool: str = "memory", root_name: str = "",
-                 check_seen: bool = True, confirm_destructive: bool = True) -> None:
+                 check_seen: bool = True, confirm_destructive: bool = True, report_versions: bool = True) -> None:
         self.session = session
         self.tool = tool
         self.root_name = root_name
         self.check_seen = check_seen
         self.confirm_destructive = confirm_destructive
+        self.report_versions = report_versions
         self.seen: dict[str, str] = {}
         self._pending: set[tuple[str, str, str]] = set()
 
     # -- paths ----------------------------------------------------------------------------------
-    def target(self, rel: str, shown: str | None = None) -> Target:
+    def target(self, rel: str, shown: str | None = None, *, follow: bool = True) -> Target:
+        """Where `rel` lands. `follow=False` (delete, rename) keeps a symlink at the end of the
+        path as itself: deleting or renaming a link acts on the link, never on what it points at."""
         shown = shown if shown is not None else rel
         if "\0" in rel:
             raise Refused(f"Path {shown} holds a NUL character")
@@ -82,7 +96,8 @@ class MemoryFiles:
         full = Path(os.path.normpath(root / rel.lstrip("/")))
         if full != root and root not in full.parents:
             raise Refused(f"Path {shown} would escape {self._root_shown()} directory")
-        resolved = full.resolve()  # symlinks, anywhere on the path
+        # symlinks anywhere on the path (the last component too, unless it is the one acted on)
+        resolved = full.resolve() if follow or full == root else full.parent.resolve() / full.name
         if resolved != root and root not in resolved.parents:
             raise Refused(f"Path {shown} would escape {self._root_shown()} directory via symlink")
         canon = resolved.relative_to(root).as_posix() if resolved != root else ""
@@ -113,8 +128,8 @@ class MemoryFiles:
             first = max(1, view_range[0]) - 1
             end = len(lines) if view_range[1] == -1 else view_range[1]
             lines, start = lines[first:end], first + 1
-        numbered = [f"{str(i + start).rjust(LINE_NUMBER_WIDTH)}\t{line}" for i, line in enumerate(lines)]
-        return f"Here's the content of {t.shown} with line numbers:\n" + "\n".join(numbered)
+        header = f"Here's the content of {t.shown} with line numbers:\n"
+        return header + _numbered(lines, start, MAX_RESULT_CHARS - len(header), t.shown)
 
     def read(self, t: Target) -> bytes:
         """A regular file's bytes (and the agent has now seen this version of it)."""
@@ -158,10 +173,15 @@ class MemoryFiles:
                     items.append((_size(st.st_size), rel))
 
         collect(t.full, "", 1)
-        shown = t.shown.rstrip("/") or t.shown
-        header = f"Here're the files and directories up to 2 levels deep in {shown}, excluding hidden items:"
-        lines = [f"{_size(leaf.st_size)}\t{shown}"] + [f"{size}\t{shown}/{path}" for size, path in items]
-        return f"{header}\n" + "\n".join(lines)
+        base = t.shown.rstrip("/")  # "/" and "/memories/" list "/a.md" and "/memories/a.md", never "//a.md"
+        header = f"Here're the files and directories up to 2 levels deep in {t.shown}, excluding hidden items:"
+        lines = [f"{_size(leaf.st_size)}\t{t.shown}"] + [f"{size}\t{base}/{path}" for size, path in items]
+        text = f"{header}\n" + "\n".join(lines)
+        if len(text) <= MAX_RESULT_CHARS:
+            return text
+        kept = text[:MAX_RESULT_CHARS].rsplit("\n", 1)[0]
+        more = len(lines) - kept.count("\n")
+        return kept + f"\n… and {more} more entries; view a folder below {t.shown} to see them"
 
     # -- writes ---------------------------------------------------------------------------------
     def create(self, t: Target, text: str, *, confirm: bool = False) -> str:
@@ -171,13 +191,11 @@ class MemoryFiles:
                 raise Refused(f"File {t.shown} already exists")
             data = text.encode("utf-8")
             self._check(t, None, data, confirm=confirm, op="create")
-            t.full.parent.mkdir(parents=True, exist_ok=True)
+            private.make_dirs(t.full.parent)
             try:
-                fd = os.open(t.full, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o644)
+                private.create_file(t.full, data)
             except FileExistsError:
                 raise Refused(f"File {t.shown} already exists") from None
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
             note = self._commit("create", [t.rel], data_of={t.rel: data})
         return f"File created successfully at: {t.shown}" + note
 
@@ -243,19 +261,20 @@ class MemoryFiles:
             self._writable(t)
             if not t.rel:
                 raise Refused(f"Cannot delete the {self._root_shown()} directory itself")
-            if t.full.is_file() or t.full.is_symlink():
+            link = t.full.is_symlink()  # the link goes, never what it points at
+            if link or t.full.is_file():
                 files = [t.rel]
             elif t.full.is_dir():
                 files = self._files_under(t)
             else:
                 raise Refused(f"The path {t.shown} does not exist")
             olds = {f: self._old(f) for f in files}
-            if t.full.is_file() and not t.full.is_symlink():
+            if not link and t.full.is_file():
                 self._precondition(t, olds[t.rel], expected_sha256)
             changes = [guard.FileChange(f, olds[f], None, self.session.created_here(f)) for f in files]
             self._policies(changes, t)
             self._guarded(changes, t, confirm, op="delete", key_extra="")
-            if t.full.is_dir() and not t.full.is_symlink():
+            if not link and t.full.is_dir():
                 shutil.rmtree(t.full)
             else:
                 t.full.unlink()
@@ -276,15 +295,16 @@ class MemoryFiles:
                 raise Refused(f"The path {old.shown} does not exist")
             if new.rel == old.rel or new.rel.startswith(old.rel + "/"):
                 raise Refused(f"Cannot move {old.shown} into itself")
-            files = [old.rel] if not old.full.is_dir() else self._files_under(old)
+            link = old.full.is_symlink()  # the link moves, never what it points at
+            files = self._files_under(old) if not link and old.full.is_dir() else [old.rel]
             moved = {f: new.rel + f[len(old.rel):] for f in files}
             olds = {f: self._old(f) for f in files}
-            if old.full.is_file():
+            if not link and old.full.is_file():
                 self._precondition(old, olds[old.rel], expected_sha256)
             changes = [guard.FileChange(f, olds[f], None) for f in files]
             changes += [guard.FileChange(moved[f], None, olds[f]) for f in files]
             self._policies(changes, old)
-            new.full.parent.mkdir(parents=True, exist_ok=True)
+            private.make_dirs(new.full.parent)
             os.rename(old.full, new.full)
             for f in files:
                 seen = self.seen.pop(f, None)
@@ -312,8 +332,9 @@ class MemoryFiles:
     def _files_under(self, t: Target) -> list[str]:
         found = []
         for dirpath, dirnames, filenames in os.walk(t.full):
-            dirnames[:] = [d for d in dirnames if d != ".git"]
-            for name in filenames:
+            links = [d for d in dirnames if (Path(dirpath) / d).is_symlink()]  # removed as links, not walked
+            dirnames[:] = [d for d in dirnames if d != ".git" and d not in links]
+            for name in [*filenames, *links]:
                 found.append((Path(dirpath) / name).relative_to(self.session.root.resolve()).as_posix())
         return sorted(found)
 
@@ -394,7 +415,7 @@ class MemoryFiles:
         for rel, data in data_of.items():
             self.seen[rel] = sha256(data)
         notes = []
-        if snap.commit is not None:
+        if snap.commit is not None and self.report_versions:
             notes.append(f"version {snap.commit[:8]}")
         warning = self.session.maybe_checkpoint()
         if warning:
@@ -417,8 +438,31 @@ def _text(data: bytes, t: Target) -> str:
         raise Refused(f"{t.shown} is not UTF-8 text; the memory tool edits text files only") from None
 
 
+def _numbered(lines: list[str], start: int, budget: int, shown: str) -> str:
+    """Lines with their numbers, as many as fit in `budget` characters; past it, a last line says
+    which view_range shows the rest (a line longer than the budget is shown cut)."""
+    out: list[str] = []
+    used = 0
+    for i, line in enumerate(lines):
+        entry = f"{str(i + start).rjust(LINE_NUMBER_WIDTH)}\t{line}"
+        if used + len(entry) + 1 > budget - 200:
+            if not out:  # one line longer than a whole result
+                out.append(entry[: budget - 200])
+                return "\n".join(out) + (f"\n… line {start} of {shown} is {len(line):,} characters long, shown "
+                                          "cut; edit it with str_replace on a part you can see")
+            last = start + i - 1
+            total = start + len(lines) - 1
+            following = f"[{last + 1}, {min(total, last + i)}]"
+            return "\n".join(out) + (f"\n… cut at {budget:,} characters: this shows lines {start}-{last} of "
+                                      f"{start}-{total}. View the rest with view_range {following} (and so on)")
+        out.append(entry)
+        used += len(entry) + 1
+    return "\n".join(out)
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
+    """Replace a file's content; an existing file keeps its mode, a new one is 0600."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else private.FILE_MODE
     fd, tmp = tempfile.mkstemp(prefix=".memsync-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -439,4 +483,4 @@ def _size(n: int) -> str:
     return f"{int(size)}{unit}" if size == int(size) else f"{size:.1f}{unit}"
 
 
-__all__ = ["MemoryFiles", "Refused", "Target", "sha256"]
+__all__ = ["MAX_RESULT_CHARS", "MemoryFiles", "Refused", "Target", "bound", "failure_text", "sha256"]

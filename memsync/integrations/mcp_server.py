@@ -8,31 +8,73 @@ server starts and pushed at checkpoints and when the client disconnects.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import ValidationError
 
+from memsync import __version__
 from memsync.errors import MemsyncError
-from memsync.integrations.files import MemoryFiles, Refused, Target, failure_text
+from memsync.integrations import arguments as argcheck
+from memsync.integrations.files import MAX_RESULT_CHARS, MemoryFiles, Refused, Target, bound, failure_text
+from memsync.integrations.search import search as search_memory
 from memsync.integrations.session import MemorySession, SessionReport
 from memsync.run.execute import Mount
 
 TOOL = "mcp"
 MAX_DIFF_CHARS = 60_000
-T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., str])
+
+# What each tool may do, for a client deciding what to confirm with its user (MCP tool annotations).
+READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ADDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+PUTS_BACK = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+class MemoryServer(MCPServer):
+    """MCPServer whose tools refuse arguments they do not take, and say what is wrong with a bad
+    one in one line (the SDK ignores unknown ones and answers a wrong type with pydantic's dump)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.accepted: dict[str, set[str]] = {}
+
+    def memory_tool(self, annotations: ToolAnnotations) -> Callable[[F], F]:
+        def register(fn: F) -> F:
+            self.accepted[fn.__name__] = set(inspect.signature(fn).parameters)
+            # structured_output=False: the text once, not again as structuredContent
+            self.add_tool(fn, annotations=annotations, structured_output=False)
+            return fn
+        return register
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
+        accepted = self.accepted.get(name)
+        refusal = argcheck.unknown(name, arguments, accepted) if accepted is not None else None
+        if refusal is not None:
+            raise ToolError(refusal)
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(argcheck.invalid(name, exc.__cause__.errors())) from None
+            raise
 
 
 class Memories:
     """The served memories by name; the first is the default."""
 
     def __init__(self, mounts: list[Mount], *, remote: str | None, run_id: str | None, offline: bool,
-                 checkpoint_writes: int, checkpoint_seconds: float) -> None:
+                 checkpoint_writes: int, checkpoint_seconds: float, create: bool = False) -> None:
         self.files: dict[str, MemoryFiles] = {}
         for m in mounts:
             session = MemorySession(m.name, m.path, remote=remote, run_id=run_id, read_only=m.read_only,
-                                    offline=offline, create=not m.read_only, checkpoint_writes=checkpoint_writes,
+                                    offline=offline, create=create, checkpoint_writes=checkpoint_writes,
                                     checkpoint_seconds=checkpoint_seconds, tool=TOOL)
             self.files[m.name] = MemoryFiles(session, tool=TOOL, root_name=m.name)
 
@@ -69,30 +111,35 @@ class Memories:
         return "\n".join(lines)
 
 
-def _call(op: Callable[[], T]) -> T:
+def _call(op: Callable[[], str]) -> str:
+    """A tool's result, or its failure as a ToolError; either bounded to MAX_RESULT_CHARS."""
     try:
-        return op()
+        return bound(op(), "ask for less (a path, a smaller limit, view_range, read's offset and length)")
     except (MemsyncError, OSError) as exc:
-        raise ToolError(failure_text(exc)) from None
+        raise ToolError(bound(failure_text(exc))) from None
 
 
-def _target(f: MemoryFiles, path: str) -> Target:
-    return f.target(path.strip().lstrip("/") if path.strip() not in ("", "/", ".") else "", path or "/")
+def _target(f: MemoryFiles, path: str, *, follow: bool = True) -> Target:
+    if path.strip() in ("", "/", "."):
+        return f.target("", "/")  # the memory's root, shown as "/" (its files as "/a.md")
+    return f.target(path.strip().lstrip("/"), path, follow=follow)
 
 
-def build(memories: Memories) -> MCPServer:
-    server = MCPServer(
+def build(memories: Memories) -> MemoryServer:
+    server = MemoryServer(
         "memsync",
+        version=__version__,
         log_level="WARNING",  # a refused write is the model's business, not a server log line
         instructions="Git-backed memories. Every write is a version attributed to this run; `log`, `diff` "
         "and `restore` reach any past version; `search` greps the files and, with history=true, what past "
         "versions held. Paths are relative to the memory. Served memories:\n" + memories.describe(),
     )
 
-    @server.tool()
+    @server.memory_tool(READS)
     def view(path: str = "", memory: str | None = None, view_range: list[int] | None = None) -> str:
         """A directory listing (2 levels) or a file with line numbers (view_range: [first, last], -1 = end).
-        A file's view starts with its sha256, to pass as expected_sha256 to a later write."""
+        A file's view starts with its sha256, to pass as expected_sha256 to a later write. A result holds
+        at most 60,000 characters: a longer file's view ends saying which view_range shows the rest."""
         def op() -> str:
             f = memories.get(memory)
             t = _target(f, path)
@@ -100,70 +147,73 @@ def build(memories: Memories) -> MCPServer:
             return f"sha256: {f.seen[t.rel]}\n{text}" if t.rel in f.seen and t.full.is_file() else text
         return _call(op)
 
-    @server.tool()
-    def read(path: str, memory: str | None = None) -> str:
-        """A file's text exactly as stored (no line numbers); `view` shows its sha256."""
+    @server.memory_tool(READS)
+    def read(path: str, memory: str | None = None, offset: int = 0, length: int | None = None) -> str:
+        """A file's text exactly as stored (no line numbers); `view` shows its sha256. At most 60,000
+        characters a call: read a longer file in parts with offset and length (in characters)."""
         def op() -> str:
             f = memories.get(memory)
             t = _target(f, path)
             data = f.read(t)
             try:
-                return data.decode("utf-8")
+                text = data.decode("utf-8")
             except UnicodeDecodeError:
                 raise Refused(f"{path} is not UTF-8 text") from None
+            return _part(path, text, offset, length)
         return _call(op)
 
-    @server.tool()
+    @server.memory_tool(ADDS)
     def create(path: str, file_text: str, memory: str | None = None, confirm: bool = False) -> str:
         """Create a new file (refused if it exists: edit it with str_replace or insert)."""
         return _call(lambda: (f := memories.get(memory)).create(_target(f, path), file_text, confirm=confirm))
 
-    @server.tool()
+    @server.memory_tool(CHANGES)
     def str_replace(path: str, old_str: str, new_str: str, memory: str | None = None,
                     expected_sha256: str | None = None, confirm: bool = False) -> str:
         """Replace the one occurrence of old_str (it must appear exactly once) with new_str."""
         return _call(lambda: (f := memories.get(memory)).str_replace(
             _target(f, path), old_str, new_str, expected_sha256=expected_sha256, confirm=confirm))
 
-    @server.tool()
+    @server.memory_tool(ADDS)
     def insert(path: str, insert_line: int, insert_text: str, memory: str | None = None,
                expected_sha256: str | None = None, confirm: bool = False) -> str:
         """Insert text after line insert_line (0 = at the top)."""
         return _call(lambda: (f := memories.get(memory)).insert(
             _target(f, path), insert_line, insert_text, expected_sha256=expected_sha256, confirm=confirm))
 
-    @server.tool()
+    @server.memory_tool(CHANGES)
     def delete(path: str, memory: str | None = None, expected_sha256: str | None = None,
                confirm: bool = False) -> str:
-        """Delete a file or a directory (older versions stay in history)."""
+        """Delete a file or a directory (older versions stay in history); a symlink is removed itself,
+        never what it points at."""
         return _call(lambda: (f := memories.get(memory)).delete(
-            _target(f, path), expected_sha256=expected_sha256, confirm=confirm))
+            _target(f, path, follow=False), expected_sha256=expected_sha256, confirm=confirm))
 
-    @server.tool()
+    @server.memory_tool(CHANGES)
     def rename(old_path: str, new_path: str, memory: str | None = None,
                expected_sha256: str | None = None) -> str:
         """Rename or move a file or directory (refused if the destination exists)."""
         return _call(lambda: (f := memories.get(memory)).rename(
-            _target(f, old_path), _target(f, new_path), expected_sha256=expected_sha256))
+            _target(f, old_path, follow=False), _target(f, new_path, follow=False), expected_sha256=expected_sha256))
 
-    @server.tool()
+    @server.memory_tool(READS)
     def log(path: str | None = None, memory: str | None = None, run_id: str | None = None,
             flagged: bool = False, limit: int = 20) -> str:
         """The memory's versions (or one file's), newest first: version, time, actor, run, subject, flags."""
         return _call(lambda: _log(memories.get(memory), path, run_id, flagged, limit))
 
-    @server.tool()
+    @server.memory_tool(READS)
     def diff(rev: str | None = None, rev2: str | None = None, path: str | None = None,
              memory: str | None = None) -> str:
         """What version `rev` changed (or from rev to rev2); a rev is a version, a ref or run:<id>."""
         return _call(lambda: _diff(memories.get(memory), [r for r in (rev, rev2) if r], path))
 
-    @server.tool()
+    @server.memory_tool(PUTS_BACK)
     def restore(path: str, at: str, memory: str | None = None) -> str:
         """Put a file (or directory) back byte for byte as it was at version `at`, as a new version."""
         return _call(lambda: _restore(memories.get(memory), path, at))
 
-    @server.tool()
+    @server.memory_tool(READS)
     def search(pattern: str, memory: str | None = None, path: str | None = None, history: bool = False,
                ignore_case: bool = False, limit: int = 50) -> str:
         """Lines matching a regular expression in the current files; history=true adds lines that past
@@ -171,6 +221,19 @@ def build(memories: Memories) -> MCPServer:
         return _call(lambda: _search(memories.get(memory), pattern, path, history, ignore_case, limit))
 
     return server
+
+
+def _part(path: str, text: str, offset: int, length: int | None) -> str:
+    """`read`'s text from `offset`, whole or refused: a cut text could be mistaken for the file."""
+    if offset < 0 or (length is not None and length < 0):
+        raise Refused("offset and length are 0 or more")
+    if length is None and len(text) - offset > MAX_RESULT_CHARS:
+        raise Refused(f"{path} is {len(text):,} characters long, more than one result holds "
+                      f"({MAX_RESULT_CHARS:,}); read it in parts: offset=0 length={MAX_RESULT_CHARS}, then "
+                      f"offset={MAX_RESULT_CHARS} and so on (or view it with a view_range)")
+    if length is not None and length > MAX_RESULT_CHARS:
+        raise Refused(f"length is at most {MAX_RESULT_CHARS:,} characters; read the rest in another call")
+    return text[offset:] if length is None else text[offset:offset + length]
 
 
 def _log(f: MemoryFiles, path: str | None, run_id: str | None, flagged: bool, limit: int) -> str:
@@ -216,22 +279,23 @@ def _restore(f: MemoryFiles, path: str, at: str) -> str:
 
 
 def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_case: bool, limit: int) -> str:
-    from memsync.integrations.search import search
-
     under = _target(f, path).rel if path else ""
-    hits, cut = search(f.session.memory, pattern, under=under, past=past, ignore_case=ignore_case,
-                       limit=max(1, min(limit, 500)))
-    lines = [(f"{h.version} " if h.version else "") + f"{h.path}:{h.line}: {h.text}" for h in hits]
-    if cut:
-        lines.append(f"… more matches; only the first {len(hits)} are shown")
+    found = search_memory(f.session.memory, pattern, under=under, past=past, ignore_case=ignore_case,
+                          limit=max(1, min(limit, 500)))
+    lines = [(f"{h.version} " if h.version else "") + f"{h.path}:{h.line}: {h.text}" for h in found.hits]
+    if found.cut:
+        lines.append(f"… more matches; only the first {len(found.hits)} are shown")
+    # "no matches" only when everything was searched: an agent told its notes do not exist is seed 004
+    lines += [f"… not searched: {what}" for what in found.unsearched]
     return "\n".join(lines) or "no matches"
 
 
 def serve(mounts: list[Mount], *, remote: str | None = None, run_id: str | None = None, offline: bool = False,
-          checkpoint_writes: int = 20, checkpoint_seconds: float = 30.0) -> list[SessionReport]:
-    """Open the memories, serve MCP on stdin/stdout until the client leaves, then push."""
+          checkpoint_writes: int = 20, checkpoint_seconds: float = 30.0, create: bool = False) -> list[SessionReport]:
+    """Open the memories, serve MCP on stdin/stdout until the client leaves, then push. A memory the
+    hub does not have is refused unless `create`."""
     memories = Memories(mounts, remote=remote, run_id=run_id, offline=offline,
-                        checkpoint_writes=checkpoint_writes, checkpoint_seconds=checkpoint_seconds)
+                        checkpoint_writes=checkpoint_writes, checkpoint_seconds=checkpoint_seconds, create=create)
     try:
         memories.open()
         build(memories).run("stdio")

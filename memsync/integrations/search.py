@@ -1,12 +1,22 @@
 """grep over a memory: its current files, and optionally the lines its past versions held that the
-current files no longer do (what was overwritten or deleted, and in which version)."""
+current files no longer do (what was overwritten or deleted, and in which version).
+
+The pattern comes from an agent, so a search has a budget: a pattern of at most MAX_PATTERN_CHARS,
+MAX_SCAN_BYTES of text and TIME_BUDGET seconds. Python's `re` cannot be interrupted and holds the
+GIL while it backtracks (`(a|aa)+$` on a 41-character line runs for minutes and stops every thread
+of the MCP server with it), so patterns run on the `regex` module, which takes a timeout and lets
+other threads run. A search that runs out of budget is refused, never answered with a partial
+"no matches": an agent told its notes do not exist is the failure this tool exists to prevent.
+"""
 
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import regex
 
 from memsync.core.memory import Memory
 from memsync.errors import UsageError
@@ -15,6 +25,14 @@ from memsync.git import history
 MAX_FILE_BYTES = 2_000_000  # bigger files are not searched
 MAX_LINE_CHARS = 400  # a matching line is shown cut to this
 MAX_VERSIONS = 500  # history search looks at most this far back
+MAX_PATTERN_CHARS = 1_000
+MAX_UNROLLED = 100_000  # what compiling a pattern may unroll (nested counted repetition)
+MAX_SCAN_BYTES = 200_000_000  # text one search reads, current files and past versions together
+TIME_BUDGET = 5.0  # seconds one search may take
+
+
+class OverBudget(UsageError):
+    """The search ran out of time or of text to read before it finished."""
 
 
 @dataclass(frozen=True)
@@ -25,51 +43,157 @@ class Hit:
     version: str | None = None  # None: the current file; else the past version that held the line
 
 
-def compile_pattern(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+@dataclass
+class Found:
+    """What a search found, whether `limit` cut it, and what it did not look at (so that an empty
+    `hits` is "no matches" only when `unsearched` is empty too)."""
+
+    hits: list[Hit] = field(default_factory=list)
+    cut: bool = False
+    unsearched: list[str] = field(default_factory=list)
+
+
+class _Budget:
+    def __init__(self, seconds: float, max_bytes: int) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.left = max_bytes
+
+    def read(self, path: str, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise OverBudget(f"search stopped: it would read more than {MAX_SCAN_BYTES:,} bytes (at {path}), "
+                             "so it cannot say what the rest holds",
+                             "narrow it with `path`, or search without history")
+
+    def timeout(self, path: str) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise self.expired(path)
+        return left
+
+    def expired(self, path: str) -> OverBudget:
+        return OverBudget(f"search stopped after {self.seconds:g} s (at {path}) before it finished, so it cannot "
+                          "say what the rest holds; the pattern may backtrack without end (nested repetition "
+                          "such as (a|aa)+ or (a+)+)",
+                          "simplify the pattern (a plain word finds most notes), or narrow it with `path`")
+
+
+_COUNT = regex.compile(r"\{(\d*)(?:,\d*)?\}")
+
+
+def unrolled(pattern: str) -> int:
+    """About how many items compiling `pattern` makes: the `regex` module unrolls a repetition's
+    minimum count, so `(?:(?:a{100}){100}){100}`, 26 characters, takes 2 GB and 14 s to compile
+    (the match timeout does not cover compiling). Each item counts 1; a group counts 1 plus its
+    content; a count {n} or {n,m} multiplies what it repeats by n."""
+    stack: list[int] = []
+    total = last = 0
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            last, i = 1, i + 2
+        elif ch == "[":
+            j = i + 1 + (pattern[i + 1:i + 2] == "^")
+            j += pattern[j:j + 1] == "]"
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            last, i = 1, j + 1
+        elif ch == "(":
+            stack.append(total)
+            total, last, i = 0, 0, i + 1
+            continue
+        elif ch == ")" and stack:
+            last = 1 + total
+            total, i = stack.pop(), i + 1
+        elif ch == "{" and (m := _COUNT.match(pattern, i)) is not None:
+            total += last * (max(1, int(m.group(1) or 0)) - 1)
+            last, i = last * max(1, int(m.group(1) or 0)), m.end()
+            continue
+        else:
+            last, i = 1, i + 1
+        total += last
+    return total + sum(stack)
+
+
+def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise UsageError(f"the pattern is {len(pattern):,} characters long, more than {MAX_PATTERN_CHARS:,}",
+                         "search for a shorter part of the text")
+    if unrolled(pattern) > MAX_UNROLLED:
+        raise UsageError(f"the pattern repeats too much to compile (counts that multiply past {MAX_UNROLLED:,}, "
+                         "such as (?:(?:a{100}){100}){100})", "use + or * rather than large nested counts")
     try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise UsageError(f"bad regular expression {pattern!r}: {exc}", "write a Python `re` pattern") from None
+        return regex.compile(pattern, regex.V0 | (regex.IGNORECASE if ignore_case else 0))
+    except (regex.error, OverflowError, RecursionError, ValueError) as exc:
+        raise UsageError(f"bad regular expression {pattern[:200]!r}: {exc}", "write a Python `re` pattern") from None
 
 
 def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ignore_case: bool = False,
-           limit: int = 50) -> tuple[list[Hit], bool]:
-    """Matching lines (current files first, then past versions, newest first); True if cut at `limit`."""
+           limit: int = 50, seconds: float = TIME_BUDGET, max_bytes: int = MAX_SCAN_BYTES) -> Found:
+    """Matching lines (current files first, then past versions, newest first), and what was not
+    searched (files over MAX_FILE_BYTES, versions past MAX_VERSIONS or never fetched).
+    OverBudget when the pattern, the time or the text read exceeds the budget."""
     rx = compile_pattern(pattern, ignore_case)
-    hits: list[Hit] = []
+    budget = _Budget(seconds, max_bytes)
+    found = Found()
+    hits = found.hits
     current: set[tuple[str, str]] = set()
+    big: list[str] = []
     for rel in _work_files(mem.root, under):
-        for no, line in _matches(rx, _read(mem.root / rel)):
+        for no, line in _matches(rx, _read(mem.root / rel, rel, big), rel, budget):
             current.add((rel, line))
             if len(hits) >= limit:
-                return hits, True
+                found.cut = True
+                return _noted(found, big)
             hits.append(Hit(rel, no, _cut(line)))
     if not past:
-        return hits, False
+        return _noted(found, big)
     head = mem.git.head_oid()
     if head is None:
-        return hits, False
-    from memsync.sync import shallow
+        return _noted(found, big)
+    from dataclasses import replace
 
-    shallow.complete(mem)  # a shallow clone's older versions are searched too
+    from memsync import shallow
+    from memsync.git.repo import GitRepo
+
+    # A repository object of its own: the session's may have read this history while it was still
+    # shallow (another tool completed it since), and would stop the walk where the clone stopped.
+    mem = replace(mem, git=GitRepo.open(mem.root))
+    if not shallow.complete(mem):  # a shallow clone's older versions are searched too
+        found.unsearched.append(f"the versions before {(shallow.roots(mem) or ['?'])[0][:8]} (the clone left "
+                                "them out and the hub could not give them)")
     seen = set(current)
     for count, version in enumerate(history.walk(mem.git, head)):
         if count >= MAX_VERSIONS:
+            found.unsearched.append(f"versions older than the newest {MAX_VERSIONS} (from {version.oid[:8]} back)")
             break
         for delta in version.deltas:
             if delta.kind == "deleted" or not _under(delta.path, under):
                 continue
             blob = history.blob_at(mem.git, version.oid, delta.path)
-            if blob is None or len(blob[0]) > MAX_FILE_BYTES:
+            if blob is None:
                 continue
-            for no, line in _matches(rx, blob[0]):
+            if len(blob[0]) > MAX_FILE_BYTES:
+                big.append(f"{delta.path} in {version.oid[:8]}")
+                continue
+            for no, line in _matches(rx, blob[0], f"{delta.path} in {version.oid[:8]}", budget):
                 if (delta.path, line) in seen:
                     continue
                 seen.add((delta.path, line))
                 if len(hits) >= limit:
-                    return hits, True
+                    found.cut = True
+                    return _noted(found, big)
                 hits.append(Hit(delta.path, no, _cut(line), version.oid[:8]))
-    return hits, False
+    return _noted(found, big)
+
+
+def _noted(found: Found, big: list[str]) -> Found:
+    if big:
+        more = f" and {len(big) - 3} more" if len(big) > 3 else ""
+        found.unsearched.append(f"files over {MAX_FILE_BYTES:,} bytes: {', '.join(big[:3])}{more}")
+    return found
 
 
 def _work_files(root: Path, under: str) -> list[str]:
@@ -91,24 +215,33 @@ def _under(path: str, under: str) -> bool:
     return not under or path == under or path.startswith(under.rstrip("/") + "/")
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path, rel: str, big: list[str]) -> bytes:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
+            big.append(rel)
             return b""
         return path.read_bytes()
     except OSError:
         return b""
 
 
-def _matches(rx: re.Pattern[str], data: bytes) -> list[tuple[int, str]]:
+def _matches(rx: regex.Pattern[str], data: bytes, where: str, budget: _Budget) -> list[tuple[int, str]]:
     if b"\0" in data[:8192]:
         return []
+    budget.read(where, len(data))
     text = data.decode("utf-8", errors="replace")
-    return [(no, line) for no, line in enumerate(text.splitlines(), 1) if rx.search(line)]
+    found = []
+    for no, line in enumerate(text.splitlines(), 1):
+        try:  # concurrent: the GIL is released, so the server's other threads run meanwhile
+            if rx.search(line, timeout=budget.timeout(where), concurrent=True):
+                found.append((no, line))
+        except TimeoutError:
+            raise budget.expired(f"{where}:{no}") from None
+    return found
 
 
 def _cut(line: str) -> str:
     return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…"
 
 
-__all__ = ["Hit", "search"]
+__all__ = ["MAX_PATTERN_CHARS", "TIME_BUDGET", "Found", "Hit", "OverBudget", "search"]

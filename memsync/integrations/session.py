@@ -16,7 +16,8 @@ from pathlib import Path
 from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory
 from memsync.core.snapshot import Snapshot, describe, take
-from memsync.errors import MemoryNotFound, MemsyncError, RemoteError, UsageError
+from memsync.errors import MemsyncError, RemoteError, UsageError
+from memsync.integrations import private
 from memsync.util.names import check_name, check_run_id, new_run_id
 
 DEFAULT_CHECKPOINT_WRITES = 20
@@ -43,13 +44,14 @@ class MemorySession:
     """A memory opened for an agent: `open()` clones or pulls it, `record()` commits one write,
     `checkpoint()` pushes, `close()` commits what is left and pushes.
 
-    `path` defaults to ./NAME. A memory the hub does not have yet is created when `create` is true.
+    `path` defaults to ./NAME. A memory the hub does not have is refused (MemoryNotFound, naming
+    those it has) unless `create` is true: then it is started empty and published by the first push.
     Checkpoints: after every `checkpoint_writes` writes, and `checkpoint_seconds` after the first
     unpushed write (a background timer), so a killed process loses at most that much."""
 
     def __init__(self, name: str, path: Path | str | None = None, *, remote: str | None = None,
                  run_id: str | None = None, read_only: bool = False, offline: bool = False,
-                 create: bool = True, checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
+                 create: bool = False, checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
                  checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, tool: str = "memory") -> None:
         self.name = check_name(name)
         self.path = Path(path if path is not None else name).expanduser().resolve()
@@ -79,17 +81,13 @@ class MemorySession:
         from memsync.run import execute as runner
 
         mount = runner.Mount(self.name, self.path, self.read_only)
-        try:
-            mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append,
-                                  run_id=self.run_id)
-        except MemoryNotFound:
-            if not self.create or self.read_only:
-                raise
-            from memsync.sync import storage as sync
-
-            sync.init(self.path, name=self.name, remote=self.remote)
-            mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append,
-                                  run_id=self.run_id)
+        new = not os.path.lexists(self.path)
+        if new:  # the folders a session makes are the operator's alone, whatever the umask
+            private.make_dirs(self.path.parent)
+        mems = runner.prepare([mount], self.path.parent, self.remote, self.offline, self.notices.append,
+                              run_id=self.run_id, create=self.create)
+        if new:
+            os.chmod(self.path, private.DIR_MODE)  # what is checked out inside follows the umask, as git's does
         self._mem = mems[0]
         self._base = self._mem.git.head_oid()
         if not self.read_only:

@@ -133,15 +133,20 @@ def parse_mount(spec: str, cwd: Path) -> Mount:
 
 
 def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
-            run_id: str | None = None, claim: bool = False) -> list[Memory]:
+            run_id: str | None = None, claim: bool = False, create: bool = False) -> list[Memory]:
     """Clone or pull every memory before the command runs; stop on the first failure.
+
+    A memory the hub does not have is refused (MemoryNotFound, naming those it has) unless
+    `create`: then a writable one is started empty, and the run's push publishes it. Refusing is
+    the default everywhere (`run`, `mcp`, the memory tool): a misspelt name or the wrong hub must
+    not look like an empty memory to an agent ("no notes yet", seed 004).
 
     `claim`: the run `run_id` takes ownership of each memory first (a second run in the same
     directory waits up to the lock timeout, then exit 6). Without it, a memory owned by another
     live run is refused; one owned by the run `run_id` itself (a tool server inside it) is joined."""
     claimed: list[Memory] = []
     try:
-        return _prepare(mounts, cwd, remote, offline, say, run_id, claim, claimed)
+        return _prepare(mounts, cwd, remote, offline, say, run_id, claim, claimed, create)
     except BaseException:
         for mem in claimed:
             memory.release(mem, run_id or "")
@@ -149,7 +154,7 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
 
 
 def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
-             run_id: str | None, claim: bool, claimed: list[Memory]) -> list[Memory]:
+             run_id: str | None, claim: bool, claimed: list[Memory], create: bool) -> list[Memory]:
     from memsync.sync import storage
 
     if not mounts:
@@ -175,7 +180,7 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
                              "run once without --offline to clone it")
         held: list[Oversize] = []
         if not offline and not present:
-            held = storage.clone(m.name, m.path, remote=remote).exchange.held_back
+            held = _clone_or_create(m, remote, create, say)
         mem = open_memory(m.path, remote)
         if not m.read_only and memory.live_run(mem) is None:  # a live run settles its own
             from memsync.core.unverified import settle
@@ -194,6 +199,23 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
     if offline:
         say("offline: running on the local copies; nothing was pulled")
     return memories
+
+
+def _clone_or_create(m: Mount, remote: str | None, create: bool, say: Say) -> list[Oversize]:
+    from memsync import sync as storage
+    from memsync.errors import MemoryNotFound
+
+    try:
+        return storage.clone(m.name, m.path, remote=remote).exchange.held_back
+    except MemoryNotFound as exc:
+        if not create or m.read_only:
+            start = "" if m.read_only else (f"; to start a new memory {m.name!r} there, ask for it: `--create` "
+                                             "(create=True in Python)")
+            exc.hint = f"{exc.hint}{start}"
+            raise
+    storage.init(m.path, name=m.name, remote=remote)
+    say(f"{m.name}: a new memory (the hub had none of that name); the run's push publishes it")
+    return []
 
 
 def _own(mem: Memory, run_id: str | None, claim: bool, claimed: list[Memory]) -> bool:
@@ -374,7 +396,7 @@ class _Signals:
 def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
             no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
             say: Say = lambda _m: None, keep_ssh_agent: bool = False, as_user: str | None = None,
-            max_push_rate: str | None = None) -> RunReport:
+            max_push_rate: str | None = None, create: bool = False) -> RunReport:
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
     if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
@@ -390,13 +412,14 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     sealed.make_undumpable()
     with sealed.seal():
         return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user,
-                        max_push_rate, generated_id=run_id is None)
+                        max_push_rate, create, generated_id=run_id is None)
 
 
 def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offline: bool, no_push: bool,
              checkpoint: float, remote: str | None, say: Say, keep_ssh_agent: bool,
-             user: runas.RunAs | None, max_push_rate: str | None, generated_id: bool = False) -> RunReport:
-    memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True)
+             user: runas.RunAs | None, max_push_rate: str | None, create: bool = False,
+             generated_id: bool = False) -> RunReport:
+    memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True, create=create)
     read_only = {m.name for m in mounts if m.read_only}
     if generated_id:
         from memsync.run import runclock
