@@ -24,9 +24,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 import memsync
 from memsync.integrations.claude import MemsyncMemoryTool
 from memsync.integrations.mcp_server import Memories, build
-from memsync.run import Mount
+from memsync.run.execute import Mount
 from tests.conftest import git, hub_tree, memsync_cmd, write
-from tests.stress_report import Figures, figures
+from tests.helpers.figures import Figures, figures
 
 if TYPE_CHECKING:
     from memsync.integrations.mcp_server import MemoryServer
@@ -80,8 +80,8 @@ def mcp_call(server: MemoryServer, name: str, **arguments: Any) -> tuple[bool, s
 def test_a_backtracking_pattern_stops_at_the_budget_and_never_reads_as_no_matches(
         memory: Path, figures: Figures) -> None:
     figures.add("security attacks")
+    from memsync.core.memory import open_memory
     from memsync.integrations.search import OverBudget, search
-    from memsync.memory import open_memory
 
     write(memory, "slow.md", SLOW_LINE + "\n")
     mem = open_memory(memory)

@@ -13,7 +13,7 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memsync.integrations.mcp_server import Memories, MemoryServer, build
-from memsync.run import Mount
+from memsync.run.execute import Mount
 from tests.conftest import git, write
 
 pytestmark = pytest.mark.server

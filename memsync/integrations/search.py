@@ -155,8 +155,8 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
         return _noted(found, big)
     from dataclasses import replace
 
-    from memsync import shallow
     from memsync.git.repo import GitRepo
+    from memsync.sync import shallow
 
     # A repository object of its own: the session's may have read this history while it was still
     # shallow (another tool completed it since), and would stop the walk where the clone stopped.

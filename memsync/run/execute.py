@@ -155,7 +155,6 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
 
 def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
              run_id: str | None, claim: bool, claimed: list[Memory], create: bool) -> list[Memory]:
-    from memsync.sync import storage
 
     if not mounts:
         root = cfgmod.find_root(cwd)
@@ -202,8 +201,8 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
 
 
 def _clone_or_create(m: Mount, remote: str | None, create: bool, say: Say) -> list[Oversize]:
-    from memsync import sync as storage
     from memsync.errors import MemoryNotFound
+    from memsync.sync import storage
 
     try:
         return storage.clone(m.name, m.path, remote=remote).exchange.held_back
