@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from pathlib import Path
 
 _interrupted = False
 
@@ -42,8 +40,9 @@ def main() -> None:
                     os._exit(served)
         from memsync.cli import base
         from memsync.cli.app import main as cli_main
+        from memsync.serve.start import resident_server
 
-        base.resident_server = _resident_server
+        base.resident_server = resident_server
         code = cli_main()
     except KeyboardInterrupt:
         _say_interrupted()
@@ -54,14 +53,6 @@ def main() -> None:
         # "PyCapsule_Import could not import module _socket"): still a Ctrl-C
         _say_interrupted()
     sys.exit(code)
-
-
-def _resident_server(socket: Path, idle: float, log: Callable[[str], None], track: bool) -> int:
-    """`memsync serve`: the server sits above the CLI it runs commands with, so the CLI reaches it
-    through this entry point, never by importing it."""
-    from memsync.serve.server import serve
-
-    return serve(socket, idle, log, track=track)
 
 
 def _say_interrupted() -> None:

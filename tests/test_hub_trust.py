@@ -218,7 +218,7 @@ def test_a_foreign_lock_is_kept_until_it_is_ten_minutes_old(memory: Path, figure
 
 def test_a_lock_left_by_a_killed_memsync_is_recovered(memory: Path, figures: Figures) -> None:
     """A memsync killed (kill -9) while holding the memory's lock and inside a git write."""
-    hold = ("import sys, time; from pathlib import Path; from memsync.memory import open_memory;"
+    hold = ("import sys, time; from pathlib import Path; from memsync.core.memory import open_memory;"
             "mem = open_memory(Path(sys.argv[1]));"
             "ctx = mem.locked(); ctx.__enter__();"
             "(Path(sys.argv[1]) / '.git' / 'index.lock').write_text('half');"

@@ -155,7 +155,7 @@ def test_a_tool_call_of_the_run_itself_goes_on(memory: Path) -> None:
     first = git("rev-parse", "HEAD", cwd=memory).strip()
     write(memory, "summary.md", "# Summary\n\nchanged\n")
     assert memsync_cmd("push", cwd=memory).returncode == 0
-    code = ("import os, pathlib; from memsync import forensics; "
+    code = ("import os, pathlib; from memsync.history import forensics; "
             "out = forensics.restore(pathlib.Path(os.environ['MEMSYNC_MEMORY_DIR']), ['summary.md'], "
             f"'{first}', run_id=os.environ['MEMSYNC_RUN_ID']); print(out.version)")
     proc = memsync_cmd("run", "--run-id", "tool-1", "--checkpoint", "0", "--", sys.executable, "-c", code,

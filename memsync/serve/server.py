@@ -70,7 +70,7 @@ def preload() -> None:
 
 def _loaded_files() -> dict[str, int]:
     """memsync's loaded modules and their mtimes: a change means an upgrade under the server."""
-    root = Path(__file__).parent
+    root = Path(__file__).parent.parent  # the whole package, not just serve/
     stamps: dict[str, int] = {}
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
