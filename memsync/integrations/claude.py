@@ -22,8 +22,9 @@ one line each (a wrong or unknown argument too). `report_versions=False` drops t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 try:
     from anthropic.lib.tools import (
@@ -44,19 +45,15 @@ try:
     )
     from anyio.to_thread import run_sync
     from pydantic import ValidationError
+    from typing_extensions import Unpack  # the SDK's own dependency (typing.Unpack is 3.11+)
 except ModuleNotFoundError as exc:  # the extra is not installed
     raise ModuleNotFoundError(f'memsync.integrations.claude needs {exc.name}: pip install "memsync[claude]"',
                               name=exc.name) from exc
 
 from memsync.errors import MemsyncError
 from memsync.integrations import arguments
-from memsync.integrations.files import MemoryFiles, Refused, Target, bound, failure_text
-from memsync.integrations.session import (
-    DEFAULT_CHECKPOINT_SECONDS,
-    DEFAULT_CHECKPOINT_WRITES,
-    MemorySession,
-    SessionReport,
-)
+from memsync.integrations.files import FileOptions, MemoryFiles, Refused, Target, bound, failure_text
+from memsync.integrations.session import MemorySession, SessionOptions, SessionReport
 
 ROOT = "/memories"
 TOOL = "memory_20250818"
@@ -68,19 +65,40 @@ _COMMANDS: dict[str, type[BetaMemoryTool20250818Command]] = {
 }
 
 
+class ToolOptions(TypedDict, total=False):
+    """The keyword options of MemsyncMemoryTool and AsyncMemsyncMemoryTool: those of the session
+    (SessionOptions: remote, run_id, read_only, offline, create, checkpoint_writes,
+    checkpoint_seconds) and of the file operations (FileOptions: check_seen, confirm_destructive,
+    report_versions), with their defaults."""
+
+    remote: str | None
+    run_id: str | None
+    read_only: bool
+    offline: bool
+    create: bool
+    checkpoint_writes: int
+    checkpoint_seconds: float
+    check_seen: bool
+    confirm_destructive: bool
+    report_versions: bool
+
+
+_SESSION_FIELDS = tuple(f.name for f in fields(SessionOptions))
+_FILE_FIELDS = tuple(f.name for f in fields(FileOptions))
+
+
 class _Backend:
     """The memory behind both tool classes; every public method returns the model's text or
     raises ToolError."""
 
-    def __init__(self, memory: str, path: Path | str | None, *, remote: str | None, run_id: str | None,
-                 read_only: bool, offline: bool, create: bool, checkpoint_writes: int,
-                 checkpoint_seconds: float, check_seen: bool, confirm_destructive: bool,
-                 report_versions: bool) -> None:
-        self.session = MemorySession(memory, path, remote=remote, run_id=run_id, read_only=read_only,
-                                     offline=offline, create=create, checkpoint_writes=checkpoint_writes,
-                                     checkpoint_seconds=checkpoint_seconds, tool=TOOL)
-        self.files = MemoryFiles(self.session, tool=TOOL, root_name=ROOT, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
+    def __init__(self, memory: str, path: Path | str | None, options: ToolOptions) -> None:
+        unknown = set(options) - set(_SESSION_FIELDS) - set(_FILE_FIELDS)
+        if unknown:
+            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        session = SessionOptions(**{k: v for k, v in options.items() if k in _SESSION_FIELDS})  # type: ignore[arg-type]
+        files = FileOptions(**{k: v for k, v in options.items() if k in _FILE_FIELDS})  # type: ignore[arg-type]
+        self.session = MemorySession(memory, path, session, tool=TOOL)
+        self.files = MemoryFiles(self.session, files, tool=TOOL, root_name=ROOT)
         self._opened = False
 
     def open(self) -> None:
@@ -167,17 +185,10 @@ class MemsyncMemoryTool(BetaAbstractMemoryTool):
     """Claude's memory tool on a memsync memory. `open()` (or `with`) pulls it, `close()` pushes.
     Without `open()` the first command opens it (and an error doing so reaches the model)."""
 
-    def __init__(self, memory: str, path: Path | str | None = None, *, remote: str | None = None,
-                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = False,
-                 checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
-                 checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
-                 confirm_destructive: bool = True, report_versions: bool = True,
-                 cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
+    def __init__(self, memory: str, path: Path | str | None = None, *,
+                 cache_control: BetaCacheControlEphemeralParam | None = None, **options: Unpack[ToolOptions]) -> None:
         super().__init__(cache_control=cache_control)
-        self._backend = _Backend(memory, path, remote=remote, run_id=run_id, read_only=read_only,
-                                 offline=offline, create=create, checkpoint_writes=checkpoint_writes,
-                                 checkpoint_seconds=checkpoint_seconds, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
+        self._backend = _Backend(memory, path, options)
 
     @property
     def session(self) -> MemorySession:
@@ -221,17 +232,10 @@ class MemsyncMemoryTool(BetaAbstractMemoryTool):
 class AsyncMemsyncMemoryTool(BetaAsyncAbstractMemoryTool):
     """The async twin of MemsyncMemoryTool (git work runs on a worker thread)."""
 
-    def __init__(self, memory: str, path: Path | str | None = None, *, remote: str | None = None,
-                 run_id: str | None = None, read_only: bool = False, offline: bool = False, create: bool = False,
-                 checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
-                 checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, check_seen: bool = True,
-                 confirm_destructive: bool = True, report_versions: bool = True,
-                 cache_control: BetaCacheControlEphemeralParam | None = None) -> None:
+    def __init__(self, memory: str, path: Path | str | None = None, *,
+                 cache_control: BetaCacheControlEphemeralParam | None = None, **options: Unpack[ToolOptions]) -> None:
         super().__init__(cache_control=cache_control)
-        self._backend = _Backend(memory, path, remote=remote, run_id=run_id, read_only=read_only,
-                                 offline=offline, create=create, checkpoint_writes=checkpoint_writes,
-                                 checkpoint_seconds=checkpoint_seconds, check_seen=check_seen,
-                                 confirm_destructive=confirm_destructive, report_versions=report_versions)
+        self._backend = _Backend(memory, path, options)
 
     @property
     def session(self) -> MemorySession:

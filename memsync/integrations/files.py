@@ -65,23 +65,31 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-class MemoryFiles:
-    """File operations on one open memory session.
-
-    `check_seen`: a write to a file the agent viewed (or wrote) earlier in the session is refused
+@dataclass(frozen=True)
+class FileOptions:
+    """`check_seen`: a write to a file the agent viewed (or wrote) earlier in the session is refused
     if the file changed since (a merge from another writer at a checkpoint, another process).
     `confirm_destructive`: refuse a flagged write once, explaining it; False lets it through.
     `report_versions`: a write's result ends with ` (version 1a2b3c4d)`; False gives the Anthropic
     SDK reference tool's exact strings."""
 
-    def __init__(self, session: MemorySession, *, tool: str = "memory", root_name: str = "",
-                 check_seen: bool = True, confirm_destructive: bool = True, report_versions: bool = True) -> None:
+    check_seen: bool = True
+    confirm_destructive: bool = True
+    report_versions: bool = True
+
+
+class MemoryFiles:
+    """File operations on one open memory session."""
+
+    def __init__(self, session: MemorySession, options: FileOptions | None = None, *, tool: str = "memory",
+                 root_name: str = "") -> None:
+        options = options or FileOptions()
         self.session = session
         self.tool = tool
         self.root_name = root_name
-        self.check_seen = check_seen
-        self.confirm_destructive = confirm_destructive
-        self.report_versions = report_versions
+        self.check_seen = options.check_seen
+        self.confirm_destructive = options.confirm_destructive
+        self.report_versions = options.report_versions
         self.seen: dict[str, str] = {}
         self._pending: set[tuple[str, str, str]] = set()
 

@@ -22,7 +22,7 @@ from memsync.errors import MemsyncError
 from memsync.integrations import arguments as argcheck
 from memsync.integrations.files import MAX_RESULT_CHARS, MemoryFiles, Refused, Target, bound, failure_text
 from memsync.integrations.search import search as search_memory
-from memsync.integrations.session import MemorySession, SessionReport
+from memsync.integrations.session import MemorySession, SessionOptions, SessionReport
 from memsync.run.execute import Mount
 
 TOOL = "mcp"
@@ -73,9 +73,10 @@ class Memories:
                  checkpoint_writes: int, checkpoint_seconds: float, create: bool = False) -> None:
         self.files: dict[str, MemoryFiles] = {}
         for m in mounts:
-            session = MemorySession(m.name, m.path, remote=remote, run_id=run_id, read_only=m.read_only,
-                                    offline=offline, create=create, checkpoint_writes=checkpoint_writes,
-                                    checkpoint_seconds=checkpoint_seconds, tool=TOOL)
+            options = SessionOptions(remote=remote, run_id=run_id, read_only=m.read_only, offline=offline,
+                                     create=create, checkpoint_writes=checkpoint_writes,
+                                     checkpoint_seconds=checkpoint_seconds)
+            session = MemorySession(m.name, m.path, options, tool=TOOL)
             self.files[m.name] = MemoryFiles(session, tool=TOOL, root_name=m.name)
 
     def open(self) -> None:

@@ -40,6 +40,20 @@ class SessionReport:
     notices: list[str] = field(default_factory=list)  # warnings met on the way (skipped files, conflicts)
 
 
+@dataclass(frozen=True)
+class SessionOptions:
+    """How a session reaches its memory and saves what the agent writes (the memory tool and the
+    MCP server take the same)."""
+
+    remote: str | None = None
+    run_id: str | None = None  # default: MEMSYNC_RUN_ID, else a new id
+    read_only: bool = False
+    offline: bool = False
+    create: bool = False  # start a memory the hub does not have (else it is refused)
+    checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES
+    checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
+
+
 class MemorySession:
     """A memory opened for an agent: `open()` clones or pulls it, `record()` commits one write,
     `checkpoint()` pushes, `close()` commits what is left and pushes.
@@ -49,19 +63,18 @@ class MemorySession:
     Checkpoints: after every `checkpoint_writes` writes, and `checkpoint_seconds` after the first
     unpushed write (a background timer), so a killed process loses at most that much."""
 
-    def __init__(self, name: str, path: Path | str | None = None, *, remote: str | None = None,
-                 run_id: str | None = None, read_only: bool = False, offline: bool = False,
-                 create: bool = False, checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
-                 checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, tool: str = "memory") -> None:
+    def __init__(self, name: str, path: Path | str | None = None, options: SessionOptions | None = None, *,
+                 tool: str = "memory") -> None:
+        options = options or SessionOptions()
         self.name = check_name(name)
         self.path = Path(path if path is not None else name).expanduser().resolve()
-        self.remote = remote
-        self.run_id = check_run_id(run_id or os.environ.get("MEMSYNC_RUN_ID") or new_run_id())
-        self.read_only = read_only
-        self.offline = offline
-        self.create = create
-        self.checkpoint_writes = checkpoint_writes
-        self.checkpoint_seconds = checkpoint_seconds
+        self.remote = options.remote
+        self.run_id = check_run_id(options.run_id or os.environ.get("MEMSYNC_RUN_ID") or new_run_id())
+        self.read_only = options.read_only
+        self.offline = options.offline
+        self.create = options.create
+        self.checkpoint_writes = options.checkpoint_writes
+        self.checkpoint_seconds = options.checkpoint_seconds
         self.tool = tool
         self.notices: list[str] = []
         self.writes = 0
