@@ -135,9 +135,9 @@ def test_exit_code_and_output_of_a_run_pass_through(memory: Path, server: Server
 # three modules, _socket, what `site` brings anyway (os and its path modules); a run also seals
 # itself (memsync.sealed, ctypes for prctl). Every other module is paid for by every command.
 CLIENT_MODULES = {"__future__", "_socket", "memsync", "memsync.entry", "memsync.serve", "memsync.serve.handoff", "os",
-                  "stat", "_stat",
-                  "posixpath", "genericpath", "_collections_abc"}
-SEALING_MODULES = {"memsync.util", "memsync.util.sealed", "ctypes", "_ctypes", "ctypes._endian", "struct", "_struct", "types"}
+                  "stat", "_stat", "posixpath", "genericpath", "_collections_abc"}
+SEALING_MODULES = {"memsync.util", "memsync.util.sealed", "ctypes", "_ctypes", "ctypes._endian", "struct", "_struct",
+                   "types"}
 
 
 def client_imports(args: list[str], cwd: Path, env: dict[str, str]) -> set[str]:

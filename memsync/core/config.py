@@ -6,9 +6,7 @@ file is an error naming the file and line. Writes are atomic (temp file + os.rep
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 from memsync.checks.merge_policy import MergeRule
 from memsync.core.pacing import PushRate
 from memsync.errors import ConfigError
+from memsync.util import fs
 from memsync.util.names import check_name, check_type, valid_branch
 
 CONFIG_DIR = ".vm0"
@@ -240,14 +239,6 @@ def render(cfg: StorageConfig) -> str:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """storage.yaml (and other text settings) written whole or not at all (util.fs.atomic_write)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    fs.atomic_write(path, text.encode("utf-8"))

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,7 +26,7 @@ from typing import Protocol
 from memsync.git import history
 from memsync.git.hub import memsync_home
 from memsync.git.repo import GitRepo, file_blob_id
-from memsync.util.fs import pid_alive, place, real_folders
+from memsync.util.fs import atomic_write, pid_alive, place, real_folders
 
 
 class Memory(Protocol):
@@ -224,10 +223,7 @@ def _copy(src: Path, dst: Path) -> None:
 
 
 def _write_json(path: Path, data: object) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".memsync-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data).encode("utf-8"))
 
 
 def undo(mem: Memory, guard: Guard) -> Undone:

@@ -24,6 +24,7 @@ from memsync.git import engine, hints
 from memsync.git.hub import redact
 from memsync.git.hubtree import tree_totals
 from memsync.git.workdiff import diff_to_workdir
+from memsync.util.fs import atomic_write
 from memsync.util.names import operator_identity
 
 ChangeKind = Literal["added", "modified", "deleted"]
@@ -437,9 +438,7 @@ class GitRepo:
         if not held:
             target.unlink(missing_ok=True)
             return
-        tmp = target.with_name(f"{_HELD_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(held, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, target)
+        atomic_write(target, json.dumps(held, sort_keys=True).encode("utf-8"))
 
     def head_blob(self, path: str) -> bytes | None:
         """The current version's bytes at `path` (the guard compares them); None for a file
@@ -646,19 +645,10 @@ class GitRepo:
 
 
 def write_private(target: Path, data: bytes) -> None:
-    """Replace `target` with `data` through a fresh temp file beside it (mkstemp: O_EXCL, so a
-    symlink or file planted in a shared hub is never followed or written through)."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Replace a cache file of memsync's own with `data` (util.fs.atomic_write: a symlink or file
+    planted in a shared hub is never followed or written through). Not flushed to disk: a cache
+    lost in a crash is computed again."""
+    atomic_write(target, data, durable=False)
 
 
 def read_private(path: Path, limit: int = 16 * 1024 * 1024) -> bytes:

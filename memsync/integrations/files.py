@@ -17,7 +17,6 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from memsync.checks import guard
 from memsync.errors import MemsyncError, UsageError
 from memsync.integrations import private
 from memsync.integrations.session import MemorySession
+from memsync.util.fs import atomic_write
 
 MAX_LINES = 999_999
 MAX_RESULT_CHARS = 60_000  # what one tool result may hold; a 4 MB file is read in pages (view_range)
@@ -470,16 +470,7 @@ def _numbered(lines: list[str], start: int, budget: int, shown: str) -> str:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     """Replace a file's content; an existing file keeps its mode, a new one is 0600."""
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else private.FILE_MODE
-    fd, tmp = tempfile.mkstemp(prefix=".memsync-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data, keep_mode=True)
 
 
 def _size(n: int) -> str:

@@ -32,6 +32,7 @@ from memsync.git import ownership
 from memsync.git.hub import memsync_home
 from memsync.git.trailers import memsync_keys, quote_path
 from memsync.sync.exchange import Exchange
+from memsync.util.fs import atomic_write
 
 Say = Callable[[str], None]
 POLICY_FILE = f"{cfgmod.CONFIG_DIR}/{cfgmod.CONFIG_FILE}"
@@ -215,9 +216,7 @@ def _restore_policy(root: Path, data: bytes) -> None:
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
-    tmp = folder / f".{cfgmod.CONFIG_FILE}.{os.getpid()}.tmp"
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    atomic_write(path, data, mode=0o644)
 
 
 __all__ = ["RunTrust"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path, PurePosixPath
 
 
@@ -69,4 +71,33 @@ def place(full: Path, data: bytes, mode: int) -> None:
         os.replace(tmp, full)
     except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(target: Path, data: bytes, *, mode: int | None = None, keep_mode: bool = False,
+                 durable: bool = True) -> None:
+    """Replace `target` with exactly `data`, all or nothing: written to a fresh temp file in the same
+    folder (mkstemp: a new name opened O_EXCL, so nothing planted there is followed or written
+    through), flushed to disk when `durable`, given its mode, then renamed over `target`. A
+    symlink at `target` is replaced, never written through. Mode: `mode` if given, else the
+    existing file's when `keep_mode`, else 0600 (mkstemp's). A failure (a full disk) leaves
+    `target` as it was and no temp file behind."""
+    if mode is None and keep_mode:
+        with contextlib.suppress(FileNotFoundError):
+            st = os.lstat(target)
+            if stat.S_ISREG(st.st_mode):
+                mode = stat.S_IMODE(st.st_mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise

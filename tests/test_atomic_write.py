@@ -1,0 +1,77 @@
+"""util.fs.atomic_write, the one way memsync replaces a file of its own: all or nothing, never
+through a symlink, the mode asked for, nothing left behind when the write fails."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memsync.util.fs import atomic_write
+
+
+def test_replaces_the_content_whole(tmp_path: Path) -> None:
+    folder = tmp_path / "state"
+    folder.mkdir()
+    target = folder / "f.json"
+    target.write_bytes(b"old content that is longer\n")
+    atomic_write(target, b"new\n")
+    assert target.read_bytes() == b"new\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["f.json"]
+
+
+def test_a_symlink_is_replaced_never_written_through(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    target = tmp_path / "cache"
+    target.symlink_to(victim)
+    atomic_write(target, b"mine\n")
+    assert victim.read_bytes() == b"precious\n"
+    assert not target.is_symlink() and target.read_bytes() == b"mine\n"
+
+
+def test_modes(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        fresh = tmp_path / "fresh"
+        atomic_write(fresh, b"x")
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o600  # private, whatever the umask
+        exe = tmp_path / "exe"
+        exe.write_bytes(b"#!/bin/sh\n")
+        exe.chmod(0o751)
+        atomic_write(exe, b"#!/bin/sh\ntrue\n", keep_mode=True)
+        assert stat.S_IMODE(exe.stat().st_mode) == 0o751
+        chosen = tmp_path / "chosen"
+        atomic_write(chosen, b"x", mode=0o644)
+        assert stat.S_IMODE(chosen.stat().st_mode) == 0o644
+    finally:
+        os.umask(old)
+
+
+@pytest.fixture
+def small_file_limit() -> Iterator[None]:
+    """Writes past 1 KiB fail with EFBIG, as a full disk fails them with ENOSPC."""
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, old_limit[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path: Path, small_file_limit: None) -> None:
+    folder = tmp_path / "state"
+    folder.mkdir()
+    target = folder / "state.json"
+    target.write_bytes(b"old\n")
+    with pytest.raises(OSError):
+        atomic_write(target, b"x" * 100_000)
+    assert target.read_bytes() == b"old\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["state.json"]
