@@ -115,7 +115,10 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
     partial copy would leave holes; on any failure (another file system, a repack removing files
     meanwhile) the links made are undone, False is returned and the fetch transfers what it needs.
     Loose objects go first: a repack writes its pack before removing them, so anything that
-    vanished under us is in a pack listed afterwards."""
+    vanished under us is in a pack listed afterwards.
+    Linking any loose object links the packs too: a `git push` to the hub leaves commits loose
+    whose parents are packed, and a loose commit without its history is a hole (libgit2's push
+    then walks into it: "object not found", and `git fsck` reports a broken link)."""
     source, target = os.path.join(hub, "objects"), os.path.join(git_dir, "objects")
     linked: list[str] = []
 
@@ -126,6 +129,7 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
             return  # placed meanwhile (by another fetch): objects are never modified
         linked.append(dst)
 
+    loose_linked = False
     try:
         for fan in sorted(n for n in os.listdir(source) if len(n) == 2 and _is_hex(n)):
             names = [n for n in os.listdir(os.path.join(source, fan)) if len(n) == 38]
@@ -147,7 +151,8 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
                     os.mkdir(fan_dir)  # (most fan directories exist already: one failed call)
             for name in missing:
                 link(os.path.join(source, fan, name), os.path.join(fan_dir, name))
-        if packs:
+            loose_linked = True
+        if packs or loose_linked:
             pack_dir = os.path.join(target, "pack")
             os.makedirs(pack_dir, exist_ok=True)
             for pack in sorted(Path(source, "pack").glob("pack-*.pack")):

@@ -195,6 +195,11 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
         return RemoteUnreachable(f"{doing} {where}: nothing is listening there ({text})",
                                  "the server is down or the port is wrong "
                                  "(`memsync run --offline` works on the local copy)")
+    if "no match for id" in lowered or ("object not found" in lowered and "odb" in lowered):
+        # an object is missing from a repository, not a missing repository
+        return RepoError(f"{doing} {where}: an object the history refers to is missing ({text})",
+                         "run `git fsck` in the memory directory and on the hub; `memsync clone` into a "
+                         "new directory gets a complete copy; nothing was pushed")
     if ("not found" in lowered or "does not appear to be a git repository" in lowered
             or "could not find repository" in lowered or "failed to resolve path" in lowered
             or "not a git repository" in lowered or "repository not exported" in lowered):
