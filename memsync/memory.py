@@ -78,7 +78,9 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
     root = find(start)
     config = cfgmod.load(root)
     git = GitRepo.open(root)
-    hub = hubmod.resolve(remote, config.remote)
+    from memsync.hubbind import resolve_for
+
+    hub = resolve_for(config, git, remote)
     mem = Memory(root, config, git, hub, tracking_name(hub, config.remote))
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only
         from memsync.readonly import recover

@@ -162,6 +162,8 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
         held: list[Oversize] = []
         if not offline and not present:
             held = storage.clone(m.name, m.path, remote=remote).exchange.held_back
+        elif not offline and not m.read_only:
+            storage.record_hub(m.path, remote)  # a run may be a memory's first push
         mem = open_memory(m.path, remote)
         if not m.read_only and memory.live_run(mem) is None:  # a live run settles its own
             from memsync.unverified import settle

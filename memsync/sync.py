@@ -70,6 +70,7 @@ class PushResult:
     exchange: Exchange
     adopted: InitResult | None = None  # push in a directory that had only a (vm0) storage.yaml
     unverified: Unverified | None = None  # unpushed commits memsync did not make (unverified.py)
+    mirror_of: str | None = None  # pushed with --remote to a hub not the memory's own: that own hub
 
 
 @dataclass
@@ -219,6 +220,7 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     A directory with a storage.yaml but no git repository (vm0 users type `push` first) is
     adopted as `init` would adopt it."""
     adopted = _adopt_config_only(path, remote)
+    record_hub(path, remote)
     mem = open_memory(path, remote)
     who = operator(message or "Update memory from the operator")
     from memsync.snapshot import take
@@ -230,8 +232,18 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
         found = settle(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
+        own = None if mem.tracking == "origin" else hubmod.resolve(None, mem.config.remote).display
         return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange,
-                          adopted, found)
+                          adopted, found, own)
+
+
+def record_hub(path: Path, remote: str | None) -> None:
+    """A memory's first push binds it to the hub it goes to (hubbind.py)."""
+    from memsync.hubbind import record
+
+    root = cfgmod.find_root(path)
+    if root is not None and (root / ".git").exists():
+        record(root, cfgmod.load(root), GitRepo.open(root), remote)
 
 
 def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
@@ -294,7 +306,7 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
             from memsync.listing import memory_names
 
             raise _not_found(name, hub, memory_names(heads))
-        cfg = StorageConfig(name=name, type=kind, remote=hub.url if remote else None)
+        cfg = StorageConfig(name=name, type=kind, remote=hub.url)  # the memory's hub from now on
         _write_config(staging, cfgmod.render(cfg))
         git.ensure_layout(cfg.hub_branch, hub.url)  # HEAD is unborn: it moves to the memory's branch
         if hub.local_path is not None:

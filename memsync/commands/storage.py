@@ -118,6 +118,10 @@ def register(app: typer.Typer, guard: Guard) -> None:
             files = "1 file" if left == 1 else f"{left} files"
             out(f"Nothing committed: {files} left out (see the warnings above); the remote already has "
                 "this version" if left else "No changes: the remote already has this version")
+        if result.mirror_of is not None and result.exchange.pushed:
+            from memsync.hub import redact
+
+            out(f"Mirror push to {redact(remote or '')}: the memory's own hub stays {result.mirror_of}")
         _print_version(result.version)
         if result.snapshot.blocked:
             from memsync.errors import Blocked

@@ -1,0 +1,90 @@
+"""The hub a memory belongs to, and the refusal to let it change silently.
+
+A memory remembers its hub in storage.yaml (`remote:`): the hub it was cloned from, or the one it
+was first pushed to, however that hub was given (--remote, MEMSYNC_REMOTE or the embedded default).
+Afterwards MEMSYNC_REMOTE naming another hub is refused instead of being ignored, and a memory
+that older versions left without a record is refused when the hub it would now use is not the one
+it exchanged with (its memsync-managed `origin`). `--remote URL` stays the explicit way to push a
+mirror copy elsewhere; the memory's own hub does not change.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memsync import config as cfgmod
+from memsync import hub as hubmod
+from memsync.config import StorageConfig
+from memsync.errors import UsageError
+from memsync.git.repo import GitRepo
+from memsync.hub import HubUrl
+
+__all__ = ["HubChanged", "came_from", "hub_key", "record", "resolve_for"]
+
+
+class HubChanged(UsageError):
+    """A command would use a hub other than the memory's own without saying so."""
+
+    def __init__(self, name: str, own: HubUrl, other: HubUrl, why: str) -> None:
+        super().__init__(
+            f"memory {name!r} belongs to the hub {own.display}, but {why} names {other.display}",
+            f"unset MEMSYNC_REMOTE for it; `--remote {other.display}` pushes a mirror copy there; "
+            "to move the memory, edit `remote:` in .vm0/storage.yaml",
+        )
+        self.own = own
+        self.other = other
+
+
+def hub_key(hub: HubUrl) -> str:
+    """One spelling per hub: a hub on this machine by its resolved path, else its URL."""
+    local = hub.local_path
+    return hub.url if local is None else str(local.expanduser().resolve())
+
+
+def came_from(git: GitRepo, branch: str) -> HubUrl | None:
+    """The hub a memory without a `remote:` record has exchanged with: the `origin` memsync set
+    when it was cloned or initialised, if a version was ever fetched from it. A hint used only to
+    refuse (the repository's config is the agent's to write), never to choose a hub."""
+    url, managed = git.config_values("remote.origin.url", "memsync.origin")
+    if not url or managed != "managed" or git.ref_oid(f"refs/remotes/origin/{branch}") is None:
+        return None
+    try:
+        return hubmod.parse(url)
+    except UsageError:
+        return None
+
+
+def resolve_for(config: StorageConfig, git: GitRepo, flag: str | None) -> HubUrl:
+    """The hub a command on this memory uses: the documented order, with silent changes refused."""
+    from memsync.sealed import get
+
+    if flag:
+        return hubmod.parse(flag)  # explicit: a mirror when it is not the memory's own
+    env = get("MEMSYNC_REMOTE")
+    if config.remote:
+        own = hubmod.parse(config.remote)
+        if env and hub_key(hubmod.parse(env)) != hub_key(own):
+            raise HubChanged(config.name, own, hubmod.parse(env), "MEMSYNC_REMOTE")
+        return own
+    hub = hubmod.resolve(None, None)
+    earlier = came_from(git, config.hub_branch)
+    if earlier is not None and hub_key(earlier) != hub_key(hub):
+        why = "MEMSYNC_REMOTE" if env else "the default (the embedded hub)"
+        raise HubChanged(config.name, earlier, hub, why)
+    return hub
+
+
+def record(root: Path, config: StorageConfig, git: GitRepo, flag: str | None) -> None:
+    """Before a push: a memory that records no hub yet gets the one this push goes to. A push with
+    --remote from a memory that has exchanged with a hub before is a mirror push: nothing recorded."""
+    if config.remote:
+        return
+    if flag and came_from(git, config.hub_branch) is not None:
+        return
+    hub = resolve_for(config, git, flag)
+    path = cfgmod.config_path(root)
+    text = path.read_text(encoding="utf-8")
+    sep = "" if text.endswith("\n") or not text else "\n"
+    cfgmod.atomic_write(path, f"{text}{sep}remote: {hub.url}\n")
+    config.remote = hub.url
+    git.ensure_layout(config.hub_branch, hub.url)
