@@ -24,7 +24,10 @@ def collect(project: Path) -> list[HookStatus]:
     found: list[HookStatus] = []
     for a in agents.AGENTS.values():
         for scope in agents.SCOPES:
-            path = agents.settings_path(a, scope, project)
+            try:
+                path = agents.settings_path(a, scope, project)
+            except MemsyncError:  # Codex has no local settings file
+                continue
             hooks = agents.installed(path)
             if hooks is None:
                 continue
@@ -32,6 +35,11 @@ def collect(project: Path) -> list[HookStatus]:
             status = HookStatus(a.key, scope, str(path), hooks.events, opts.get("memory", "?"),
                                 opts.get("dir", "?"))
             status.state = _state(Path(status.dir))
+            from memsync.hookfail import last_failure
+
+            failed = last_failure(status.memory)
+            if failed:
+                status.state = f"FAILING: {failed}; {status.state}"
             found.append(status)
     return found
 

@@ -15,8 +15,10 @@ SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_MEMSYNC_COMPLETE"
 
 AgentArg = Annotated[str, typer.Argument(help="claude-code or codex.")]
-ScopeOpt = Annotated[str, typer.Option("--scope", help="user (~/.claude/settings.json, ~/.codex/hooks.json) "
-                                       "or project (./.claude/settings.json, ./.codex/hooks.json).")]
+ScopeOpt = Annotated[str, typer.Option("--scope", help="user (~/.claude/settings.json, ~/.codex/hooks.json), "
+                                       "project (./.claude/settings.json, ./.codex/hooks.json) or local "
+                                       "(./.claude/settings.local.json: a personal hook in a shared "
+                                       "repository).")]
 ShellArg = Annotated[str | None, typer.Argument(help="bash, zsh or fish (default: from $SHELL).")]
 
 
@@ -139,14 +141,22 @@ def _shell(shell: str | None) -> str:
 def _run_hook(args: list[str]) -> None:
     """One line on stderr, exit 0, whatever happens: a hook must not block the agent (exit 2
     would block a Claude Code Stop; other codes print an error banner)."""
+    from memsync import hookfail
+
     verb = args[0] if args else "?"
+    memory = "?"
     try:
         opts = _options(args[1:])
+        memory = opts["memory"]
         _hook(verb, opts, _payload())
+        hookfail.cleared(memory)
     except Exception as exc:  # every failure, ours or not, is one line and exit 0
         message = getattr(exc, "message", None) or f"unexpected {type(exc).__name__}: {exc}"
         hint = getattr(exc, "hint", None)
-        err(f"memsync: {verb} hook: {message}" + (f" ({hint})" if hint else ""))
+        line = message + (f" ({hint})" if hint else "")
+        err(f"memsync: {verb} hook: {line}")
+        hookfail.recorded(memory, verb, line)
+        out(hookfail.system_message(verb, line))  # stdout: the JSON the agent shows its user
     except KeyboardInterrupt:
         err(f"memsync: {verb} hook: interrupted")
 
