@@ -55,8 +55,26 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             err("error: interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as exc:  # libgit2 refusing what a user's git wrote: a refusal, not a bug
+            refused = _git_feature_refusal(exc)
+            if refused is None or os.environ.get("MEMSYNC_DEBUG") == "1":
+                raise
+            err(f"error: {refused.message}")
+            err(f"hint: {refused.hint}")
+            raise typer.Exit(refused.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _git_feature_refusal(exc: Exception) -> MemsyncError | None:
+    if "unsupported mandatory extension" not in str(exc):
+        return None
+    from pathlib import Path
+
+    from memsync import config as cfgmod
+    from memsync.git.indexext import refusal
+
+    return refusal(exc, cfgmod.find_root(Path.cwd()) or Path.cwd())
 
 
 def _version(value: bool) -> None:

@@ -225,7 +225,35 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")
         transport.push(mem.git.repo, mem.hub, source, f"refs/heads/{mem.branch}", progress)
+        point_head(local_path, f"refs/heads/{mem.branch}")
         maintenance.auto(local_path)  # every push adds a pack: keep the hub compact, still under its lock
+
+
+def point_head(hub: Path, ref: str) -> bool:
+    """A hub on this machine whose HEAD names a branch it does not have (`git init --bare` leaves
+    an unborn master or main) gets HEAD on `ref`, the first memory pushed to it: a plain
+    `git clone` of the hub then checks that memory out instead of nothing. A HEAD its owner
+    pointed at an existing branch is left alone. Call under the hub's lock."""
+    head = os.path.join(hub, "HEAD")
+    try:
+        with open(head, encoding="ascii") as fh:
+            text = fh.read(512).strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not text.startswith("ref: refs/heads/") or local_tip(hub, text[5:]) is not None:
+        return False
+    tmp = f"{head}.memsync-{os.getpid()}"
+    try:
+        mode = os.stat(head).st_mode & 0o777  # as readable as before (a hub served as another user)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(f"ref: {ref}\n")
+        os.replace(tmp, head)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False  # a read-only hub: only a plain clone's convenience is lost
+    return True
 
 
 @contextlib.contextmanager

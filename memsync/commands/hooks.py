@@ -142,15 +142,17 @@ def _run_hook(args: list[str]) -> None:
     """One line on stderr, exit 0, whatever happens: a hook must not block the agent (exit 2
     would block a Claude Code Stop; other codes print an error banner)."""
     from memsync import hookfail
+    from memsync.git.indexext import refusal
 
     verb = args[0] if args else "?"
-    memory = "?"
+    memory, directory = "?", Path.cwd()
     try:
         opts = _options(args[1:])
-        memory = opts["memory"]
+        memory, directory = opts["memory"], Path(opts["dir"])
         _hook(verb, opts, _payload())
         hookfail.cleared(memory)
-    except Exception as exc:  # every failure, ours or not, is one line and exit 0
+    except Exception as caught:  # every failure, ours or not, is one line and exit 0
+        exc: Exception = refusal(caught, directory) or caught
         message = getattr(exc, "message", None) or f"unexpected {type(exc).__name__}: {exc}"
         hint = getattr(exc, "hint", None)
         line = message + (f" ({hint})" if hint else "")
