@@ -44,6 +44,9 @@ def handle_errors(func: F) -> F:
         notices.handler = warn
         notices.reset()
         try:
+            from memsync.envcheck import check_environment
+
+            check_environment()
             return func(*args, **kwargs)
         except MemsyncError as exc:
             err(f"error: {exc.message}")
@@ -191,16 +194,32 @@ def _command_for(chosen: typer.Typer) -> Callable[..., Any]:
     process and reused (building it inspects the verb's signature: ~3-5 ms per invocation, all of
     it spent again by every call in one process, e.g. a server's)."""
     infos = [*chosen.registered_commands, *chosen.registered_groups]
-    if chosen is app or len(infos) != 1:
-        return chosen
     from typer.main import except_hook, get_command
 
     if sys.excepthook != except_hook:  # as typer's own __call__ does
         sys.excepthook = except_hook
+    if chosen is app or len(infos) != 1:
+        whole: Callable[..., Any] = _plain_metavars(get_command(chosen))  # what calling the Typer builds
+        return whole
     found = _built.get(id(infos[0]))
     if found is None or found[0] is not infos[0]:
-        found = _built[id(infos[0])] = (infos[0], get_command(chosen))
+        found = _built[id(infos[0])] = (infos[0], _plain_metavars(get_command(chosen)))
     return found[1]
+
+
+def _plain_metavars(command: Any) -> Any:
+    """Help in a user's words: `--remote URL`-style names instead of the Python types typer shows
+    (`--memory <list[str]>`, `command... <list[str]>`). Options get their name in capitals,
+    arguments their name alone."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "param_type_name", "") == "option":
+            if param.metavar is None and not param.is_flag and not param.count:
+                param.metavar = (param.name or "value").upper()
+        elif getattr(param, "param_type_name", "") == "argument":
+            param.display_type_rich = lambda ctx: None  # the name (and "..." for many) says it
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
+    return command
 
 
 def prepare() -> None:

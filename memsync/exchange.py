@@ -412,7 +412,7 @@ def _refuse_foreign(mem: Memory, head: str, hide: list[str]) -> None:
 
     found = foreign(mem.git, [head], hide, mem.git.made, limit=5)
     if found:
-        raise RepoError(f"not pushed: commit(s) memsync did not make appeared on {mem.branch} "
+        raise RepoError(f"not pushed: commits memsync did not make appeared on {mem.branch} "
                         f"({', '.join(c.short for c in found)})", "the run folds them into its next commit")
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from memsync import agents
 from memsync.errors import MemsyncError
+from memsync.wording import count
 
 
 @dataclass
@@ -63,5 +64,5 @@ def _state(directory: Path) -> str:
         return f"error: {exc.message}"
     parts = [f"version {head[:8]}" if head else "no version yet",
              f"{len(waiting)} unpushed" if waiting else "all pushed",
-             f"{changes} uncommitted change(s)" if changes else "no uncommitted changes"]
+             f"{count(changes, 'uncommitted change')}" if changes else "no uncommitted changes"]
     return ", ".join(parts)

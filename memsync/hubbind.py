@@ -75,11 +75,10 @@ def resolve_for(config: StorageConfig, git: GitRepo, flag: str | None) -> HubUrl
 
 
 def record(root: Path, config: StorageConfig, git: GitRepo, flag: str | None) -> None:
-    """Before a push: a memory that records no hub yet gets the one this push goes to. A push with
-    --remote from a memory that has exchanged with a hub before is a mirror push: nothing recorded."""
-    if config.remote:
-        return
-    if flag and came_from(git, config.hub_branch) is not None:
+    """Before a memory's first push: a memory that records no hub and never exchanged with one gets
+    the hub this push goes to. One that did (made by an older memsync) is left as it is: the hub
+    it came from is checked by resolve_for, and a push with --remote from it is a mirror push."""
+    if config.remote or came_from(git, config.hub_branch) is not None:
         return
     hub = resolve_for(config, git, flag)
     path = cfgmod.config_path(root)

@@ -170,7 +170,7 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
 
             with mem.locked():  # a dead run's leftovers are that run's: settled before this run claims it
                 mem.git.check_state(mem.branch)
-                settle(mem)  # and unpushed commits memsync did not make are checked (refused if bad)
+                settle(mem, by="run")  # and unpushed commits memsync did not make are checked (refused if bad)
         joined = _own(mem, run_id, claim, claimed)
         if m.read_only:
             _set_writable(mem, True)

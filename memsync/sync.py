@@ -231,10 +231,26 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
         _prepare(mem)
         found = settle(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
-        exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
+        try:
+            exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
+        except RemoteError as exc:
+            _kept_locally(mem, exc)
+            raise
         own = None if mem.tracking == "origin" else hubmod.resolve(None, mem.config.remote).display
         return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange,
                           adopted, found, own)
+
+
+def _kept_locally(mem: Memory, exc: RemoteError) -> None:
+    """A push the hub did not take says what happened to the work: it is committed here."""
+    head = mem.git.head_oid()
+    if head is None or head == mem.git.ref_oid(mem.tracking_ref):
+        return
+    exc.message = f"{exc.message}; your changes are committed locally ({head[:8]}), not pushed"
+    if exc.hint is None or "--offline" in exc.hint:
+        exc.hint = "nothing is lost: run `memsync push` again when the hub is back"
+    else:
+        exc.hint = f"{exc.hint}; nothing is lost: `memsync push` again delivers it"
 
 
 def record_hub(path: Path, remote: str | None) -> None:
@@ -269,7 +285,7 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     with mem.locked():
         refuse_during_run(mem, "pull")
         _prepare(mem)
-        settle(mem, refuse=False)  # a dead run's leftovers are that run's, not the operator's
+        settle(mem, refuse=False, by="pull")  # a dead run's leftovers are that run's, not the operator's
         snap = take(mem, who)
         exchange = sync(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
                         push=False, progress=progress)

@@ -30,6 +30,7 @@ from memsync.exchange import Exchange, sync, unpushed
 from memsync.git import transport
 from memsync.memory import Memory, run_in_progress
 from memsync.snapshot import Snapshot, take
+from memsync.wording import count
 
 DEFAULT_DEBOUNCE = 2.0
 DEFAULT_POLL = 30.0
@@ -178,7 +179,7 @@ class Watcher:
                 self._announce(snap, result)
                 self._recovered()
             elif snap.commit is not None:
-                self._say(f"committed {snap.commit[:8]} locally ({len(snap.changes)} file(s)); "
+                self._say(f"committed {snap.commit[:8]} locally ({count(len(snap.changes), 'file')}); "
                           "it is pushed when the hub is back")
         return snap
 
@@ -215,7 +216,7 @@ class Watcher:
     def _announce(self, snap: Snapshot, result: Exchange) -> None:
         if snap.commit is not None:
             where = "pushed" if result.pushed else "committed (the hub already had it)"
-            self._say(f"saved {snap.commit[:8]} ({len(snap.changes)} file(s)), {where}")
+            self._say(f"saved {snap.commit[:8]} ({count(len(snap.changes), 'file')}), {where}")
         elif result.pushed and result.remote_head:
             self._say(f"pushed {result.remote_head[:8]} to {self.mem.hub.display}")
 
@@ -250,7 +251,7 @@ class Watcher:
             updated = git.tree_changes(before, after)
             self.monitor.expect(updated)
             self.status.merges += len(result.merges)
-            self._say(f"updated from the hub: {len(updated)} file(s) changed, now at {after[:8]}")
+            self._say(f"updated from the hub: {count(len(updated), 'file')} changed, now at {after[:8]}")
         for c in result.conflicts:
             self.status.conflicts += 1
             self._say(f"conflict in {c.path}: both versions kept, this one at {c.path}, "

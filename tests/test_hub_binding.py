@@ -104,7 +104,10 @@ def test_a_memory_older_versions_left_unrecorded_is_refused_elsewhere(
     assert r.code == 2, r.err
     assert str(real_hub) in r.err and "embedded hub" in r.err
     assert "refs/heads/memory/research" not in _branches(hub_path())
-    monkeypatch.setenv("MEMSYNC_REMOTE", str(real_hub))  # the hub it came from: fine, and recorded now
+    monkeypatch.setenv("MEMSYNC_REMOTE", str(real_hub))  # the hub it came from: fine
     r = cli("push", cwd=laptop)
     assert r.code == 0, r.err
-    assert f"remote: {real_hub}" in cfg.read_text()
+    assert git("show", "memory/research:notes.md", cwd=real_hub) == "changed\n"
+    assert "remote:" not in cfg.read_text()  # its storage.yaml is the operator's: not rewritten
+    monkeypatch.delenv("MEMSYNC_REMOTE")
+    assert cli("push", "--force", cwd=laptop).code == 2  # still refused without it

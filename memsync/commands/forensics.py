@@ -11,6 +11,7 @@ from typer.core import TyperCommand
 from memsync.commands import Guard
 from memsync.output import err, out, print_json, warn
 from memsync.textsafe import clean, quote_path, terminal
+from memsync.wording import count
 
 Segment = tuple[str, str]  # (text, rich style); the style is used on a terminal only
 
@@ -229,7 +230,7 @@ def _print_stat(patches: list[Any]) -> None:
         change = "Bin" if p.binary else f"{p.added + p.deleted:>5} {bar}"
         _emit([(f" {name:<{width}} | ", ""), (change, "green" if p.added >= p.deleted else "red")])
     files = "file" if len(patches) == 1 else "files"
-    out(f" {len(patches)} {files} changed, {added} insertions(+), {deleted} deletions(-)")
+    out(f" {len(patches)} {files} changed, {count(added, 'insertion')}(+), {count(deleted, 'deletion')}(-)")
 
 
 # -- restore / revert --------------------------------------------------------------------------
