@@ -109,6 +109,7 @@ class Watcher:
         self._full_cycle = True
         self._retry_at = 0.0
         self._failures = 0
+        self._warned: tuple[str, str] | None = None  # the last failure reported (see _fail)
         self._offline = False
         self._report_lock = threading.Lock()
         self._ignored_shown: list[str] = []  # ignored files are reported when that list changes
@@ -190,7 +191,8 @@ class Watcher:
         head = self.mem.git.head_oid()
         if not self._full_cycle and remote == tracking and head == tracking:
             self.status.last_sync = time.time()
-            self._recovered()
+            if self.status.state != "busy":  # busy ends when the blocked commit goes through
+                self._recovered()
             return
         with self._busy("syncing"):
             snap = self._snapshot()
@@ -290,13 +292,18 @@ class Watcher:
         self._failures += 1
         delay = min(max(self.poll, 2.0), FIRST_RETRY * 2 ** (self._failures - 1))
         self._retry_at = time.monotonic() + delay
-        if self.status.state != state:  # once per state, not once per retry
+        # once per state, not once per retry; and not again for the same cause (a run holding the
+        # memory) when an attempt in between took the lock without getting further
+        if self.status.state != state and self._warned != (state, detail):
             self._set(state, detail, f"{state}: {detail}", "warning")
+            self._warned = (state, detail)
         else:
+            self.status.state = state
             self.status.detail = detail
 
     def _recovered(self) -> None:
         self._retry_at = 0.0
+        self._warned = None
         if self._failures:
             self._failures = 0
             version = self.status.version[:8] if self.status.version else "empty"
@@ -322,6 +329,7 @@ class Watcher:
         if not abandoned:  # else the sync thread may still be using the repository
             with suppress(MemsyncError):
                 left = unpushed(self.mem)
+                self.status.version = self.mem.git.head_oid()  # a run may have committed meanwhile
         self._set("stopped")
         s = self.status
         return WatchSummary(s.version, s.commits, s.merges, s.conflicts, left, abandoned)

@@ -118,3 +118,41 @@ def test_a_symlink_out_of_the_memory_is_reported(cli, memory: Path) -> None:  # 
     assert r.code == 0, r.err
     assert "passwd is a symbolic link to /etc/passwd, outside the memory" in r.err
     assert "inside is a symbolic link" not in r.err
+
+
+def test_watch_reports_a_run_once_and_exits_at_the_current_version(memory: Path) -> None:
+    from tests.test_watch import wait_until, watching
+
+    started, stop = memory.parent / "started", memory.parent / "stop"
+    script = f"touch {started}; while [ ! -e {stop} ]; do sleep 0.05; done; echo done > runs/late.md"
+    with watching(memory) as w:
+        run = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", "holder-1", "--checkpoint", "0",
+                                "--", "sh", "-c", script], cwd=memory, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(started.exists, 30, "the run to start")
+            write(memory, "operator.md", "while the run holds it\n")
+            wait_until(lambda: "run holder-1 is using this memory" in w.text(), 20, "the busy report")
+            time.sleep(3)  # several retries (backoff 0.25 s doubling, capped at 2 s) while the run holds it
+        finally:
+            stop.touch()
+            _, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+        wait_until(lambda: "back in sync" in w.text(), 20, "watch to resume")
+        assert w.stop() == 0
+    text = w.text()
+    assert text.count("run holder-1 is using this memory") == 1, text
+    head = git("rev-parse", "HEAD", cwd=memory).strip()
+    last = text.strip().splitlines()[-1]
+    assert f"at {head[:8]}" in last, (last, head)
+
+
+def test_the_demo_leaves_no_directory_behind(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    demo = Path(__file__).resolve().parents[1] / "demo" / "demo.py"
+    proc = subprocess.run([sys.executable, str(demo)], cwd=tmp_path, env=dict(os.environ, TMPDIR=str(scratch)),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "removed" in proc.stdout
+    assert list(scratch.iterdir()) == []

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from memsync import completing
 from memsync.commands import Guard
 from memsync.output import err, out, print_json, warn
 from memsync.textsafe import clean, quote_path, terminal
@@ -26,7 +27,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
         path: Annotated[str | None, typer.Argument(help="Only versions that changed this file, with its "
                                                    "size and sha256 at each.")] = None,
         run: Annotated[str | None, typer.Option("--run", help="Only this run's versions "
-                                                "(checkpoints, final, merges).")] = None,
+                                                "(checkpoints, final, merges).",
+                                                autocompletion=completing.run_ids)] = None,
         flagged: Annotated[bool, typer.Option("--flagged", help="Only versions the integrity guard "
                                               "flagged or a protect policy refused.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
@@ -81,7 +83,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
     def restore(
         paths: Annotated[list[str], typer.Argument(help="Files or folders to put back.")],
         at: Annotated[str, typer.Option("--at", help="The version to take them from "
-                                        "(sha, HEAD~2, run:<id>).")],
+                                        "(sha, HEAD~2, run:<id>).", autocompletion=completing.run_revs)],
         force: Annotated[bool, typer.Option("--force", help="Even if PATH has uncommitted changes (they are "
                                             "committed first, so they stay in history).")] = False,
         remote: RemoteOpt = None,
@@ -107,7 +109,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
     @app.command()
     @guard
     def revert(
-        rev: Annotated[str, typer.Argument(help="The version to undo, or run:<id> for a whole run.")],
+        rev: Annotated[str, typer.Argument(help="The version to undo, or run:<id> for a whole run.",
+                                           autocompletion=completing.run_revs)],
         remote: RemoteOpt = None,
     ) -> None:
         """Undo a version or a whole run as one new version (pushed); never rewrites history. Where

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from memsync import completing
 from memsync.commands import Guard
 from memsync.output import err, human_size, out, print_json, warn
 from memsync.textsafe import clean, quote_path
@@ -133,7 +134,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
     @app.command()
     @guard
     def pull(
-        name: Annotated[str | None, typer.Argument(help="Outside a memory: clone NAME into ./NAME.")] = None,
+        name: Annotated[str | None, typer.Argument(help="Outside a memory: clone NAME into ./NAME.",
+                                                   autocompletion=completing.memory_names)] = None,
         remote: RemoteOpt = None,
     ) -> None:
         """Fetch the remote memory and merge it in, keeping local changes."""
@@ -151,7 +153,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
     @app.command()
     @guard
     def clone(
-        name: Annotated[str, typer.Argument(help="The memory's name on the remote.")],
+        name: Annotated[str, typer.Argument(help="The memory's name on the remote.",
+                                            autocompletion=completing.memory_names)],
         dest: Annotated[Path | None, typer.Argument(help="Directory to create (default: ./NAME).")] = None,
         remote: RemoteOpt = None,
         full_history: Annotated[bool, typer.Option(
