@@ -92,15 +92,14 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
 def tracking_name(hub: HubUrl, configured: str | None) -> str:
     """"origin" when `hub` is the memory's own (configured, else the default; a hub on this
     machine however its path is spelled), else a name derived from its address."""
-    key = _hub_key(hub)
-    if key == _hub_key(hubmod.resolve(None, configured)):
+    from memsync.hubbind import hub_key
+
+    key = hub_key(hub)
+    if key == hub_key(hubmod.resolve(None, configured)):
         return "origin"
     return "hub-" + hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
-def _hub_key(hub: HubUrl) -> str:
-    local = hub.local_path
-    return hub.url if local is None else str(local.expanduser().resolve())
 
 
 RUN_MARKER = "memsync-run.json"

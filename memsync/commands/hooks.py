@@ -34,7 +34,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
     def install(
         agent: AgentArg,
         memory: Annotated[str | None, typer.Option("--memory", help="Memory name (default: the agent's "
-                                                   "name; project scope: claude-<project>).")] = None,
+                                                   "name; project and local scope: claude-<repository>-<id>, "
+                                                   "from the repository's remote URL or its own id).")] = None,
         directory: Annotated[Path | None, typer.Option("--dir", help="The directory kept in the memory "
                                                        "(default: the agent's home, of which only its "
                                                        "memory files are synced; project scope: the "
