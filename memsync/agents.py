@@ -153,7 +153,7 @@ def _project_root(project: Path) -> Path:
     try:
         from memsync.git.project import identify
 
-        return identify(project).toplevel
+        return identify(project, assign=False).toplevel
     except Exception:  # no repository, or one libgit2 cannot read: the directory itself
         return project
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,8 @@ def test_two_clones_of_one_repository_share_one(cli, tmp_path: Path) -> None:  #
 
 def test_without_a_remote_a_stable_id_in_the_repository_is_shared_by_its_worktrees(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     main = repo(tmp_path / "proj")
+    assert "No memsync hooks" in cli("hooks", "status", cwd=main).out
+    assert subprocess.run(["git", "config", "memsync.projectId"], cwd=main).returncode == 1  # status wrote nothing
     write(main, "README", "x\n")
     git("add", "README", cwd=main)
     git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "first", cwd=main)

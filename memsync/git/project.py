@@ -60,8 +60,10 @@ def normalise_remote(url: str) -> str:
     return f"{host}{path}".lower() if host != "file" else f"file:{path}"
 
 
-def identify(start: Path) -> ProjectIdentity:
-    """The identity of the repository holding `start`; a directory in none is keyed by its path."""
+def identify(start: Path, *, assign: bool = True) -> ProjectIdentity:
+    """The identity of the repository holding `start`; a directory in none is keyed by its path.
+    `assign=False`: a repository without a remote or an id yet gets none (key "id:"): for callers
+    that only need its directories, which must not write to its config."""
     found = pygit2.discover_repository(str(start))
     if found is None:
         root = start.resolve()
@@ -73,7 +75,7 @@ def identify(start: Path) -> ProjectIdentity:
     if remote is not None:
         key = normalise_remote(remote)
         return ProjectIdentity(root, f"remote:{key}", key.rsplit("/", 1)[-1] or root.name, top)
-    return ProjectIdentity(root, f"id:{_stable_id(repo)}", root.name, top)
+    return ProjectIdentity(root, f"id:{_stable_id(repo, assign)}", root.name, top)
 
 
 def _main_worktree(repo: pygit2.Repository, start: Path) -> Path:
@@ -96,7 +98,7 @@ def _remote_url(repo: pygit2.Repository) -> str | None:
     return None
 
 
-def _stable_id(repo: pygit2.Repository) -> str:
+def _stable_id(repo: pygit2.Repository, assign: bool) -> str:
     config = repo.config  # a worktree's is its main repository's: one id for all of them
     try:
         value = str(config[ID_KEY])
@@ -104,6 +106,8 @@ def _stable_id(repo: pygit2.Repository) -> str:
             return value
     except KeyError:
         pass
+    if not assign:
+        return ""
     value = uuid.uuid4().hex
     config[ID_KEY] = value
     return value
