@@ -19,7 +19,7 @@ from memsync.errors import UsageError
 from memsync.git.repo import GitRepo
 from memsync.hub import HubUrl
 
-__all__ = ["HubChanged", "came_from", "hub_key", "record", "resolve_for"]
+__all__ = ["HubChanged", "came_from", "hub_key", "record", "recordable", "resolve_for"]
 
 
 class HubChanged(UsageError):
@@ -36,9 +36,20 @@ class HubChanged(UsageError):
 
 
 def hub_key(hub: HubUrl) -> str:
-    """One spelling per hub: a hub on this machine by its resolved path, else its URL."""
+    """One spelling per hub: a hub on this machine by its resolved path, an HTTP(S) hub by its URL
+    without the account (`https://alice@host/x` and `https://host/x` are one hub), else its URL."""
     local = hub.local_path
-    return hub.url if local is None else str(local.expanduser().resolve())
+    if local is not None:
+        return str(local.expanduser().resolve())
+    return _without_account(hub.url) if hub.kind == "http" else hub.url
+
+
+def _without_account(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=host))
 
 
 def came_from(git: GitRepo, branch: str) -> HubUrl | None:
@@ -63,8 +74,11 @@ def resolve_for(config: StorageConfig, git: GitRepo, flag: str | None) -> HubUrl
     env = get("MEMSYNC_REMOTE")
     if config.remote:
         own = hubmod.parse(config.remote)
-        if env and hub_key(hubmod.parse(env)) != hub_key(own):
-            raise HubChanged(config.name, own, hubmod.parse(env), "MEMSYNC_REMOTE")
+        if env:
+            given = hubmod.parse(env)
+            if hub_key(given) != hub_key(own):
+                raise HubChanged(config.name, own, given, "MEMSYNC_REMOTE")
+            return given  # the same hub, with the account or token the variable carries
         return own
     hub = hubmod.resolve(None, None)
     earlier = came_from(git, config.hub_branch)
@@ -81,9 +95,17 @@ def record(root: Path, config: StorageConfig, git: GitRepo, flag: str | None) ->
     if config.remote or came_from(git, config.hub_branch) is not None:
         return
     hub = resolve_for(config, git, flag)
+    kept = recordable(hub)
     path = cfgmod.config_path(root)
     text = path.read_text(encoding="utf-8")
     sep = "" if text.endswith("\n") or not text else "\n"
-    cfgmod.atomic_write(path, f"{text}{sep}remote: {hub.url}\n")
-    config.remote = hub.url
-    git.ensure_layout(config.hub_branch, hub.url)
+    cfgmod.atomic_write(path, f"{text}{sep}remote: {kept}\n")
+    config.remote = kept
+    git.ensure_layout(config.hub_branch, kept)
+
+
+def recordable(hub: HubUrl) -> str:
+    """The hub as storage.yaml keeps it: never a credential, and for HTTP(S) no account either
+    (read back, `https://alice@host` would be taken for a token); the user then comes from
+    MEMSYNC_USER or MEMSYNC_REMOTE, as for any HTTPS hub."""
+    return _without_account(hub.url) if hub.kind == "http" else hub.url

@@ -322,7 +322,9 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
             from memsync.listing import memory_names
 
             raise _not_found(name, hub, memory_names(heads))
-        cfg = StorageConfig(name=name, type=kind, remote=hub.url)  # the memory's hub from now on
+        from memsync.hubbind import recordable
+
+        cfg = StorageConfig(name=name, type=kind, remote=recordable(hub))  # the memory's hub from now on
         _write_config(staging, cfgmod.render(cfg))
         git.ensure_layout(cfg.hub_branch, hub.url)  # HEAD is unborn: it moves to the memory's branch
         if hub.local_path is not None:

@@ -111,3 +111,33 @@ def test_a_memory_older_versions_left_unrecorded_is_refused_elsewhere(
     assert "remote:" not in cfg.read_text()  # its storage.yaml is the operator's: not rewritten
     monkeypatch.delenv("MEMSYNC_REMOTE")
     assert cli("push", "--force", cwd=laptop).code == 2  # still refused without it
+
+
+@pytest.mark.server
+def test_a_token_in_memsync_remote_is_used_and_never_recorded(cli, tmp_path: Path, http_server,  # type: ignore[no-untyped-def]
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    make_bare_hub(http_server.project_root / "hub.git")
+    url = http_server.url("hub.git")
+    with_token = url.replace("://", f"://{http_server.user}:{http_server.token}@")
+    monkeypatch.setenv("MEMSYNC_REMOTE", with_token)
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    assert cli("init", "--name", "research", cwd=seed).code == 0
+    write(seed, "notes.md", "seed\n")
+    r = cli("push", cwd=seed)
+    assert r.code == 0, r.err
+    laptop = tmp_path / "laptop"
+    r = cli("clone", "research", str(laptop), cwd=tmp_path)
+    assert r.code == 0, r.err
+    for cfg in (seed / ".vm0" / "storage.yaml", laptop / ".vm0" / "storage.yaml"):
+        text = cfg.read_text()
+        assert http_server.token not in text and f"{http_server.user}@" not in text
+        assert f"remote: {url}" in text
+    write(laptop, "notes.md", "seed\nfrom the laptop\n")
+    assert cli("push", cwd=laptop).code == 0  # the same hub, with the variable's token
+    monkeypatch.delenv("MEMSYNC_REMOTE")  # then the recorded hub, with the token from MEMSYNC_TOKEN
+    monkeypatch.setenv("MEMSYNC_TOKEN", http_server.token)
+    monkeypatch.setenv("MEMSYNC_USER", http_server.user)
+    r = cli("pull", cwd=seed)
+    assert r.code == 0, r.err
+    assert (seed / "notes.md").read_text() == "seed\nfrom the laptop\n"
