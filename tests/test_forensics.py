@@ -234,7 +234,7 @@ def test_log_lines_json_limit_and_run_filter(memory: Path, cli) -> None:
     assert entry["oid"] == head(memory) and entry["exit_code"] == 0 and entry["bytes_added"] == 100
     r = cli("log", "--run", "nobody", cwd=memory)  # no such run: said so, exit 2
     assert r.code == 2 and r.out == "" and "no run with the id 'nobody'" in r.err and "hint:" in r.err
-    assert cli("log", "summary.md", "--run", "adder", cwd=memory).out.strip() == "No versions match"
+    assert cli("log", "summary.md", "--run", "adder", cwd=memory).out.strip() == "No versions of summary.md match"
 
 
 def test_log_of_a_deleted_file_and_of_a_merge_with_conflict_copies(memory: Path, tmp_path: Path, cli) -> None:
