@@ -8,7 +8,9 @@ BIN := $(VENV)/bin
 $(BIN)/memsync: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	# setuptools says "Editable installation ... be careful with folders named like the package"
+	# on every editable install (a UserWarning from the build backend): nothing to act on here
+	PYTHONWARNINGS=ignore::UserWarning $(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
 install: $(BIN)/memsync

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+KEEP = bool(os.environ.get("MEMSYNC_DEMO_DIR"))  # a directory the user named is theirs: kept
 WORK = Path(os.environ.get("MEMSYNC_DEMO_DIR") or tempfile.mkdtemp(prefix="memsync-demo-"))
 ENV = dict(os.environ, MEMSYNC_HOME=str(WORK / "home"))
 ENV.pop("MEMSYNC_REMOTE", None)
@@ -83,4 +84,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        if not KEEP:
+            shutil.rmtree(WORK, ignore_errors=True)
+            print(f"\n(demo directory {WORK} removed; set MEMSYNC_DEMO_DIR=DIR to keep one)")

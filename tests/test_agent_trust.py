@@ -308,7 +308,7 @@ def test_push_refuses_unpushed_commits_it_did_not_make_that_fail_the_checks(memo
     git(*me, "add", "-A", cwd=memory)
     git(*me, "commit", "-qm", "by hand", cwd=memory)
     r = cli("push", cwd=memory)
-    assert r.code == 0 and "pushing 1 version(s) memsync did not make as they are" in r.err, r.err
+    assert r.code == 0 and "pushing 1 version memsync did not make as they are" in r.err, r.err
     assert hub_messages(start)[0] == "by hand"  # pushed as it is: never relabelled as the operator's
     stopped(figures)
 

@@ -60,3 +60,25 @@ def test_an_unknown_shell_is_a_usage_error() -> None:
     r = memsync("completion", "show", env={"SHELL": "/bin/tcsh"})
     assert r.returncode == 2
     assert r.stderr.startswith("error: unsupported shell 'tcsh'") and "hint:" in r.stderr
+
+
+def test_memory_names_and_run_ids_are_completed(memory: Path, tmp_path: Path) -> None:
+    """From this machine only: the hub's branches (or the listing cache), the memory's run ids."""
+    r = subprocess.run([sys.executable, "-m", "memsync", "run", "--run-id", "nightly-7", "--", "true"], cwd=memory,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+    def complete(words: str, cwd: Path) -> set[str]:
+        env = {**os.environ, "_MEMSYNC_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split(" ")) - 1)}
+        proc = subprocess.run([sys.executable, "-m", "memsync"], capture_output=True, text=True, timeout=60,
+                              env=env, cwd=cwd)
+        assert proc.returncode == 0, proc.stderr
+        return set(proc.stdout.split())
+
+    assert complete("memsync clone re", tmp_path) == {"research"}
+    assert complete("memsync run --memory r", tmp_path) == {"research"}
+    assert complete("memsync log --run ni", memory) == {"nightly-7"}
+    assert complete("memsync revert run:n", memory) == {"run:nightly-7"}
+    assert complete("memsync restore x --at ru", memory) == {"run:nightly-7"}
+    assert complete("memsync log --run ni", tmp_path) == set()  # outside a memory: nothing, no error

@@ -111,7 +111,9 @@ def test_later_redirect_is_not_followed_whatever_the_memory_config_says(
     other_copy = tmp_path / "other-copy"
     assert cli("clone", "research", str(other_copy), "--remote", str(hub.project_root / "hub.git")).code == 0
     (other_copy / "b.md").write_text("b\n")
+    monkeypatch.delenv("MEMSYNC_REMOTE")  # the copy belongs to the hub's directory, as it was cloned
     assert cli("push", cwd=other_copy).code == 0  # so the pull below has a pack to ask for
+    monkeypatch.setenv("MEMSYNC_REMOTE", hub.url("hub.git"))
     git("config", "http.followRedirects", "true", cwd=root)
     hub.redirect(other.url("hub.git"), authorized_only=True, prefix="/hub.git/git-")
     r = cli("pull", cwd=root)

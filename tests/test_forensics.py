@@ -232,7 +232,9 @@ def test_log_lines_json_limit_and_run_filter(memory: Path, cli: Cli) -> None:
     assert {"version", "oid", "time", "actor", "run_id", "exit_code", "files_changed", "bytes_added",
             "bytes_removed", "flags", "policies", "copies", "merge", "end", "file"} <= set(entry)
     assert entry["oid"] == head(memory) and entry["exit_code"] == 0 and entry["bytes_added"] == 100
-    assert cli("log", "--run", "nobody", cwd=memory).out.strip() == "No versions match"
+    r = cli("log", "--run", "nobody", cwd=memory)  # no such run: said so, exit 2
+    assert r.code == 2 and r.out == "" and "no run with the id 'nobody'" in r.err and "hint:" in r.err
+    assert cli("log", "summary.md", "--run", "adder", cwd=memory).out.strip() == "No versions of summary.md match"
 
 
 def test_log_of_a_deleted_file_and_of_a_merge_with_conflict_copies(memory: Path, tmp_path: Path, cli: Cli) -> None:

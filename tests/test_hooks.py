@@ -142,8 +142,10 @@ def test_a_failing_hook_prints_one_line_and_exits_zero(cli: Cli, tmp_path: Path)
     payload = {"session_id": "s", "hook_event_name": "Stop"}
     r = hook("stop", payload, "--remote", str(tmp_path / "no-such-hub.git"))
     assert r.returncode == 0
-    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert len(r.stderr.strip().splitlines()) == 1
     assert r.stderr.startswith("memsync: stop hook:") and "does not exist" in r.stderr
+    shown = json.loads(r.stdout)["systemMessage"]  # the line Claude Code shows its user
+    assert "stop hook failed" in shown and "does not exist" in shown
     r = hook("stop", "not json at all", memory="Bad Name")
     assert r.returncode == 0 and "invalid memory name" in r.stderr
     r = subprocess.run([sys.executable, "-m", "memsync", "hooks", "run", "stop", "--bogus"], input="",
@@ -159,7 +161,7 @@ def test_project_scope_keeps_the_projects_auto_memory(cli: Cli, tmp_path: Path) 
     settings = project / ".claude" / "settings.json"
     memory_dir = claude_home() / "projects" / str(project).replace("/", "-").replace("_", "-") / "memory"
     assert f"--dir {memory_dir}" in installed_command(settings, "SessionStart")
-    assert "--memory claude-my-app" in installed_command(settings, "SessionStart")
+    assert "--memory claude-my-app-" in installed_command(settings, "SessionStart")
     assert (memory_dir / ".vm0" / "storage.yaml").exists()
 
 

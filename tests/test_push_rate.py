@@ -70,8 +70,9 @@ def test_rate_from_storage_yaml_and_bad_values(memory: Path, tmp_path: Path) -> 
     assert "hint: write e.g. 6/min" in bad.stderr
     cfg = memory / ".vm0" / "storage.yaml"
     cfg.write_text(cfg.read_text() + "max_push_rate: 0/min\n")
+    line = len(cfg.read_text().splitlines())  # the last line (storage.yaml also records the hub)
     wrong = memsync_cmd("status", cwd=memory)
-    assert wrong.returncode == 3 and f"{cfg}:3: `max_push_rate`" in wrong.stderr, wrong.stderr
+    assert wrong.returncode == 3 and f"{cfg}:{line}: `max_push_rate`" in wrong.stderr, wrong.stderr
     cfg.write_text(cfg.read_text().replace("0/min", "1/min"))
     proc, pushes_during = _run_watching_hub(memory, tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from memsync.integrations.mcp_server import Memories, MemoryServer, build
 from memsync.run.execute import Mount
-from tests.conftest import git, write
+from tests.conftest import Cli, git, write
 
 pytestmark = pytest.mark.server
 
@@ -29,7 +29,7 @@ def call(server: MemoryServer, name: str, **arguments: Any) -> str:
 
 
 @pytest.fixture
-def first_version(daemon_hub: Path, cli, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
+def first_version(daemon_hub: Path, cli: Cli, tmp_path: Path) -> str:
     """`research` on the daemon's hub in 4 versions; notes.md holds "early-line" in the first only."""
     src = tmp_path / "src"
     src.mkdir()

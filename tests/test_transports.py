@@ -100,7 +100,7 @@ def test_init_push_stores_the_memory_on_the_hub(pushed: Path, hub: Hub) -> None:
                           ".gitattributes": MERGE_RULES}
     assert hub.head() == git("rev-parse", "HEAD", cwd=pushed).strip()
     stored = (pushed / ".vm0" / "storage.yaml").read_text()
-    assert "name: research" in stored and "remote:" not in stored  # MEMSYNC_REMOTE is not copied
+    assert "name: research" in stored and f"remote: {hub.url or hub.bare}" in stored  # the hub it was first pushed to
 
 
 def test_clone_edit_push_then_pull(pushed: Path, hub: Hub, cli: Cli, tmp_path: Path) -> None:

@@ -303,7 +303,7 @@ def test_status_line_is_compact() -> None:
 
     line = status_line(WatchStatus("offline", "hub unreachable", version="0123456789abcdef", last_sync=100.0,
                                    pending=2, commits=3), now=112.0)
-    assert line == "● offline (hub unreachable) · synced 12s ago · 2 pending · 01234567 · 3 commit(s)"
+    assert line == "● offline (hub unreachable) · synced 12s ago · 2 pending · 01234567 · 3 commits"
 
 
 def test_a_held_memory_lock_is_waited_out_and_reported_once(memory: Path) -> None:

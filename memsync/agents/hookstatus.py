@@ -7,6 +7,7 @@ from pathlib import Path
 
 from memsync.agents import registry as agents
 from memsync.errors import MemsyncError
+from memsync.util.wording import count
 
 
 @dataclass
@@ -24,7 +25,10 @@ def collect(project: Path) -> list[HookStatus]:
     found: list[HookStatus] = []
     for a in agents.AGENTS.values():
         for scope in agents.SCOPES:
-            path = agents.settings_path(a, scope, project)
+            try:
+                path = agents.settings_path(a, scope, project)
+            except MemsyncError:  # Codex has no local settings file
+                continue
             hooks = agents.installed(path)
             if hooks is None:
                 continue
@@ -32,6 +36,11 @@ def collect(project: Path) -> list[HookStatus]:
             status = HookStatus(a.key, scope, str(path), hooks.events, opts.get("memory", "?"),
                                 opts.get("dir", "?"))
             status.state = _state(Path(status.dir))
+            from memsync.agents.hookfail import last_failure
+
+            failed = last_failure(status.memory)
+            if failed:
+                status.state = f"FAILING: {failed}; {status.state}"
             found.append(status)
     return found
 
@@ -55,5 +64,5 @@ def _state(directory: Path) -> str:
         return f"error: {exc.message}"
     parts = [f"version {head[:8]}" if head else "no version yet",
              f"{len(waiting)} unpushed" if waiting else "all pushed",
-             f"{changes} uncommitted change(s)" if changes else "no uncommitted changes"]
+             f"{count(changes, 'uncommitted change')}" if changes else "no uncommitted changes"]
     return ", ".join(parts)

@@ -20,7 +20,8 @@ from typing import Any
 from memsync.errors import ConfigError, UsageError
 
 MARK = "memsync hooks run"  # how memsync recognises its own entries in a settings file
-SCOPES = ("user", "project")
+SCOPES = ("user", "project", "local")  # local: the project's .claude/settings.local.json (personal)
+LOCAL_SETTINGS = ".claude/settings.local.json"
 
 
 @dataclass(frozen=True)
@@ -97,20 +98,64 @@ def project_slug(project: Path) -> str:
 
 
 def default_target(a: Agent, scope: str, project: Path) -> tuple[str, Path]:
-    """user scope: the agent's home, of which only its memory files are synced; project scope
-    (Claude Code): the project's auto-memory directory."""
-    if scope == "project" and a is CLAUDE_CODE:
-        from memsync.util.names import suggest_name
+    """user scope: the agent's home, of which only its memory files are synced; project and local
+    scope (Claude Code): the repository's auto-memory directory, in a memory named after the
+    repository's identity (git/project.py), never after the folder's name alone."""
+    if scope in ("project", "local") and a is CLAUDE_CODE:
+        from memsync.git.project import identify
 
-        name = suggest_name(f"claude-{project.name}") or "claude-project"
-        return name, a.home / "projects" / project_slug(project) / "memory"
+        ident = identify(project)
+        return project_memory_name(ident.label, ident.key), auto_memory_dir(a, ident.root)
     return a.key, a.home
+
+
+def project_memory_name(label: str, key: str) -> str:
+    """claude-<repository name>-<8 hex digits of its identity>: readable, and distinct for two
+    repositories of the same name."""
+    import hashlib
+
+    from memsync.util.names import suggest_name
+
+    digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    readable = suggest_name(label) or "project"
+    return f"claude-{readable[:45].strip('-')}-{digest}"
+
+
+def auto_memory_dir(a: Agent, root: Path) -> Path:
+    """Where Claude Code keeps the repository's auto memory: `autoMemoryDirectory` from the user's
+    settings or the project's local settings (Claude Code does not take it from the shared
+    .claude/settings.json, so neither does memsync), else ~/.claude/projects/<slug>/memory."""
+    for settings in (root / LOCAL_SETTINGS, a.home / a.settings_file):
+        try:
+            value = load(settings).get("autoMemoryDirectory")
+        except ConfigError:
+            continue
+        if isinstance(value, str) and value.strip():
+            chosen = Path(value.strip()).expanduser()
+            return chosen if chosen.is_absolute() else root / chosen
+    return a.home / "projects" / project_slug(root) / "memory"
 
 
 def settings_path(a: Agent, scope: str, project: Path) -> Path:
     if scope not in SCOPES:
-        raise UsageError(f"invalid --scope {scope!r}", "use user or project")
-    return a.home / a.settings_file if scope == "user" else project / a.project_settings
+        raise UsageError(f"invalid --scope {scope!r}", "use user, project or local")
+    if scope == "user":
+        return a.home / a.settings_file
+    if scope == "local":
+        if a is not CLAUDE_CODE:
+            raise UsageError(f"{a.label} has no local settings file", "use --scope user or project")
+        return _project_root(project) / LOCAL_SETTINGS
+    return _project_root(project) / a.project_settings
+
+
+def _project_root(project: Path) -> Path:
+    """This worktree's top level, where the agent reads the project's settings."""
+    try:
+        from memsync.git.project import identify
+
+        return identify(project, assign=False).toplevel
+    except Exception:  # no repository, or one libgit2 cannot read: the directory itself
+        return project
 
 
 def hook_command(verb: str, a: Agent, name: str, directory: Path, remote: str | None) -> str:
@@ -159,10 +204,27 @@ def _indent(path: Path) -> int:
     return 2
 
 
+def writable_target(path: Path) -> Path:
+    """The file a settings path names: a symlink (a settings file kept in a dotfiles repository) is
+    followed, so the file it points to gets the hooks and the link stays a link. A link in a
+    project (.claude/ is the repository's to write) is followed only to a file inside the project."""
+    if not path.is_symlink():
+        return path
+    target = path.resolve()
+    if path.parent.name == ".claude" and path.parent.parent != Path.home():
+        project = path.parent.parent.resolve()
+        if not target.is_relative_to(project):
+            raise ConfigError(f"{path} is a symbolic link to {target}, outside the project",
+                              "memsync writes hook settings only inside the project: replace the link "
+                              "with a file, or use --scope user")
+    return target
+
+
 def save(path: Path, data: dict[str, Any]) -> None:
-    """Atomically, keeping the file's permissions and indentation."""
+    """Atomically, keeping the file's permissions and indentation (and a symlink a link)."""
     from memsync.core.config import atomic_write
 
+    path = writable_target(path)
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
     try:
         atomic_write(path, json.dumps(data, indent=_indent(path), ensure_ascii=False) + "\n")

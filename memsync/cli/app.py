@@ -45,6 +45,9 @@ def handle_errors(func: F) -> F:
         notices.handler = warn
         notices.reset()
         try:
+            from memsync.util.envcheck import check_environment
+
+            check_environment()
             return func(*args, **kwargs)
         except MemsyncError as exc:
             err(f"error: {exc.message}")
@@ -56,8 +59,26 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             err("error: interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as exc:  # libgit2 refusing what a user's git wrote: a refusal, not a bug
+            refused = _git_feature_refusal(exc)
+            if refused is None or os.environ.get("MEMSYNC_DEBUG") == "1":
+                raise
+            err(f"error: {refused.message}")
+            err(f"hint: {refused.hint}")
+            raise typer.Exit(refused.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _git_feature_refusal(exc: Exception) -> MemsyncError | None:
+    if "unsupported mandatory extension" not in str(exc):
+        return None
+    from pathlib import Path
+
+    from memsync.core import config as cfgmod
+    from memsync.git.indexext import refusal
+
+    return refusal(exc, cfgmod.find_root(Path.cwd()) or Path.cwd())
 
 
 def _version(value: bool) -> None:
@@ -119,13 +140,29 @@ def _command_for(chosen: typer.Typer) -> Callable[..., Any]:
     process and reused (building it inspects the verb's signature: ~3-5 ms per invocation, all of
     it spent again by every call in one process, e.g. a server's)."""
     infos = [*chosen.registered_commands, *chosen.registered_groups]
-    if chosen is app or len(infos) != 1:
-        return chosen
     compat.install_except_hook()
+    if chosen is app or len(infos) != 1:
+        whole: Callable[..., Any] = _plain_metavars(compat.click_command(chosen))  # what calling the Typer builds
+        return whole
     found = _built.get(id(infos[0]))
     if found is None or found[0] is not infos[0]:
-        found = _built[id(infos[0])] = (infos[0], compat.click_command(chosen))
+        found = _built[id(infos[0])] = (infos[0], _plain_metavars(compat.click_command(chosen)))
     return found[1]
+
+
+def _plain_metavars(command: Any) -> Any:
+    """Help in a user's words: `--remote URL`-style names instead of the Python types typer shows
+    (`--memory <list[str]>`, `command... <list[str]>`). Options get their name in capitals,
+    arguments their name alone."""
+    for param in getattr(command, "params", []):
+        if getattr(param, "param_type_name", "") == "option":
+            if param.metavar is None and not param.is_flag and not param.count:
+                param.metavar = (param.name or "value").upper()
+        elif getattr(param, "param_type_name", "") == "argument":
+            param.display_type_rich = lambda ctx: None  # the name (and "..." for many) says it
+    for sub in getattr(command, "commands", {}).values():
+        _plain_metavars(sub)
+    return command
 
 
 def prepare() -> None:

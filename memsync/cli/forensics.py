@@ -6,10 +6,12 @@ from typing import Annotated, Any
 
 import typer
 
+from memsync.cli import completing
 from memsync.cli.base import Guard
 from memsync.cli.compat import TyperCommand
 from memsync.cli.output import Segment, err, out, print_json, styled, unified_diff, warn
 from memsync.util.textsafe import clean, quote_path
+from memsync.util.wording import count
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push to "
                                                "(default: the memory's).")]
@@ -22,7 +24,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
         path: Annotated[str | None, typer.Argument(help="Only versions that changed this file, with its "
                                                    "size and sha256 at each.")] = None,
         run: Annotated[str | None, typer.Option("--run", help="Only this run's versions "
-                                                "(checkpoints, final, merges).")] = None,
+                                                "(checkpoints, final, merges).",
+                                                autocompletion=completing.run_ids)] = None,
         flagged: Annotated[bool, typer.Option("--flagged", help="Only versions the integrity guard "
                                               "flagged or a protect policy refused.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
@@ -77,7 +80,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
     def restore(
         paths: Annotated[list[str], typer.Argument(help="Files or folders to put back.")],
         at: Annotated[str, typer.Option("--at", help="The version to take them from "
-                                        "(sha, HEAD~2, run:<id>).")],
+                                        "(sha, HEAD~2, run:<id>).", autocompletion=completing.run_revs)],
         force: Annotated[bool, typer.Option("--force", help="Even if PATH has uncommitted changes (they are "
                                             "committed first, so they stay in history).")] = False,
         remote: RemoteOpt = None,
@@ -103,7 +106,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
     @app.command()
     @guard
     def revert(
-        rev: Annotated[str, typer.Argument(help="The version to undo, or run:<id> for a whole run.")],
+        rev: Annotated[str, typer.Argument(help="The version to undo, or run:<id> for a whole run.",
+                                           autocompletion=completing.run_revs)],
         remote: RemoteOpt = None,
     ) -> None:
         """Undo a version or a whole run as one new version (pushed); never rewrites history. Where
@@ -187,7 +191,7 @@ def _print_stat(patches: list[Any]) -> None:
         change = "Bin" if p.binary else f"{p.added + p.deleted:>5} {bar}"
         styled([(f" {name:<{width}} | ", ""), (change, "green" if p.added >= p.deleted else "red")])
     files = "file" if len(patches) == 1 else "files"
-    out(f" {len(patches)} {files} changed, {added} insertions(+), {deleted} deletions(-)")
+    out(f" {len(patches)} {files} changed, {count(added, 'insertion')}(+), {count(deleted, 'deletion')}(-)")
 
 
 # -- restore / revert --------------------------------------------------------------------------

@@ -15,8 +15,10 @@ SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_MEMSYNC_COMPLETE"
 
 AgentArg = Annotated[str, typer.Argument(help="claude-code or codex.")]
-ScopeOpt = Annotated[str, typer.Option("--scope", help="user (~/.claude/settings.json, ~/.codex/hooks.json) "
-                                       "or project (./.claude/settings.json, ./.codex/hooks.json).")]
+ScopeOpt = Annotated[str, typer.Option("--scope", help="user (~/.claude/settings.json, ~/.codex/hooks.json), "
+                                       "project (./.claude/settings.json, ./.codex/hooks.json) or local "
+                                       "(./.claude/settings.local.json: a personal hook in a shared "
+                                       "repository).")]
 ShellArg = Annotated[str | None, typer.Argument(help="bash, zsh or fish (default: from $SHELL).")]
 
 
@@ -32,7 +34,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
     def install(
         agent: AgentArg,
         memory: Annotated[str | None, typer.Option("--memory", help="Memory name (default: the agent's "
-                                                   "name; project scope: claude-<project>).")] = None,
+                                                   "name; project and local scope: claude-<repository>-<id>, "
+                                                   "from the repository's remote URL or its own id).")] = None,
         directory: Annotated[Path | None, typer.Option("--dir", help="The directory kept in the memory "
                                                        "(default: the agent's home, of which only its "
                                                        "memory files are synced; project scope: the "
@@ -139,14 +142,24 @@ def _shell(shell: str | None) -> str:
 def _run_hook(args: list[str]) -> None:
     """One line on stderr, exit 0, whatever happens: a hook must not block the agent (exit 2
     would block a Claude Code Stop; other codes print an error banner)."""
+    from memsync.agents import hookfail
+    from memsync.git.indexext import refusal
+
     verb = args[0] if args else "?"
+    memory, directory = "?", Path.cwd()
     try:
         opts = _options(args[1:])
+        memory, directory = opts["memory"], Path(opts["dir"])
         _hook(verb, opts, _payload())
-    except Exception as exc:  # every failure, ours or not, is one line and exit 0
+        hookfail.cleared(memory)
+    except Exception as caught:  # every failure, ours or not, is one line and exit 0
+        exc: Exception = refusal(caught, directory) or caught
         message = getattr(exc, "message", None) or f"unexpected {type(exc).__name__}: {exc}"
         hint = getattr(exc, "hint", None)
-        err(f"memsync: {verb} hook: {message}" + (f" ({hint})" if hint else ""))
+        line = message + (f" ({hint})" if hint else "")
+        err(f"memsync: {verb} hook: {line}")
+        hookfail.recorded(memory, verb, line)
+        out(hookfail.system_message(verb, line))  # stdout: the JSON the agent shows its user
     except KeyboardInterrupt:
         err(f"memsync: {verb} hook: interrupted")
 

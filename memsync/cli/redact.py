@@ -9,6 +9,7 @@ import typer
 
 from memsync.cli.base import Guard
 from memsync.cli.output import err, out, warn
+from memsync.util.wording import count
 
 
 def register(app: typer.Typer, guard: Guard) -> None:
@@ -38,12 +39,12 @@ def register(app: typer.Typer, guard: Guard) -> None:
         def confirm(plan: Any) -> bool:
             if yes:
                 return True
-            err(f"This rewrites {plan.versions} version(s) of the memory on {plan.hub}, replacing "
-                f"{plan.what} ({plan.blobs} file content(s)) with a placeholder.")
+            err(f"This rewrites {count(plan.versions, 'version')} of the memory on {plan.hub}, replacing "
+                f"{plan.what} ({count(plan.blobs, 'file content')}) with a placeholder.")
             return bool(typer.confirm("Rewrite history?", default=False, err=True))
 
         result = core.redact(Path.cwd(), path, at, secret, confirm, remote=remote)
-        out(f"Redacted {result.plan.what}: {len(result.rewritten)} version(s) rewritten")
+        out(f"Redacted {result.plan.what}: {count(len(result.rewritten), 'version')} rewritten")
         out(f"Record: version {result.new_head[:8]} (was {result.old_head[:8]})")
         for old, new in list(result.rewritten.items())[-10:]:
             out(f"  {old[:8]} -> {new[:8]}")

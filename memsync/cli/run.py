@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from memsync.cli import completing
 from memsync.cli.base import Guard
 from memsync.cli.output import err, out
 
@@ -18,7 +19,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
         command: Annotated[list[str] | None, typer.Argument(help="The agent command, after --.")] = None,
         memory: Annotated[list[str] | None, typer.Option(
             "--memory", help="NAME[:PATH][:ro]; repeatable. Default: the memory in the current directory. "
-            "PATH defaults to ./NAME; cloned if absent, pulled if present; :ro = read-only.")] = None,
+            "PATH defaults to ./NAME; cloned if absent, pulled if present; :ro = read-only.",
+            autocompletion=completing.memory_specs)] = None,
         run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: UTC time + random).")] = None,
         offline: Annotated[bool, typer.Option("--offline", help="Do not pull first; run on the local copies.")] = False,
         no_push: Annotated[bool, typer.Option("--no-push", help="Commit locally only.")] = False,

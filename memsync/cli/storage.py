@@ -7,9 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
+from memsync.cli import completing
 from memsync.cli.base import Guard
 from memsync.cli.output import err, human_size, out, print_json, warn
 from memsync.util.textsafe import clean, quote_path
+from memsync.util.wording import count
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL: a path, file://, git://, "
                                                "http(s)://, ssh:// or user@host:path.")]
@@ -26,7 +28,7 @@ def _report_snapshot(snap: Any) -> None:
 def _report_merges(exchange: Any) -> None:
     if exchange.redaction is not None:
         r = exchange.redaction
-        replayed = f"; replayed {r.replayed} local version(s) on it" if r.replayed else ""
+        replayed = f"; replayed {count(r.replayed, 'local version')} on it" if r.replayed else ""
         warn(f"the hub's history was redacted: followed it ({r.old_head[:8]} is now {r.new_head[:8]}{replayed})"
              + ("" if r.purged else "; install git to purge the old objects (`git gc --prune=now`)"))
     for merge in exchange.merges:
@@ -47,7 +49,7 @@ def _report_unverified(found: Any) -> None:
         return
     n = len(found.commits)
     if found.folded_into:
-        what = f"{n} version(s) memsync did not make ({found.shown}) and files" if n else "files"
+        what = f"{count(n, 'version')} memsync did not make ({found.shown}) and files" if n else "files"
         warn(f"run {found.folded_into} stopped before its final commit; the {what} it left were committed as "
              "that run's and checked")
         if found.snapshot is not None:
@@ -55,7 +57,7 @@ def _report_unverified(found: Any) -> None:
     elif not n:
         return
     else:
-        warn(f"pushing {n} version(s) memsync did not make as they are ({found.shown}): checked for secrets "
+        warn(f"pushing {count(n, 'version')} memsync did not make as they are ({found.shown}): checked for secrets "
              "and protect rules; `memsync log` shows them as git, not as yours")
 
 
@@ -118,6 +120,10 @@ def register(app: typer.Typer, guard: Guard) -> None:
             files = "1 file" if left == 1 else f"{left} files"
             out(f"Nothing committed: {files} left out (see the warnings above); the remote already has "
                 "this version" if left else "No changes: the remote already has this version")
+        if result.mirror_of is not None and result.exchange.pushed:
+            from memsync.git.hub import redact
+
+            out(f"Mirror push to {redact(remote or '')}: the memory's own hub stays {result.mirror_of}")
         _print_version(result.version)
         if result.snapshot.blocked:
             from memsync.errors import Blocked
@@ -128,7 +134,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
     @app.command()
     @guard
     def pull(
-        name: Annotated[str | None, typer.Argument(help="Outside a memory: clone NAME into ./NAME.")] = None,
+        name: Annotated[str | None, typer.Argument(help="Outside a memory: clone NAME into ./NAME.",
+                                                   autocompletion=completing.memory_names)] = None,
         remote: RemoteOpt = None,
     ) -> None:
         """Fetch the remote memory and merge it in, keeping local changes."""
@@ -146,7 +153,8 @@ def register(app: typer.Typer, guard: Guard) -> None:
     @app.command()
     @guard
     def clone(
-        name: Annotated[str, typer.Argument(help="The memory's name on the remote.")],
+        name: Annotated[str, typer.Argument(help="The memory's name on the remote.",
+                                            autocompletion=completing.memory_names)],
         dest: Annotated[Path | None, typer.Argument(help="Directory to create (default: ./NAME).")] = None,
         remote: RemoteOpt = None,
         full_history: Annotated[bool, typer.Option(
@@ -180,8 +188,11 @@ def register(app: typer.Typer, guard: Guard) -> None:
                  "loose_before": r.loose_before, "seconds": round(r.seconds, 3)} for what, r in done]})
             return
         for what, r in done:
-            out(f"Repacked {what}: {r.objects} objects from {r.packs_before} pack(s) and {r.loose_before} "
-                f"loose object(s) into 1 pack in {r.seconds:.1f}s")
+            if r.objects == 0:
+                out(f"Nothing to repack in {what}: it is one pack already")
+                continue
+            out(f"Repacked {what}: {count(r.objects, 'object')} from {count(r.packs_before, 'pack')} and "
+                f"{count(r.loose_before, 'loose object')} into 1 pack in {r.seconds:.1f}s")
         if result.hub_result is None:
             out(f"The hub {result.hub} is not on this machine: its host keeps it compact")
 
@@ -255,11 +266,12 @@ def _print_status(r: Any) -> None:
     elif r.remote_error is None:
         out("Version: none (not pushed yet)")
     if r.running is not None:
-        out(f"Run in progress: {r.running.run_id} (pid {r.running.pid}); push, pull, restore and revert wait for it")
+        out(f"Run in progress: {r.running.run_id} (pid {r.running.pid}); push, pull, restore and revert are "
+            "refused (exit 6) until it ends")
     local = r.local_version[:8] if r.local_version else "none"
     out(f"Local: {local}, {r.ahead} ahead, {r.behind} behind")
     if r.uncommitted:
-        out(f"Uncommitted: {len(r.uncommitted)} change(s)")
+        out(f"Uncommitted: {count(len(r.uncommitted), 'change')}")
         for c in r.uncommitted[:20]:
             out(f"  {c.kind:<8} {quote_path(c.path)}")
         if len(r.uncommitted) > 20:

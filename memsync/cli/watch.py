@@ -13,6 +13,7 @@ import typer
 
 from memsync.cli.base import Guard
 from memsync.cli.output import err
+from memsync.util.wording import count
 
 if TYPE_CHECKING:
     from memsync.live.watch import Report, WatchEvent, WatchStatus, WatchSummary
@@ -56,9 +57,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
 
 def _finish(summary: WatchSummary) -> None:
     version = summary.version[:8] if summary.version else "empty"
-    counts = f"{summary.commits} commit(s), {summary.merges} merge(s)"
+    counts = f"{count(summary.commits, 'commit')}, {count(summary.merges, 'merge')}"
     if summary.conflicts:
-        counts += f", {summary.conflicts} conflict(s) kept side by side"
+        counts += f", {count(summary.conflicts, 'conflict')} kept side by side"
     if summary.abandoned:
         err(f"memsync watch: stopped at {version} ({counts}), abandoning the operation in flight; "
             "`memsync push` finishes it")
@@ -102,9 +103,9 @@ def status_line(status: WatchStatus, now: float) -> str:
     parts.append(f"{status.pending} pending" if status.pending else "no pending changes")
     if status.version:
         parts.append(status.version[:8])
-    parts.append(f"{status.commits} commit(s)")
+    parts.append(f"{count(status.commits, 'commit')}")
     if status.conflicts:
-        parts.append(f"{status.conflicts} conflict(s)")
+        parts.append(f"{count(status.conflicts, 'conflict')}")
     if status.polling_files:
         parts.append("polling files")
     return " · ".join(parts)

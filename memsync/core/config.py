@@ -56,7 +56,7 @@ def find_root(start: Path) -> Path | None:
     return None
 
 
-_SIMPLE_LINE = re.compile(r"([a-z_]+): ([A-Za-z][A-Za-z0-9_./@+-]*(?::[A-Za-z0-9_./@+-]+)*)")
+_SIMPLE_LINE = re.compile(r"([a-z_]+): ([A-Za-z/][A-Za-z0-9_./@+-]*(?::[A-Za-z0-9_./@+-]+)*)")  # a path, a URL, a word
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 

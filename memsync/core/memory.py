@@ -78,7 +78,9 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
     root = find(start)
     config = cfgmod.load(root)
     git = GitRepo.open(root)
-    hub = hubmod.resolve(remote, config.remote)
+    from memsync.core.hubbind import resolve_for
+
+    hub = resolve_for(config, git, remote)
     mem = Memory(root, config, git, hub, tracking_name(hub, config.remote))
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only
         from memsync.core.readonly import recover
@@ -90,15 +92,14 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
 def tracking_name(hub: HubUrl, configured: str | None) -> str:
     """"origin" when `hub` is the memory's own (configured, else the default; a hub on this
     machine however its path is spelled), else a name derived from its address."""
-    key = _hub_key(hub)
-    if key == _hub_key(hubmod.resolve(None, configured)):
+    from memsync.core.hubbind import hub_key
+
+    key = hub_key(hub)
+    if key == hub_key(hubmod.resolve(None, configured)):
         return "origin"
     return "hub-" + hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 
-def _hub_key(hub: HubUrl) -> str:
-    local = hub.local_path
-    return hub.url if local is None else str(local.expanduser().resolve())
 
 
 RUN_MARKER = "memsync-run.json"

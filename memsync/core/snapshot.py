@@ -46,6 +46,7 @@ class Snapshot:
     blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`; printable (redacted)
     run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
+    outside_links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) of symlinks leaving the memory
 
     @property
     def left_out(self) -> int:
@@ -136,6 +137,8 @@ def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snap
         return None
     if stat.S_ISLNK(st.st_mode):
         target = os.fsencode(os.readlink(full))
+        if _leaves(mem.root, full, target):
+            snap.outside_links.append((path, os.fsdecode(target)))
         return _Staged(change, target, file_mode(st), old, _settled(st, _lstat(full)))
     if not stat.S_ISREG(st.st_mode):
         snap.skipped.append(Skipped(path, "not a regular file"))
@@ -152,6 +155,16 @@ def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snap
         snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
         return None
     return _Staged(change, data, file_mode(st), old, _settled(st, after))
+
+
+def _leaves(root: Path, link: Path, target: bytes) -> bool:
+    """Whether a symlink points outside the memory (/etc/passwd, ../../secrets): git commits the
+    link itself, never its target's content, so a clone elsewhere gets a link to whatever is
+    there. Said, never silent (docs/SECURITY.md)."""
+    where = Path(os.fsdecode(target))
+    resolved = os.path.normpath(where if where.is_absolute() else link.parent / where)
+    base = os.path.normpath(root)
+    return resolved != base and not resolved.startswith(base + os.sep)
 
 
 # A file last changed this long ago gets a later timestamp from any further write, even on file
@@ -342,6 +355,8 @@ def describe(snap: Snapshot) -> list[str]:
         shown = quote_path(finding.path)
         where = f"the file name {shown}" if finding.line == 0 else f"{shown}:{finding.line}"
         lines.append(f"possible secret ({finding.rule}) in {where}, {verb}: {clean(finding.preview)}")
+    lines += [f"{quote_path(_shown(path))} is a symbolic link to {clean(_shown(target))}, outside the memory: "
+              "committed as a link, not the content it points to" for path, target in snap.outside_links]
     lines += [f"integrity flag: {clean(flag.trailer())}" for flag in snap.flags]
     lines += [f"policy: {quote_path(v.path)}: {v.reason}; the new version was kept beside it"
               for v in snap.violations]

@@ -44,7 +44,7 @@ class Unverified:
         return ", ".join(c.short for c in self.commits[:5]) + (" ..." if len(self.commits) > 5 else "")
 
 
-def settle(mem: Memory, *, refuse: bool = True) -> Unverified:
+def settle(mem: Memory, *, refuse: bool = True, by: str = "push") -> Unverified:
     """Deal with unpushed commits memsync did not make (caller holds the lock); see the module.
     `refuse=False` (pull, which pushes nothing): only a dead run's leftovers are dealt with."""
     git = mem.git
@@ -61,7 +61,7 @@ def settle(mem: Memory, *, refuse: bool = True) -> Unverified:
     if dead is not None:
         base = _base(mem, head, tips, made) if found.commits else head
         if base is not None:
-            _fold(mem, found, dead, base)
+            _fold(mem, found, dead, base, by)
             return found
     if not found.commits or not refuse:
         return found
@@ -69,7 +69,7 @@ def settle(mem: Memory, *, refuse: bool = True) -> Unverified:
     problems = ([f"forged trailer {f}" for f in found.forged] + [f"possible secret in {s}" for s in found.secrets]
                 + [f"policy: {v}" for v in found.violations])
     if problems:
-        raise Blocked(f"not pushed: unpushed version(s) memsync did not make ({found.shown}) hold "
+        raise Blocked(f"not pushed: unpushed versions memsync did not make ({found.shown}) hold "
                       + "; ".join(problems[:5]),
                       f"review them (`git log {hub[:8] + '..' if hub else ''}HEAD` in {mem.root}); to have "
                       f"memsync check and commit their content, `git reset --soft {hub[:8] if hub else 'HEAD'}`"
@@ -95,7 +95,7 @@ def _base(mem: Memory, head: str, tips: list[str], made: set[str]) -> str | None
     return None
 
 
-def _fold(mem: Memory, found: Unverified, run_id: str, base: str) -> None:
+def _fold(mem: Memory, found: Unverified, run_id: str, base: str, by: str) -> None:
     """What a dead run left (its commits memsync did not make, its uncommitted files) becomes one
     commit of that run, through the snapshot pipeline."""
     flags: list[str] = []
@@ -104,7 +104,7 @@ def _fold(mem: Memory, found: Unverified, run_id: str, base: str) -> None:
         flags += [f"forged-trailer {f}" for f in found.forged]
         ownership.rewind(mem.git, mem.branch, base)
     who = Attribution("run", f"Leftovers of run {run_id} (memsync stopped before its final commit)", run_id,
-                      (("Memsync-Recovered-By", "push"),))
+                      (("Memsync-Recovered-By", by),))  # the command that found them
     found.snapshot = take(mem, who, run_flags=lambda _tree, _step: flags)
     found.folded_into = run_id if found.snapshot.commit else None
     (mem.git.git_dir / RUN_MARKER).unlink(missing_ok=True)

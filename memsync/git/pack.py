@@ -82,6 +82,8 @@ def repack(git_dir: Path) -> RepackResult:
     objects = _objects_dir(git_dir)
     old_packs = _pack_files(objects)
     loose = _loose_files(objects)
+    if len(old_packs) <= 1 and not loose:  # already one pack (or empty): nothing to do, not an error
+        return RepackResult(0, len(old_packs), 0, time.monotonic() - started)
     repo = engine.repository(git_dir)
     # every object of every backend (loose and packed), reachable or not; an object stored twice
     # (in two packs, or packed and loose) is listed once per copy

@@ -400,6 +400,10 @@ class GitRepo:
             link.settled(root, since.token, tree, stamp, sorted(found), asked is None)
         return deltas, hashed
 
+    def config_values(self, *keys: str) -> tuple[str | None, ...]:
+        """These values of the repository's configuration (None where unset)."""
+        return self._config_paths(*keys)
+
     def _config_paths(self, *keys: str) -> tuple[str | None, ...]:
         """These config values (None where unset), from one reading of the configuration."""
         try:

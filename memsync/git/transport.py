@@ -207,6 +207,16 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
         return RemoteUnreachable(f"{doing} {where}: nothing is listening there ({text})",
                                  "the server is down or the port is wrong "
                                  "(`memsync run --offline` works on the local copy)")
+    if "object format" in lowered or "object-format" in lowered or "sha256" in lowered:
+        return RemoteError(f"{doing} {where}: the hub uses git's sha256 object format, which memsync "
+                           f"(libgit2) cannot read ({text})",
+                           "use a hub in the sha1 format (`git init --bare --object-format=sha1 PATH`, git's "
+                           "default); a sha256 repository cannot be converted in place")
+    if "no match for id" in lowered or ("object not found" in lowered and "odb" in lowered):
+        # an object is missing from a repository, not a missing repository
+        return RepoError(f"{doing} {where}: an object the history refers to is missing ({text})",
+                         "run `git fsck` in the memory directory and on the hub; `memsync clone` into a "
+                         "new directory gets a complete copy; nothing was pushed")
     if ("not found" in lowered or "does not appear to be a git repository" in lowered
             or "could not find repository" in lowered or "failed to resolve path" in lowered
             or "not a git repository" in lowered or "repository not exported" in lowered):

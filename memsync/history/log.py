@@ -84,6 +84,10 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
 
             if shallow.complete(mem):  # the versions older than the clone were asked for
                 found = _versions(mem, head, cache, rel, run_id, flagged, limit)
+        if run_id is not None and not found and ((rel is None and not flagged)
+                                                 or not _versions(mem, head, cache, None, run_id, False, 1)):
+            raise UsageError(f"no run with the id {run_id!r} in this memory's history",
+                             "`memsync log` lists the runs (`memsync pull` first fetches newer ones)")
     finally:
         cache.close()
     return LogResult(mem.name, rel, head, found)

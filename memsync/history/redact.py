@@ -27,6 +27,7 @@ from memsync.git.trailers import compose
 from memsync.history import forensics
 from memsync.sync.exchange import hub_lock, sync
 from memsync.sync.redaction import BASE, BLOB, REWRITTEN
+from memsync.util.wording import count
 
 
 @dataclass
@@ -87,7 +88,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         plan = Plan(label, len(done.commits), len(done.blobs), mem.hub.display)
         if not confirm(plan):
             raise UsageError("redaction not confirmed: nothing was changed")
-        subject = f"Redact {label} from history ({len(done.commits)} version(s) rewritten)"
+        subject = f"Redact {label} from history ({count(len(done.commits), 'version')} rewritten)"
         extra = [("Memsync-Redacted", f"{_short_label(label)} {oldest[:8]}..{head[:8]}"), (BASE, head)]
         extra += [(BLOB, f"{o} {n}") for o, n in done.blobs.items()]
         extra += [(REWRITTEN, f"{o} {n}") for o, n in done.commits.items()]

@@ -30,6 +30,7 @@ from memsync.git import transport
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
 from memsync.sync.exchange import Exchange, sync, unpushed
+from memsync.util.wording import count
 
 DEFAULT_DEBOUNCE = 2.0
 DEFAULT_POLL = 30.0
@@ -108,6 +109,7 @@ class Watcher:
         self._full_cycle = True
         self._retry_at = 0.0
         self._failures = 0
+        self._warned: tuple[str, str] | None = None  # the last failure reported (see _fail)
         self._offline = False
         self._report_lock = threading.Lock()
         self._ignored_shown: list[str] = []  # ignored files are reported when that list changes
@@ -178,7 +180,7 @@ class Watcher:
                 self._announce(snap, result)
                 self._recovered()
             elif snap.commit is not None:
-                self._say(f"committed {snap.commit[:8]} locally ({len(snap.changes)} file(s)); "
+                self._say(f"committed {snap.commit[:8]} locally ({count(len(snap.changes), 'file')}); "
                           "it is pushed when the hub is back")
         return snap
 
@@ -189,7 +191,8 @@ class Watcher:
         head = self.mem.git.head_oid()
         if not self._full_cycle and remote == tracking and head == tracking:
             self.status.last_sync = time.time()
-            self._recovered()
+            if self.status.state != "busy":  # busy ends when the blocked commit goes through
+                self._recovered()
             return
         with self._busy("syncing"):
             snap = self._snapshot()
@@ -215,7 +218,7 @@ class Watcher:
     def _announce(self, snap: Snapshot, result: Exchange) -> None:
         if snap.commit is not None:
             where = "pushed" if result.pushed else "committed (the hub already had it)"
-            self._say(f"saved {snap.commit[:8]} ({len(snap.changes)} file(s)), {where}")
+            self._say(f"saved {snap.commit[:8]} ({count(len(snap.changes), 'file')}), {where}")
         elif result.pushed and result.remote_head:
             self._say(f"pushed {result.remote_head[:8]} to {self.mem.hub.display}")
 
@@ -250,7 +253,7 @@ class Watcher:
             updated = git.tree_changes(before, after)
             self.monitor.expect(updated)
             self.status.merges += len(result.merges)
-            self._say(f"updated from the hub: {len(updated)} file(s) changed, now at {after[:8]}")
+            self._say(f"updated from the hub: {count(len(updated), 'file')} changed, now at {after[:8]}")
         for c in result.conflicts:
             self.status.conflicts += 1
             self._say(f"conflict in {c.path}: both versions kept, this one at {c.path}, "
@@ -289,13 +292,18 @@ class Watcher:
         self._failures += 1
         delay = min(max(self.poll, 2.0), FIRST_RETRY * 2 ** (self._failures - 1))
         self._retry_at = time.monotonic() + delay
-        if self.status.state != state:  # once per state, not once per retry
+        # once per state, not once per retry; and not again for the same cause (a run holding the
+        # memory) when an attempt in between took the lock without getting further
+        if self.status.state != state and self._warned != (state, detail):
             self._set(state, detail, f"{state}: {detail}", "warning")
+            self._warned = (state, detail)
         else:
+            self.status.state = state
             self.status.detail = detail
 
     def _recovered(self) -> None:
         self._retry_at = 0.0
+        self._warned = None
         if self._failures:
             self._failures = 0
             version = self.status.version[:8] if self.status.version else "empty"
@@ -321,6 +329,7 @@ class Watcher:
         if not abandoned:  # else the sync thread may still be using the repository
             with suppress(MemsyncError):
                 left = unpushed(self.mem)
+                self.status.version = self.mem.git.head_oid()  # a run may have committed meanwhile
         self._set("stopped")
         s = self.status
         return WatchSummary(s.version, s.commits, s.merges, s.conflicts, left, abandoned)

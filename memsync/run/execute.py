@@ -155,6 +155,7 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
 
 def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
              run_id: str | None, claim: bool, claimed: list[Memory], create: bool) -> list[Memory]:
+    from memsync.sync import storage
 
     if not mounts:
         root = cfgmod.find_root(cwd)
@@ -180,13 +181,15 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
         held: list[Oversize] = []
         if not offline and not present:
             held = _clone_or_create(m, remote, create, say)
+        elif not offline and not m.read_only:
+            storage.record_hub(m.path, remote)  # a run may be a memory's first push
         mem = open_memory(m.path, remote)
         if not m.read_only and memory.live_run(mem) is None:  # a live run settles its own
             from memsync.core.unverified import settle
 
             with mem.locked():  # a dead run's leftovers are that run's: settled before this run claims it
                 mem.git.check_state(mem.branch)
-                settle(mem)  # and unpushed commits memsync did not make are checked (refused if bad)
+                settle(mem, by="run")  # and unpushed commits memsync did not make are checked (refused if bad)
         joined = _own(mem, run_id, claim, claimed)
         if m.read_only:
             _set_writable(mem, True)

@@ -33,6 +33,7 @@ from memsync.git.hub import memsync_home
 from memsync.git.trailers import memsync_keys, quote_path
 from memsync.sync.exchange import Exchange
 from memsync.util.fs import atomic_write
+from memsync.util.wording import count
 
 Say = Callable[[str], None]
 POLICY_FILE = f"{cfgmod.CONFIG_DIR}/{cfgmod.CONFIG_FILE}"
@@ -82,7 +83,7 @@ class RunTrust:
             self.folded += len(found)
             shown = " ".join(c.short for c in found[:5]) + (" ..." if len(found) > 5 else "")
             self._flag(f"agent-commits {len(found)} folded {shown}", say,
-                       f"{len(found)} commit(s) memsync did not make ({shown}) were folded into this run's "
+                       f"{count(len(found), 'commit')} memsync did not make ({shown}) were folded into this run's "
                        "commit and checked; they are not pushed")
             for c in found:
                 for key in memsync_keys(c.message):

@@ -116,7 +116,10 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
     partial copy would leave holes; on any failure (another file system, a repack removing files
     meanwhile) the links made are undone, False is returned and the fetch transfers what it needs.
     Loose objects go first: a repack writes its pack before removing them, so anything that
-    vanished under us is in a pack listed afterwards."""
+    vanished under us is in a pack listed afterwards.
+    Linking any loose object links the packs too: a `git push` to the hub leaves commits loose
+    whose parents are packed, and a loose commit without its history is a hole (libgit2's push
+    then walks into it: "object not found", and `git fsck` reports a broken link)."""
     source, target = os.path.join(hub, "objects"), os.path.join(git_dir, "objects")
     linked: list[str] = []
 
@@ -127,6 +130,7 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
             return  # placed meanwhile (by another fetch): objects are never modified
         linked.append(dst)
 
+    loose_linked = False
     try:
         for fan in sorted(n for n in os.listdir(source) if len(n) == 2 and _is_hex(n)):
             names = [n for n in os.listdir(os.path.join(source, fan)) if len(n) == 38]
@@ -148,7 +152,8 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
                     os.mkdir(fan_dir)  # (most fan directories exist already: one failed call)
             for name in missing:
                 link(os.path.join(source, fan, name), os.path.join(fan_dir, name))
-        if packs:
+            loose_linked = True
+        if packs or loose_linked:
             pack_dir = os.path.join(target, "pack")
             os.makedirs(pack_dir, exist_ok=True)
             for pack in sorted(Path(source, "pack").glob("pack-*.pack")):
@@ -221,7 +226,35 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
         if heads.get(f"refs/heads/{mem.branch}") != expected:
             raise NotFastForward("the hub moved on meanwhile")
         transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress)
+        point_head(local_path, f"refs/heads/{mem.branch}")
         maintenance.auto(local_path)  # every push adds a pack: keep the hub compact, still under its lock
+
+
+def point_head(hub: Path, ref: str) -> bool:
+    """A hub on this machine whose HEAD names a branch it does not have (`git init --bare` leaves
+    an unborn master or main) gets HEAD on `ref`, the first memory pushed to it: a plain
+    `git clone` of the hub then checks that memory out instead of nothing. A HEAD its owner
+    pointed at an existing branch is left alone. Call under the hub's lock."""
+    head = os.path.join(hub, "HEAD")
+    try:
+        with open(head, encoding="ascii") as fh:
+            text = fh.read(512).strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not text.startswith("ref: refs/heads/") or local_tip(hub, text[5:]) is not None:
+        return False
+    tmp = f"{head}.memsync-{os.getpid()}"
+    try:
+        mode = os.stat(head).st_mode & 0o777  # as readable as before (a hub served as another user)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(f"ref: {ref}\n")
+        os.replace(tmp, head)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False  # a read-only hub: only a plain clone's convenience is lost
+    return True
 
 
 @contextlib.contextmanager
@@ -380,7 +413,7 @@ def _refuse_foreign(mem: Memory, head: str, hide: list[str]) -> None:
 
     found = foreign(mem.git, [head], hide, mem.git.made, limit=5)
     if found:
-        raise RepoError(f"not pushed: commit(s) memsync did not make appeared on {mem.branch} "
+        raise RepoError(f"not pushed: commits memsync did not make appeared on {mem.branch} "
                         f"({', '.join(c.short for c in found)})", "the run folds them into its next commit")
 
 

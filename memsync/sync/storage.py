@@ -69,6 +69,7 @@ class PushResult:
     exchange: Exchange
     adopted: InitResult | None = None  # push in a directory that had only a (vm0) storage.yaml
     unverified: Unverified | None = None  # unpushed commits memsync did not make (unverified.py)
+    mirror_of: str | None = None  # pushed with --remote to a hub not the memory's own: that own hub
 
 
 @dataclass
@@ -197,6 +198,7 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
     A directory with a storage.yaml but no git repository (vm0 users type `push` first) is
     adopted as `init` would adopt it."""
     adopted = _adopt_config_only(path, remote)
+    record_hub(path, remote)
     mem = open_memory(path, remote)
     who = operator(message or "Update memory from the operator")
     from memsync.core.snapshot import take
@@ -207,9 +209,35 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
         _prepare(mem)
         found = settle(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
-        exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
+        try:
+            exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
+        except RemoteError as exc:
+            _kept_locally(mem, exc)
+            raise
+        own = None if mem.tracking == "origin" else hubmod.resolve(None, mem.config.remote).display
         return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange,
-                          adopted, found)
+                          adopted, found, own)
+
+
+def _kept_locally(mem: Memory, exc: RemoteError) -> None:
+    """A push the hub did not take says what happened to the work: it is committed here."""
+    head = mem.git.head_oid()
+    if head is None or head == mem.git.ref_oid(mem.tracking_ref):
+        return
+    exc.message = f"{exc.message}; your changes are committed locally ({head[:8]}), not pushed"
+    if exc.hint is None or "--offline" in exc.hint:
+        exc.hint = "nothing is lost: run `memsync push` again when the hub is back"
+    else:
+        exc.hint = f"{exc.hint}; nothing is lost: `memsync push` again delivers it"
+
+
+def record_hub(path: Path, remote: str | None) -> None:
+    """A memory's first push binds it to the hub it goes to (hubbind.py)."""
+    from memsync.core.hubbind import record
+
+    root = cfgmod.find_root(path)
+    if root is not None and (root / ".git").exists():
+        record(root, cfgmod.load(root), GitRepo.open(root), remote)
 
 
 def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
@@ -235,7 +263,7 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     with mem.locked():
         refuse_during_run(mem, "pull")
         _prepare(mem)
-        settle(mem, refuse=False)  # a dead run's leftovers are that run's, not the operator's
+        settle(mem, refuse=False, by="pull")  # a dead run's leftovers are that run's, not the operator's
         snap = take(mem, who)
         exchange = sync(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
                         push=False, progress=progress)
@@ -272,7 +300,9 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
             from memsync.sync.listing import memory_names
 
             raise _not_found(name, hub, memory_names(heads))
-        cfg = StorageConfig(name=name, type=kind, remote=hub.url if remote else None)
+        from memsync.core.hubbind import recordable
+
+        cfg = StorageConfig(name=name, type=kind, remote=recordable(hub))  # the memory's hub from now on
         _write_config(staging, cfgmod.render(cfg))
         git.ensure_layout(cfg.hub_branch, hub.url)  # HEAD is unborn: it moves to the memory's branch
         if hub.local_path is not None:

@@ -32,7 +32,7 @@ def check_name(name: str) -> str:
     if not name:
         raise InvalidName(name, "it is empty", None)
     if len(name) < 3 or len(name) > 64:
-        problem = f"it has {len(name)} characters; 3 to 64 are allowed"
+        problem = f"it has {len(name)} character{'' if len(name) == 1 else 's'}; 3 to 64 are allowed"
     elif not NAME_RE.match(name):
         problem = "use lowercase letters, digits and hyphens, starting and ending with a letter or digit"
     else:

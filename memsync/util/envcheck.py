@@ -1,0 +1,50 @@
+"""The numeric environment variables memsync reads, checked before a command does anything.
+
+A bad value (MEMSYNC_QUIET=abc) is a usage error naming the variable, exit 2, never a
+ValueError deep inside a run ("this is a bug") nor a silent fallback to the default. Every
+variable memsync reads is listed in docs/ENVIRONMENT.md.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from memsync.errors import UsageError
+
+__all__ = ["NUMERIC", "check_environment"]
+
+# name: (integer?, smallest allowed, what it is)
+NUMERIC: dict[str, tuple[bool, float, str]] = {
+    "MEMSYNC_QUIET": (False, 0.0, "seconds without writes before a checkpoint"),
+    "MEMSYNC_SETTLE": (False, 0.0, "seconds a write is still settling"),
+    "MEMSYNC_LOCK_TIMEOUT": (False, 0.0, "seconds to wait for a busy memory"),
+    "MEMSYNC_PUSH_PATIENCE": (False, 0.0, "seconds a push keeps retrying"),
+    "MEMSYNC_CONNECT_TIMEOUT": (True, 0.0, "seconds to connect to a hub"),
+    "MEMSYNC_IO_TIMEOUT": (True, 0.0, "seconds a hub may stay silent"),
+    "MEMSYNC_GC_LOOSE": (True, 0.0, "loose objects before an automatic repack"),
+    "MEMSYNC_GC_PACKS": (True, 0.0, "packs before an automatic repack"),
+    "MEMSYNC_STOP_GRACE": (False, 0.0, "seconds a run's final push may go on after a stop signal"),
+}
+
+
+def check_environment() -> None:
+    for name, (integer, least, what) in NUMERIC.items():
+        raw = os.environ.get(name)
+        if raw is None or raw.strip() == "":
+            continue
+        try:
+            value = int(raw) if integer else float(raw)
+        except ValueError:
+            value = math.nan
+        if math.isnan(value) or math.isinf(value) or value < least:
+            kind = "a whole number" if integer else "a number"
+            raise UsageError(f"{name}={raw!r} is not {kind} of {what} (at least {least:g})",
+                             f"set it to e.g. {name}={_example(name)}, or unset it for the default "
+                             "(docs/ENVIRONMENT.md)")
+
+
+def _example(name: str) -> str:
+    return {"MEMSYNC_GC_LOOSE": "6700", "MEMSYNC_GC_PACKS": "50", "MEMSYNC_CONNECT_TIMEOUT": "10",
+            "MEMSYNC_IO_TIMEOUT": "60", "MEMSYNC_LOCK_TIMEOUT": "30", "MEMSYNC_PUSH_PATIENCE": "600",
+            "MEMSYNC_SETTLE": "0.5"}.get(name, "2")
