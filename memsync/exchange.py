@@ -33,7 +33,7 @@ from memsync.memory import Memory
 if TYPE_CHECKING:  # imported only when needed: a status merges nothing
     from memsync.git.integrate import Integration
     from memsync.git.merge import ConflictCopy
-    from memsync.redaction import Recovery
+    from memsync.redaction import Decide, Recovery
 
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
 DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers
@@ -194,14 +194,14 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
     raise RepoError("files kept changing during the merge", "retry when the writer is idle")
 
 
-def _follow_redaction(mem: Memory, theirs: str) -> Recovery | None:
+def _follow_redaction(mem: Memory, theirs: str, decide: Decide | None = None) -> Recovery | None:
     """Histories that diverged may mean the hub's was redacted (see redaction.py)."""
     ours = mem.git.head_oid()
     if ours is None or mem.git.is_ancestor(ours, theirs) or mem.git.is_ancestor(theirs, ours):
         return None
     from memsync.redaction import recover
 
-    return recover(mem, theirs)
+    return recover(mem, theirs, decide)
 
 
 OUTGOING = "refs/memsync/outgoing"
@@ -272,7 +272,8 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
 
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
          progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None,
-         vetted: Callable[[], list[str]] | None = None, depth: int = 0) -> Exchange:
+         vetted: Callable[[], list[str]] | None = None, depth: int = 0,
+         follow: Decide | None = None) -> Exchange:
     """Fetch + merge (+ push) until the hub holds our work; caller holds the memory's lock.
 
     `accept` may refuse (raise) a fetched version before anything of it reaches the work tree.
@@ -284,7 +285,8 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
     runs out, each retry folding its merge into the previous one. On a hub on this machine the
     retry takes the hub's lock for the whole fetch-merge-push, so it cannot lose again. On a
     network hub the first try may be a push alone (_push_ahead); when that cannot be, the
-    exchange goes on as above at once. `depth`: of the fetches (a clone's: see shallow.py)."""
+    exchange goes on as above at once. `depth`: of the fetches (a clone's: see shallow.py).
+    `follow`: the operator's word on a hub's redaction that is not secrets only (redaction.py)."""
     result = Exchange()
     network_failures = 0
     lost = 0
@@ -303,7 +305,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
                 if remote is not None:
                     if accept is not None:
                         accept(remote)
-                    result.redaction = _follow_redaction(mem, remote) or result.redaction
+                    result.redaction = _follow_redaction(mem, remote, follow) or result.redaction
                     merged = merge_in(mem, remote, who, resnapshot)
                     result.held_back += merged.held_back
                     if merged.outcome == "merged":

@@ -21,7 +21,7 @@ from memsync import config as cfgmod
 from memsync.agents import Agent
 from memsync.attribution import Attribution, operator
 from memsync.errors import UsageError
-from memsync.memory import Memory, open_memory
+from memsync.memory import Memory, open_memory, refuse_during_run
 from memsync.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
 
 HOOK_VERBS = ("session-start", "stop", "session-end")
@@ -79,6 +79,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         who = Attribution("run", f"{a.label} session {session} ({event})", result.run_id,
                           (("Memsync-Command", a.key), ("Memsync-Hook", event)))
     with mem.locked():
+        refuse_during_run(mem, "hooks run")
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)
         ensure_hub(mem.hub)

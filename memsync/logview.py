@@ -21,6 +21,8 @@ from memsync.names import is_conflict_copy
 from memsync.summaries import Summaries, Summary
 from memsync.timefmt import rfc3339
 
+REDACTION_BASE = "Memsync-Redaction-Base"  # (redaction.py's BASE, without importing pygit2's users)
+
 
 @dataclass
 class FileState:
@@ -84,9 +86,23 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
 
             if shallow.complete(mem):  # the versions older than the clone were asked for
                 found = _versions(mem, head, cache, rel, run_id, flagged, limit)
+        if flagged and rel is None and run_id is None:
+            found = _refused_redaction(mem, cache) + found
     finally:
         cache.close()
     return LogResult(mem.name, rel, head, found)
+
+
+def _refused_redaction(mem: Memory, cache: Summaries) -> list[LogEntry]:
+    """The hub's redaction this clone refused (not in its history): shown first, flagged."""
+    from memsync import redaction_log
+
+    pending = redaction_log.refused(mem)
+    if pending is None or not mem.git.has_object(pending.record):
+        return []
+    entry = _entry(mem, pending.record, cache, None)
+    entry.flags.insert(0, f"redaction refused (not followed): {pending.summary()}")
+    return [entry]
 
 
 def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id: str | None,
@@ -97,7 +113,8 @@ def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id:
         trailers = parse(message)
         if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
             continue
-        if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")):
+        if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")
+                            or first(trailers, REDACTION_BASE)):
             continue
         if rel is not None and not history.touches(repo, oid, rel):
             continue
@@ -138,6 +155,9 @@ def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry
         copies=list(summary.copies), restored_from=every(trailers, "Memsync-Restored-From"),
         reverted=every(trailers, "Memsync-Reverted"),
     )
+    if first(trailers, REDACTION_BASE):  # a redaction record: history below it was rewritten
+        what = first(trailers, "Memsync-Redacted") or "content"
+        entry.flags.append(f"redaction of {what}: {len(every(trailers, 'Memsync-Rewritten'))} version(s) rewritten")
     if rel is not None:
         entry.file = _file_state(mem, v, rel)
     return entry

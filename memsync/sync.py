@@ -26,6 +26,8 @@ from memsync.hub import HubUrl
 from memsync.locking import held
 from memsync.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
 from memsync.names import check_name, check_type, is_conflict_copy
+from memsync.redaction_log import RedactionNote
+from memsync.redaction_log import notes as redaction_notes
 from memsync.timefmt import rfc3339
 
 if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs none of it
@@ -109,6 +111,7 @@ class StatusReport:
     # as of the last successful fetch
     remote_cached: bool = False
     running: RunMark | None = None  # the `memsync run` that owns this directory now, if any
+    redactions: list[RedactionNote] = field(default_factory=list)  # refused / followed (redaction_log.py)
 
 
 def ensure_hub(hub: HubUrl) -> None:
@@ -430,7 +433,8 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             last_run=_last_run_of(git, remote_oid) if remote_oid else None, local_version=head,
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
             too_large=_too_large(mem, changes), ignored=list(git.ignored),
-            remote_cached=error is not None and remote_oid is not None, running=live_run(mem))
+            remote_cached=error is not None and remote_oid is not None, running=live_run(mem),
+            redactions=redaction_notes(mem))
 
 
 def _too_large(mem: Memory, changes: list[WorkChange]) -> list[str]:

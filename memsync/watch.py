@@ -28,7 +28,7 @@ from memsync.checkpoint import Checkpointer
 from memsync.errors import LockBusy, MemsyncError, PushRejected, RemoteError, UnsavedWork, UsageError
 from memsync.exchange import Exchange, sync, unpushed
 from memsync.git import transport
-from memsync.memory import Memory, run_in_progress
+from memsync.memory import Memory, refuse_during_run, run_in_progress
 from memsync.snapshot import Snapshot, take
 
 DEFAULT_DEBOUNCE = 2.0
@@ -114,6 +114,7 @@ class Watcher:
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> WatchSummary:
+        refuse_during_run(self.mem, "watch")  # a run owning the memory now: refused, not waited for
         if not self._prepare(stop):
             return self._summary(False)
         self.monitor.start()
@@ -345,6 +346,7 @@ def once(mem: Memory, report: Report) -> WatchSummary:
     """One full cycle for cron: commit settled changes, fetch and merge, push."""
     status = WatchStatus("watching", activity="syncing", version=mem.git.head_oid())
     with mem.locked():
+        refuse_during_run(mem, "watch")
         _prepare(mem)
         commits = 0
         blocked: list[str] = []

@@ -78,12 +78,25 @@ def test_redact_rewrites_the_hub_and_a_clone_recovers_keeping_its_work(cli, memo
     assert SECRET.encode() not in all_objects(memory / ".git")
     assert (memory / "keys.md").read_text().startswith("[REDACTED by memsync ")
 
+    # The whole file was replaced, "deploy token: " with it: more than the secret scanner
+    # recognises, so the clone does not follow by itself (a hub writer could wipe any file so).
+    head_before = git("rev-parse", "HEAD", cwd=other)
     r = cli("pull", cwd=other)
+    assert r.code == 7, r.err
+    assert "replaces more than secrets" in r.err and "memsync redact --follow" in r.err
+    # nothing of the rewrite applied: the history only grew by the pull's save of local work
+    git("merge-base", "--is-ancestor", head_before.strip(), "HEAD", cwd=other)
+    assert (other / "keys.md").read_text() == f"deploy token: {SECRET}\n"
+
+    r = cli("redact", "--follow", "--yes", cwd=other)
     assert r.code == 0, r.err
-    assert "history was redacted" in r.err and "replayed 2 local version(s)" in r.err  # both of its own versions
+    assert "keys.md" in r.out and "bytes replaced: 55" in r.out
     assert (other / "b-pushed-never.md").read_text() == "work of clone B\n"
     assert (other / "b-uncommitted.md").read_text() == "still on disk only\n"
     assert (other / "keys.md").read_text().startswith("[REDACTED by memsync ")
+    assert SECRET.encode() in all_objects(other / ".git"), "its old history is kept until the operator drops it"
+    r = cli("redact", "--drop-backups", "--yes", cwd=other)
+    assert r.code == 0, r.err
     assert SECRET.encode() not in all_objects(other / ".git")
     assert cli("push", cwd=other).code == 0
     tree = hub_tree()

@@ -115,6 +115,35 @@ def is_redaction_of(repo: pygit2.Repository, old: str, new: str) -> bool:
     return re.fullmatch(shape, before, re.DOTALL) is not None
 
 
+def paths_holding(repo: pygit2.Repository, commits: list[str], blobs: set[str]) -> list[str]:
+    """The paths at which any of `commits` holds one of `blobs` (each tree is read once)."""
+    memo: dict[str, frozenset[str]] = {}
+
+    def walk(oid: str) -> frozenset[str]:
+        if oid not in memo:
+            found: set[str] = set()
+            for entry in repo[oid].peel(pygit2.Tree):
+                name = entry.name or ""
+                if entry.filemode == FileMode.TREE:
+                    found.update(f"{name}/{p}" for p in walk(str(entry.id)))
+                elif str(entry.id) in blobs:
+                    found.add(name)
+            memo[oid] = frozenset(found)
+        return memo[oid]
+
+    paths: set[str] = set()
+    for commit in commits:
+        paths.update(walk(str(repo[commit].peel(pygit2.Commit).tree_id)))
+    return sorted(paths)
+
+
+def blob_data(repo: pygit2.Repository, oid: str) -> bytes | None:
+    try:
+        return bytes(repo[oid].peel(pygit2.Blob).data)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+
+
 def create_blob(repo: pygit2.Repository, data: bytes) -> str:
     return str(repo.create_blob(data))
 

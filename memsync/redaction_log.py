@@ -1,0 +1,109 @@
+"""What this clone did with the hub's redactions: the one it refused, and the histories it kept.
+
+A followed redaction never deletes anything here: the history the clone had is kept under a
+backup ref (`refs/memsync/redaction-backup/...`, local, never pushed) until the operator drops it
+with `memsync redact --drop-backups`. A refused one is noted in `.git/memsync-redaction.json`
+until it is followed or the hub no longer holds it. `status` and `log --flagged` read both.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from memsync.git.repo import read_private, write_private
+from memsync.memory import Memory
+
+BACKUP_PREFIX = "refs/memsync/redaction-backup/"
+REFUSED_FILE = "memsync-redaction.json"
+
+
+@dataclass
+class Incoming:
+    """What following a hub's redaction would change in this clone."""
+
+    record: str  # the hub's version holding the redaction record
+    old_head: str
+    new_head: str
+    versions: int  # versions of this clone's history rewritten
+    replayed: int  # of them, local versions the hub never had
+    files: list[str] = field(default_factory=list)  # paths whose content is replaced
+    bytes_removed: int = 0  # replaced bytes, once per distinct content
+    not_secrets: list[str] = field(default_factory=list)  # files where more than a secret is replaced
+
+    def summary(self) -> str:
+        shown = ", ".join(self.files[:5]) + (f" and {len(self.files) - 5} more" if len(self.files) > 5 else "")
+        return (f"{len(self.files)} file(s) ({shown}), {self.bytes_removed} byte(s) replaced, "
+                f"{self.versions} version(s) rewritten")
+
+
+@dataclass
+class RedactionNote:
+    """One line of `status`: a refused redaction, or a history kept after following one."""
+
+    state: str  # "refused" | "followed"
+    version: str  # the hub's record (refused) or the history kept (followed), full id
+    detail: str
+    ref: str | None = None  # the backup ref (followed)
+
+
+def note_refused(mem: Memory, incoming: Incoming) -> None:
+    data = dict(asdict(incoming), time=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    write_private(mem.git.git_dir / REFUSED_FILE, json.dumps(data).encode())
+
+
+def refused(mem: Memory) -> Incoming | None:
+    """The redaction this clone refused last, if the hub still holds it (by our last fetch)."""
+    try:
+        data = json.loads(read_private(mem.git.git_dir / REFUSED_FILE, 1 << 20).decode("utf-8"))
+        data.pop("time", None)
+        found = Incoming(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+    tip = mem.git.ref_oid(mem.tracking_ref)
+    if tip is None or not (tip == found.record or mem.git.is_ancestor(found.record, tip)):
+        return None
+    return found
+
+
+def clear_refused(mem: Memory) -> None:
+    (mem.git.git_dir / REFUSED_FILE).unlink(missing_ok=True)
+
+
+def keep_backup(mem: Memory, oid: str) -> str:
+    """Keep `oid` (the history before following a redaction) reachable; the ref's name."""
+    ref = f"{BACKUP_PREFIX}{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}-{oid[:8]}"
+    mem.git.set_ref(ref, oid, "memsync: history kept before following a redaction")
+    return ref
+
+
+def backups(mem: Memory) -> list[tuple[str, str]]:
+    """(ref, commit) of each kept history, oldest first."""
+    repo = mem.git.repo
+    found = []
+    for name in sorted(repo.references):
+        if name.startswith(BACKUP_PREFIX):
+            oid = mem.git.ref_oid(name)
+            if oid is not None:
+                found.append((name, oid))
+    return found
+
+
+def notes(mem: Memory) -> list[RedactionNote]:
+    found = []
+    pending = refused(mem)
+    if pending is not None:
+        found.append(RedactionNote("refused", pending.record, pending.summary()))
+    for ref, oid in backups(mem):
+        found.append(RedactionNote("followed", oid, "the history before a followed redaction is kept", ref))
+    return found
+
+
+def drop_backups(mem: Memory) -> list[str]:
+    """Delete every kept history's ref (caller holds the lock); the refs deleted."""
+    dropped = []
+    for ref, _ in backups(mem):
+        mem.git.delete_ref(ref)
+        dropped.append(ref)
+    return dropped

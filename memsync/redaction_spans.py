@@ -1,0 +1,80 @@
+"""What a redaction replaced in one file, and whether all of it was a secret (bytes in, spans out).
+
+A redacted file is the original with some spans replaced by memsync's placeholder. Two questions
+are asked of such a pair, on both sides of a redaction:
+
+- the redacting side: is it *wide*? A redaction that leaves a file as nothing but placeholders,
+  or replaces more than WIDE_SHARE of a file (and more than WIDE_FLOOR bytes), wipes a memory
+  rather than removing a secret, and needs a second confirmation (`--allow-wide`);
+- a following clone: is every replaced span something memsync's own secret scanner recognises as
+  a secret? Only then is a hub's redaction followed without the operator's word.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PLACEHOLDER = re.compile(rb"\[REDACTED by memsync \d{4}-\d{2}-\d{2}\]")
+WIDE_SHARE = 0.10  # more than this share of a file...
+WIDE_FLOOR = 128  # ...and more than this many bytes: a secret or two never reaches both
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """The spans of the original that the placeholder replaced (start, end), byte offsets."""
+
+    size: int  # the original's size
+    spans: tuple[tuple[int, int], ...]
+    whole: bool  # nothing but placeholders (and white space) is left
+
+    @property
+    def removed(self) -> int:
+        return sum(end - start for start, end in self.spans)
+
+    @property
+    def wide(self) -> bool:
+        return self.whole or (self.removed > WIDE_FLOOR and self.removed > WIDE_SHARE * self.size)
+
+
+def replaced(before: bytes, after: bytes) -> Replaced | None:
+    """How `after` is `before` with spans replaced by the placeholder; None if it is not that."""
+    pieces = PLACEHOLDER.split(after)
+    if len(pieces) == 1:
+        return None
+    whole = not b"".join(pieces).strip()
+    if pieces == [b"", b"\n"]:  # PATH mode: the whole content, whatever it was
+        return Replaced(len(before), ((0, len(before)),), True)
+    shape = b"(.+?)".join(re.escape(p) for p in pieces)
+    match = re.fullmatch(shape, before, re.DOTALL)
+    if match is None:
+        return None
+    return Replaced(len(before), tuple(match.span(i) for i in range(1, len(pieces))), whole)
+
+
+def only_secrets(before: bytes, found: Replaced) -> bool:
+    """Whether every replaced span (white space at its ends aside) lies within text the secret
+    scanner reports as a secret: a redaction that removed a secret and nothing else."""
+    from memsync.secret_rules import candidates
+
+    text = before.decode("latin-1")  # one character per byte: offsets stay byte offsets
+    secrets = sorted((c[0], c[1]) for c in candidates(text))
+    for start, end in found.spans:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if start < end and not _covered(start, end, secrets):
+            return False
+    return True
+
+
+def _covered(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
+    pos = start
+    for a, b in spans:  # sorted by start
+        if a > pos:
+            break
+        pos = max(pos, b)
+        if pos >= end:
+            return True
+    return pos >= end
