@@ -186,7 +186,7 @@ WRITING = {
     "restore": ["restore", "summary.md", "--at", "FIRST"],
     "revert": ["revert", "FIRST"],
     "redact-path": ["redact", "summary.md", "--at", "FIRST", "--yes"],
-    "redact-wipe": ["redact", "--secret", r"[\s\S]+", "--yes", "--allow-wide"],
+    "redact-wipe": ["redact", "--secret", r"[\s\S]+", "--yes"],
     "redact-nothing": ["redact", "--secret", "no such text anywhere", "--yes"],
     "redact-follow": ["redact", "--follow", "--yes"],
     "redact-drop-backups": ["redact", "--drop-backups", "--yes"],
@@ -252,7 +252,7 @@ def test_an_agent_cannot_wipe_the_hub_with_redact_inside_its_run(memory: Path, f
     intact, the run ends normally and its record is pushed, as the run's."""
     figures.add("security attacks")
     first = git("rev-parse", "HEAD", cwd=memory).strip()
-    redact = f"{sys.executable} -m memsync redact --yes --allow-wide --secret"
+    redact = f"{sys.executable} -m memsync redact --yes --secret"
     script = ("echo 'agent work' > agent.md; "
               f"{redact} '[\\s\\S]+' 2> ../wipe.err; echo $? > ../wipe-exit; "
               f"{redact} 'nothing-matches-this' 2> ../none.err; echo $? > ../none-exit")
@@ -283,7 +283,7 @@ def test_through_the_server_the_same_verbs_refuse(memory: Path, tmp_path: Path, 
     proc, go = _start_run(memory, tmp_path, "own-served")
     try:
         before = _state(memory)
-        for args in (["redact", "--secret", r"[\s\S]+", "--yes", "--allow-wide"], ["gc"], ["watch", "--once"],
+        for args in (["redact", "--secret", r"[\s\S]+", "--yes"], ["gc"], ["watch", "--once"],
                      ["push"]):
             done = subprocess.run([sys.executable, "-m", "memsync", *args], cwd=memory, env=server.env(),
                                   capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
