@@ -58,6 +58,7 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
     """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there.
     `depth`: see transport.fetch (a clone from a network hub fetches the tip alone)."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
+    known = mem.git.ref_oid(mem.tracking_ref)
     if mem.hub.local_path is not None:
         tip = local_tip(mem.hub.local_path, f"refs/heads/{mem.branch}")
         if tip is None or tip != mem.git.ref_oid(mem.tracking_ref):  # else we already have it all
@@ -66,6 +67,10 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
     tip = heads.get(f"refs/heads/{mem.branch}")
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
+    elif known is not None and tip != known and not mem.git.is_ancestor(known, tip):
+        # the hub rewrote its history (a redaction, followed or not): what it had is still known
+        # to have come from a hub, not from a `git commit` here (Memory.hub_tips)
+        mem.git.set_ref(mem.rewritten_ref, known, "memsync: the hub's tip before it rewrote its history")
     return tip
 
 

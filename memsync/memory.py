@@ -18,6 +18,9 @@ from memsync.hub import HubUrl
 from memsync.locking import clear_stale_git_locks, held
 
 
+HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed
+
+
 @dataclass
 class Memory:
     root: Path
@@ -44,13 +47,19 @@ class Memory:
     def tracking_ref(self) -> str:
         return f"refs/remotes/{self.tracking}/{self.branch}"
 
+    @property
+    def rewritten_ref(self) -> str:
+        """The tip this hub had before its history was rewritten (a redaction), kept by fetch."""
+        return f"{HUB_BEFORE_REWRITE}/{self.tracking}/{self.branch}"
+
     def hub_tips(self) -> list[str]:
         """What is known to be on a hub: the tip last fetched from this hub, then (given another
-        with --remote) the memory's own hub's. Commits below them came from a hub, not from a
-        `git commit` here (unverified.py)."""
+        with --remote) the memory's own hub's, then what a hub had before rewriting its history.
+        Commits below them came from a hub, not from a `git commit` here (unverified.py)."""
         refs = [self.tracking_ref]
         if self.tracking != "origin":
             refs.append(f"refs/remotes/origin/{self.branch}")
+        refs += [self.rewritten_ref, f"{HUB_BEFORE_REWRITE}/origin/{self.branch}"]
         tips = [self.git.ref_oid(ref) for ref in refs]
         return list(dict.fromkeys(t for t in tips if t))
 

@@ -32,7 +32,7 @@ from memsync.git.trailers import compose
 from memsync.memory import Memory, open_memory, refuse_during_run
 from memsync.redaction import BASE, BLOB, REWRITTEN, Decide
 from memsync.redaction_log import Incoming
-from memsync.redaction_spans import WIDE_SHARE, replaced
+from memsync.redaction_spans import WIDE_SHARE, is_wide, replaced
 from memsync.snapshot import take
 
 
@@ -125,13 +125,13 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
 
 def _wide(mem: Memory, done: rewrite.Rewritten) -> list[str]:
     """Files the rewrite leaves as nothing but placeholders, or in which it replaces more than
-    WIDE_SHARE (and more than WIDE_FLOOR bytes): a wiped memory, not a removed secret."""
+    WIDE_SHARE with anything but recognised secrets: a wiped memory, not a removed secret."""
     repo = mem.git.repo
     wide = set()
     for old, new in done.blobs.items():
         before, after = rewrite.blob_data(repo, old), rewrite.blob_data(repo, new)
         found = replaced(before, after) if before is not None and after is not None else None
-        if found is None or found.wide:
+        if found is None or before is None or is_wide(before, found):
             wide.add(old)
     return rewrite.paths_holding(repo, list(done.commits), wide) if wide else []
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from memsync.git.repo import read_private, write_private
-from memsync.memory import Memory
+from memsync.memory import HUB_BEFORE_REWRITE, Memory
 
 BACKUP_PREFIX = "refs/memsync/redaction-backup/"
 REFUSED_FILE = "memsync-redaction.json"
@@ -101,9 +101,13 @@ def notes(mem: Memory) -> list[RedactionNote]:
 
 
 def drop_backups(mem: Memory) -> list[str]:
-    """Delete every kept history's ref (caller holds the lock); the refs deleted."""
+    """Delete every kept history's ref (caller holds the lock), and what fetch kept of a hub's
+    tip before it rewrote its history (the same objects); the backup refs deleted."""
     dropped = []
     for ref, _ in backups(mem):
         mem.git.delete_ref(ref)
         dropped.append(ref)
+    for name in list(mem.git.repo.references):
+        if name.startswith(HUB_BEFORE_REWRITE + "/"):
+            mem.git.delete_ref(name)
     return dropped

@@ -4,7 +4,7 @@ A redacted file is the original with some spans replaced by memsync's placeholde
 are asked of such a pair, on both sides of a redaction:
 
 - the redacting side: is it *wide*? A redaction that leaves a file as nothing but placeholders,
-  or replaces more than WIDE_SHARE of a file (and more than WIDE_FLOOR bytes), wipes a memory
+  or replaces more than WIDE_SHARE of a file with anything but recognised secrets, wipes a memory
   rather than removing a secret, and needs a second confirmation (`--allow-wide`);
 - a following clone: is every replaced span something memsync's own secret scanner recognises as
   a secret? Only then is a hub's redaction followed without the operator's word.
@@ -16,8 +16,7 @@ import re
 from dataclasses import dataclass
 
 PLACEHOLDER = re.compile(rb"\[REDACTED by memsync \d{4}-\d{2}-\d{2}\]")
-WIDE_SHARE = 0.10  # more than this share of a file...
-WIDE_FLOOR = 128  # ...and more than this many bytes: a secret or two never reaches both
+WIDE_SHARE = 0.10  # more than this share of a file, unless all of it is recognised secrets
 
 
 @dataclass(frozen=True)
@@ -32,9 +31,14 @@ class Replaced:
     def removed(self) -> int:
         return sum(end - start for start, end in self.spans)
 
-    @property
-    def wide(self) -> bool:
-        return self.whole or (self.removed > WIDE_FLOOR and self.removed > WIDE_SHARE * self.size)
+
+def is_wide(before: bytes, found: Replaced) -> bool:
+    """Whether the redaction wipes the file (nothing but placeholders left) or replaces more than
+    WIDE_SHARE of it with anything but what the secret scanner recognises (a key in a short
+    `.env` is not wide; most of a note is)."""
+    if found.whole:
+        return True
+    return found.removed > WIDE_SHARE * found.size and not only_secrets(before, found)
 
 
 def replaced(before: bytes, after: bytes) -> Replaced | None:
