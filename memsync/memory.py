@@ -17,7 +17,6 @@ from memsync.git.repo import GitRepo, read_private, write_private
 from memsync.hub import HubUrl
 from memsync.locking import clear_stale_git_locks, held
 
-
 HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed
 
 

@@ -210,6 +210,13 @@ def test_redact_over_git_daemon_and_a_server_that_refuses_rewrites(cli, tmp_path
     assert r.code == 0, r.err
     assert git("show", "memory/research:keys.md", cwd=bare).startswith("[REDACTED by memsync ")
     assert SECRET.encode() not in all_objects(root / ".git")
+    # a hub elsewhere keeps the old objects, unreachable, until its owner prunes them: said, with how
+    assert SECRET.encode() in all_objects(bare)
+    assert "still holds the old versions as unreachable objects until its owner prunes them" in r.err
+    assert "git reflog expire --expire=now --all && git gc --prune=now" in r.err
+    git("reflog", "expire", "--expire=now", "--all", cwd=bare)
+    git("gc", "--prune=now", "--quiet", cwd=bare)
+    assert SECRET.encode() not in all_objects(bare), "the documented commands prune it"
 
     git("config", "receive.denyNonFastForwards", "true", cwd=bare)
     write(root, "more.md", f"again {SECRET}\n")

@@ -130,12 +130,12 @@ def test_a_redaction_of_secrets_alone_is_followed_and_nothing_is_deleted(cli, me
 
     r = cli("pull", cwd=other)
     assert r.code == 0, r.err
+    # the clone deleted nothing: its history stays under a backup ref until the operator drops it
+    assert SECRET.encode() in all_objects(other / ".git")
+    [backup] = _backups(other)
     assert "followed it (it replaces only what the secret scanner recognises as secrets)" in r.err
     text = (other / "keys.md").read_text()
     assert text.startswith("# Keys\n\ndeploy token: [REDACTED by memsync ") and text.endswith("]\nrotate monthly\n")
-    # the clone deleted nothing: its history stays under a backup ref until the operator drops it
-    [backup] = _backups(other)
-    assert SECRET.encode() in all_objects(other / ".git")
     assert "memsync redact --drop-backups" in r.err and backup.split()[0] in r.err
     assert "Redaction: followed" in cli("status", cwd=other).out
     r = cli("redact", "--drop-backups", "--yes", cwd=other)
