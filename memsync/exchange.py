@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from memsync import maintenance, shallow
 from memsync.attribution import Attribution
 from memsync.errors import AuthFailed, HostKeyError, RemoteUnreachable, RepoError
-from memsync.git import transport
+from memsync.git import rewrite, transport
 from memsync.git.hubtree import Oversize
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
@@ -67,7 +67,7 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
     tip = heads.get(f"refs/heads/{mem.branch}")
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
-    elif known is not None and tip != known and not mem.git.is_ancestor(known, tip):
+    elif known is not None and tip != known and not rewrite.reaches(mem.git.repo, tip, known):
         # the hub rewrote its history (a redaction, followed or not): what it had is still known
         # to have come from a hub, not from a `git commit` here (Memory.hub_tips)
         mem.git.set_ref(mem.rewritten_ref, known, "memsync: the hub's tip before it rewrote its history")

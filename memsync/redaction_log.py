@@ -33,7 +33,10 @@ class Incoming:
     not_secrets: list[str] = field(default_factory=list)  # files where more than a secret is replaced
 
     def summary(self) -> str:
-        shown = ", ".join(self.files[:5]) + (f" and {len(self.files) - 5} more" if len(self.files) > 5 else "")
+        from memsync.textsafe import quote_path  # the names come from the hub
+
+        shown = ", ".join(quote_path(p) for p in self.files[:5])
+        shown += f" and {len(self.files) - 5} more" if len(self.files) > 5 else ""
         return (f"{len(self.files)} file(s) ({shown}), {self.bytes_removed} byte(s) replaced, "
                 f"{self.versions} version(s) rewritten")
 
@@ -59,12 +62,23 @@ def refused(mem: Memory) -> Incoming | None:
         data = json.loads(read_private(mem.git.git_dir / REFUSED_FILE, 1 << 20).decode("utf-8"))
         data.pop("time", None)
         found = Incoming(**data)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    if not _well_formed(found):  # a file anyone writing .git could have edited: checked, not trusted
         return None
     tip = mem.git.ref_oid(mem.tracking_ref)
     if tip is None or not (tip == found.record or mem.git.is_ancestor(found.record, tip)):
         return None
     return found
+
+
+def _well_formed(found: Incoming) -> bool:
+    ids = (found.record, found.old_head, found.new_head)
+    counts = (found.versions, found.replayed, found.bytes_removed)
+    return (all(isinstance(i, str) and len(i) == 40 and all(c in "0123456789abcdef" for c in i) for i in ids)
+            and all(isinstance(n, int) for n in counts)
+            and all(isinstance(lst, list) and all(isinstance(p, str) for p in lst)
+                    for lst in (found.files, found.not_secrets)))
 
 
 def clear_refused(mem: Memory) -> None:

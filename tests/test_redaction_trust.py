@@ -73,6 +73,9 @@ def test_a_hub_writer_wiping_the_memory_is_refused_until_the_operator_accepts_it
     figures.add("security attacks")
     head = git("rev-parse", "HEAD", cwd=clone_b).strip()
     record = hub_writer_redacts(memory, lambda data: WIPED)
+    # a status sees the rewritten hub first: the clone's own versions still count as the hub's,
+    # so the push below is refused for the redaction (exit 7), not for "foreign commits" (exit 9)
+    assert _ms("status", cwd=clone_b).returncode == 0
 
     for verb in (["pull"], ["push"], ["run", "--", "sh", "-c", "echo ran > ran.md"]):
         r = _ms(*verb, cwd=clone_b)
