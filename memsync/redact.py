@@ -145,6 +145,7 @@ class Followed:
     incoming: Incoming
     backup: str
     new_head: str
+    asked: bool  # False: it needed no one's word (secrets only, or trust_redactions)
 
 
 def follow(start: Path, decide: Decide, remote: str | None = None) -> Followed:
@@ -162,7 +163,10 @@ def follow(start: Path, decide: Decide, remote: str | None = None) -> Followed:
         ensure_hub(mem.hub)
         take(mem, operator("Save local changes before following a redaction"))
 
+        asked: list[bool] = []
+
         def ask(incoming: Incoming) -> bool:
+            asked.append(True)
             if not decide(incoming):
                 raise UsageError("redaction not followed: nothing was changed",
                                  "run `memsync redact --follow --yes` to accept it")
@@ -173,7 +177,7 @@ def follow(start: Path, decide: Decide, remote: str | None = None) -> Followed:
             raise UsageError("no redaction to follow: this memory's history is not rewritten on the hub",
                              "`memsync status` says whether one was refused")
         r = exchange.redaction
-        return Followed(r.incoming, r.backup, r.new_head)
+        return Followed(r.incoming, r.backup, r.new_head, bool(asked))
 
 
 @dataclass

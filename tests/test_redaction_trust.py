@@ -243,3 +243,16 @@ def test_not_a_redaction_at_all() -> None:
 
     assert replaced(b"one\n", b"two\n") is None
     assert replaced(b"one\n", b"[REDACTED by memsync 2026-01-01] extra\n") is None
+
+
+def test_follow_and_drop_backups_bad_input(cli, memory: Path) -> None:
+    head = git("rev-parse", "HEAD", cwd=memory)
+    r = cli("redact", "--follow", "--yes", cwd=memory)
+    assert r.code == 2
+    assert r.err.splitlines() == ["error: no redaction to follow: this memory's history is not rewritten on the hub",
+                                  "hint: `memsync status` says whether one was refused"]
+    r = cli("redact", "--follow", "--drop-backups", "--yes", cwd=memory)
+    assert r.code == 2 and "go one at a time" in r.err and r.err.splitlines()[1].startswith("hint: run them one")
+    r = cli("redact", "--follow", "--secret", "x", "--yes", cwd=memory)
+    assert r.code == 2 and "go one at a time" in r.err
+    assert git("rev-parse", "HEAD", cwd=memory) == head

@@ -39,7 +39,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
         from memsync.errors import UsageError
 
         if follow + drop_backups + (path is not None or secret is not None) > 1:
-            raise UsageError("--follow, --drop-backups and a redaction (PATH --at REV, --secret) go one at a time")
+            raise UsageError("--follow, --drop-backups and a redaction (PATH --at REV, --secret) go one at a time",
+                             "run them one after the other, e.g. `memsync redact --follow`, then "
+                             "`memsync redact --drop-backups`")
         interactive = sys.stdin.isatty()
         if not yes and not interactive:
             raise UsageError("redact rewrites or deletes history and needs confirmation",
@@ -102,6 +104,8 @@ def _follow(cwd: Any, yes: bool, remote: str | None) -> None:
         return bool(typer.confirm("Follow it (your history is kept under a backup ref)?", default=False, err=True))
 
     done = core.follow(cwd, decide, remote=remote)
+    if not done.asked:  # it replaces only recognised secrets: followed without a question
+        out(f"The hub's redaction replaces only what the secret scanner recognises: {done.incoming.summary()}")
     out(f"Followed the redaction: now at {done.new_head[:8]}")
     out(f"Kept the history before it as {done.backup}; `memsync redact --drop-backups` deletes it")
 
