@@ -54,6 +54,7 @@ class RedactResult:
     purged: list[str] = field(default_factory=list)
     not_purged: list[str] = field(default_factory=list)
     hub_keeps_objects: bool = False  # a hub not on this machine: its old objects stay until its owner prunes
+    kept: list[str] = field(default_factory=list)  # histories kept after following redactions: not purged
 
 
 def placeholder(now: datetime | None = None) -> str:
@@ -117,7 +118,10 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         _push_with_lease(mem, head, record)
         rewrite.move_to(mem.git, mem.branch, record, mem.name, mem.config.max_file_size)
         mem.git.set_ref(mem.tracking_ref, record, "memsync: redact")
-        result = RedactResult(plan, head, record, done.commits, hub_keeps_objects=mem.hub.local_path is None)
+        from memsync import redaction_log
+
+        result = RedactResult(plan, head, record, done.commits, hub_keeps_objects=mem.hub.local_path is None,
+                              kept=[ref for ref, _ in redaction_log.backups(mem)])
         for where in _purge_targets(mem):
             (result.purged if rewrite.purge(where) else result.not_purged).append(str(where))
         return result

@@ -53,7 +53,10 @@ def replaced(before: bytes, after: bytes) -> Replaced | None:
     match = re.fullmatch(shape, before, re.DOTALL)
     if match is None:
         return None
-    return Replaced(len(before), tuple(match.span(i) for i in range(1, len(pieces))), whole)
+    spans = (match.span(i) for i in range(1, len(pieces)))
+    # a placeholder left by an earlier redaction is kept, not replaced: it removes nothing
+    kept = tuple((a, b) for a, b in spans if not PLACEHOLDER.fullmatch(before, a, b))
+    return Replaced(len(before), kept, whole)
 
 
 def only_secrets(before: bytes, found: Replaced) -> bool:

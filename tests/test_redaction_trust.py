@@ -141,6 +141,10 @@ def test_a_redaction_of_secrets_alone_is_followed_and_nothing_is_deleted(cli, me
     assert text.startswith("# Keys\n\ndeploy token: [REDACTED by memsync ") and text.endswith("]\nrotate monthly\n")
     assert "memsync redact --drop-backups" in r.err and backup.split()[0] in r.err
     assert "Redaction: followed" in cli("status", cwd=other).out
+    r = cli("redact", "--secret", "Keys", "--yes", cwd=other)  # a redaction of its own purges, but not those
+    assert r.code == 0, r.err
+    assert "1 history(ies) kept when following earlier redactions may still hold it" in r.err
+    assert SECRET.encode() in all_objects(other / ".git")
     r = cli("redact", "--drop-backups", "--yes", cwd=other)
     assert r.code == 0, r.err
     assert "Dropped 1 kept histories" in r.out
@@ -226,6 +230,8 @@ def test_a_secret_in_a_short_file_is_not_wide(cli, memory: Path) -> None:
     (f"key: {SECRET}\nnotes\n", "key: [REDACTED by memsync 2026-01-01]\n", False, True),
     ("just prose\n", "[REDACTED by memsync 2026-01-01]\n", False, True),
     ("just prose\n", "just [REDACTED by memsync 2026-01-01]\n", False, True),
+    ("[REDACTED by memsync 2026-01-01] and one more word\n",
+     "[REDACTED by memsync 2026-01-01] and one more [REDACTED by memsync 2026-02-01]\n", False, False),
     ("a much longer line of prose, and then one more word\n",
      "a much longer line of prose, and then one more [REDACTED by memsync 2026-01-01]\n", False, False),
 ])

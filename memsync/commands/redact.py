@@ -77,6 +77,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
             out(f"  {old[:8]} -> {new[:8]}")
         for where in result.not_purged:
             warn(f"old objects are still in {where}: install git, then `git --git-dir {where} gc --prune=now`")
+        if result.kept:
+            warn(f"{len(result.kept)} history(ies) kept when following earlier redactions may still hold it "
+                 "(refs/memsync/redaction-backup/): `memsync redact --drop-backups` deletes them")
         if result.hub_keeps_objects:
             warn(f"the hub {result.plan.hub} still holds the old versions as unreachable objects until its owner "
                  "prunes them (on a bare repository: `git reflog expire --expire=now --all && git gc --prune=now`; "
