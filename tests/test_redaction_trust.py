@@ -172,10 +172,15 @@ def test_a_secret_with_the_text_around_it_is_not_secrets_only(cli, memory: Path,
     figures.add("security attacks refused")
 
 
-def test_trust_redactions_follows_this_hubs_redactions(cli, memory: Path, clone_b: Path) -> None:
+def test_trust_redactions_follows_this_hubs_redactions(cli, memory: Path, clone_b: Path, tmp_path: Path) -> None:
     with (clone_b / ".vm0" / "storage.yaml").open("a") as fh:
         fh.write("trust_redactions: true\n")
     hub_writer_redacts(memory, lambda data: WIPED)
+    mirror = tmp_path / "mirror.git"  # another hub with the same rewrite: not the one trusted
+    git("clone", "-q", "--mirror", str(hub_path()), str(mirror), cwd=tmp_path)
+    r = cli("pull", "--remote", str(mirror), cwd=clone_b)
+    assert r.code == 7 and "replaces more than secrets" in r.err
+    assert (clone_b / "summary.md").read_text() == "# Summary\n\nfirst line\n"
     r = cli("pull", cwd=clone_b)
     assert r.code == 0, r.err
     assert "followed it (trust_redactions is set in storage.yaml)" in r.err
