@@ -18,6 +18,7 @@ from memsync.hub import HubUrl
 from memsync.locking import clear_stale_git_locks, held
 
 HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed
+REDACTION_BACKUPS = "refs/memsync/redaction-backup/"  # histories kept after following a redaction
 
 
 @dataclass

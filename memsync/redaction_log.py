@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from memsync.git.repo import read_private, write_private
-from memsync.memory import HUB_BEFORE_REWRITE, Memory
+from memsync.memory import HUB_BEFORE_REWRITE, REDACTION_BACKUPS, Memory
 
-BACKUP_PREFIX = "refs/memsync/redaction-backup/"
+BACKUP_PREFIX = REDACTION_BACKUPS
 REFUSED_FILE = "memsync-redaction.json"
 
 
