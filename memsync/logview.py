@@ -87,7 +87,7 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
             if shallow.complete(mem):  # the versions older than the clone were asked for
                 found = _versions(mem, head, cache, rel, run_id, flagged, limit)
         if flagged and rel is None and run_id is None:
-            found = _refused_redaction(mem, cache) + found
+            found = (_refused_redaction(mem, cache) + found)[:limit]
     finally:
         cache.close()
     return LogResult(mem.name, rel, head, found)

@@ -98,6 +98,12 @@ def test_a_hub_writer_wiping_the_memory_is_refused_until_the_operator_accepts_it
     flagged = _ms("log", "--flagged", cwd=clone_b)
     assert flagged.returncode == 0, flagged.stderr
     assert record[:8] in flagged.stdout and "FLAG redaction refused (not followed): 2 file(s)" in flagged.stdout
+    import json
+
+    [entry] = json.loads(_ms("log", "--flagged", "--json", "-n", "1", cwd=clone_b).stdout)["versions"]
+    assert entry["oid"] == record and entry["flags"][0].startswith("redaction refused (not followed): ")
+    [note] = json.loads(_ms("status", "--json", cwd=clone_b).stdout)["redactions"]
+    assert note["state"] == "refused" and note["version"] == record and note["ref"] is None
 
     asked = _ms("redact", "--follow", cwd=clone_b)  # no terminal, no --yes: nothing happens
     assert asked.returncode == 2 and "needs confirmation" in asked.stderr
