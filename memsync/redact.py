@@ -61,6 +61,11 @@ def placeholder(now: datetime | None = None) -> str:
     return f"[REDACTED by memsync {(now or datetime.now(timezone.utc)):%Y-%m-%d}]"
 
 
+def may_act(start: Path, remote: str | None = None) -> None:
+    """Refuse (RunInProgress, exit 6) while a run owns the memory; checked again under the lock."""
+    refuse_during_run(open_memory(start, remote), "redact")
+
+
 def redact(start: Path, path: str | None, at: str | None, secret: str | None,
            confirm: Callable[[Plan], bool], remote: str | None = None,
            confirm_wide: Callable[[Plan], bool] | None = None) -> RedactResult:

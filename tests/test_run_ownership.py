@@ -188,6 +188,7 @@ WRITING = {
     "redact-path": ["redact", "summary.md", "--at", "FIRST", "--yes"],
     "redact-wipe": ["redact", "--secret", r"[\s\S]+", "--yes"],
     "redact-nothing": ["redact", "--secret", "no such text anywhere", "--yes"],
+    "redact-unconfirmed": ["redact", "--secret", "first"],
     "redact-follow": ["redact", "--follow", "--yes"],
     "redact-drop-backups": ["redact", "--drop-backups", "--yes"],
     "gc": ["gc"],

@@ -42,6 +42,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
             raise UsageError("--follow, --drop-backups and a redaction (PATH --at REV, --secret) go one at a time",
                              "run them one after the other, e.g. `memsync redact --follow`, then "
                              "`memsync redact --drop-backups`")
+        from memsync import redact as core
+
+        core.may_act(Path.cwd(), remote)  # a run owning the memory: exit 6 before anything else is said
         interactive = sys.stdin.isatty()
         if not yes and not interactive:
             raise UsageError("redact rewrites or deletes history and needs confirmation",
@@ -52,7 +55,6 @@ def register(app: typer.Typer, guard: Guard) -> None:
         if drop_backups:
             _drop(Path.cwd(), yes)
             return
-        from memsync import redact as core
 
         def confirm(plan: Any) -> bool:
             if yes:
