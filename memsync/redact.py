@@ -135,14 +135,13 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
 def _wide(mem: Memory, done: rewrite.Rewritten) -> list[str]:
     """Files the rewrite leaves as nothing but placeholders, or in which it replaces more than
     WIDE_SHARE with anything but recognised secrets: a wiped memory, not a removed secret."""
-    repo = mem.git.repo
     wide = set()
     for old, new in done.blobs.items():
-        before, after = rewrite.blob_data(repo, old), rewrite.blob_data(repo, new)
+        before, after = rewrite.blob_data(mem.git, old), rewrite.blob_data(mem.git, new)
         found = replaced(before, after) if before is not None and after is not None else None
         if found is None or before is None or is_wide(before, found):
             wide.add(old)
-    return rewrite.paths_holding(repo, list(done.commits), wide) if wide else []
+    return rewrite.paths_holding(mem.git, list(done.commits), wide) if wide else []
 
 
 def _names(paths: list[str]) -> str:

@@ -167,12 +167,12 @@ def recover(mem: Memory, theirs: str, decide: Decide | None = None) -> Recovery 
 def _incoming(mem: Memory, theirs: str, ours: str, done: rewrite.Rewritten, commits: dict[str, str]) -> Incoming:
     """Files, bytes and versions that following the redaction changes here, and the files where it
     replaces more than the secret scanner recognises."""
-    repo = mem.git.repo
+    git = mem.git
     removed = 0
     not_secrets: set[str] = set()
     suspicious: set[str] = set()
     for old, new in done.blobs.items():
-        before, after = rewrite.blob_data(repo, old), rewrite.blob_data(repo, new)
+        before, after = rewrite.blob_data(git, old), rewrite.blob_data(git, new)
         found = replaced(before, after) if before is not None and after is not None else None
         if found is None or before is None:
             suspicious.add(old)
@@ -180,8 +180,8 @@ def _incoming(mem: Memory, theirs: str, ours: str, done: rewrite.Rewritten, comm
         removed += found.removed
         if not only_secrets(before, found):
             suspicious.add(old)
-    files = rewrite.paths_holding(repo, list(done.commits), set(done.blobs))
+    files = rewrite.paths_holding(git, list(done.commits), set(done.blobs))
     if suspicious:
-        not_secrets.update(rewrite.paths_holding(repo, list(done.commits), suspicious))
+        not_secrets.update(rewrite.paths_holding(git, list(done.commits), suspicious))
     replayed = sum(1 for old in done.commits if old not in commits)
     return Incoming(theirs, ours, done.tip, len(done.commits), replayed, files, removed, sorted(not_secrets))

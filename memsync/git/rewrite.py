@@ -114,8 +114,9 @@ def is_redaction_of(repo: pygit2.Repository, old: str, new: str) -> bool:
     return re.fullmatch(shape, before, re.DOTALL) is not None
 
 
-def paths_holding(repo: pygit2.Repository, commits: list[str], blobs: set[str]) -> list[str]:
+def paths_holding(git: GitRepo, commits: list[str], blobs: set[str]) -> list[str]:
     """The paths at which any of `commits` holds one of `blobs` (each tree is read once)."""
+    repo = git.repo
     memo: dict[str, frozenset[str]] = {}
 
     def walk(oid: str) -> frozenset[str]:
@@ -136,9 +137,9 @@ def paths_holding(repo: pygit2.Repository, commits: list[str], blobs: set[str]) 
     return sorted(paths)
 
 
-def blob_data(repo: pygit2.Repository, oid: str) -> bytes | None:
+def blob_data(git: GitRepo, oid: str) -> bytes | None:
     try:
-        return bytes(repo[oid].peel(pygit2.Blob).data)
+        return bytes(git.repo[oid].peel(pygit2.Blob).data)
     except (KeyError, ValueError, pygit2.GitError):
         return None
 
