@@ -43,6 +43,9 @@ STATUS = _obj({
                                "started": {"type": ["string", "null"]}})),
     "too_large": {"type": "array", "items": {"type": "string"}},
     "ignored": {"type": "array", "items": {"type": "string"}},
+    "redactions": {"type": "array", "items": _obj({"state": {"enum": ["refused", "followed"]}, "version": OID,
+                                                   "detail": {"type": "string"},
+                                                   "ref": {"type": ["string", "null"]}})},
 })
 LIST = _obj({"remote": {"type": "string"}, "memories": {"type": "array", "items": _obj({
     "name": {"type": "string"}, "type": {"enum": ["memory", "artifact"]}, "version": SHORT,

@@ -167,3 +167,153 @@ def test_a_tool_call_of_the_run_itself_goes_on(memory: Path) -> None:
     restored = git("log", "-1", "--format=%an%n%(trailers:key=Memsync-Actor,valueonly)",
                    "memory/research", "--", "summary.md", cwd=hub_path())
     assert restored.split() == ["memsync", "run", "tool-1", "run"]
+
+
+def _state(memory: Path) -> tuple[str, ...]:
+    """Everything a refused verb must leave as it was: refs here and on the hub, HEAD, the work
+    tree, the object files (a repack or a purge changes them) and the run's file."""
+    objects = sorted(str(p.relative_to(memory)) for p in (memory / ".git" / "objects").rglob("*") if p.is_file())
+    return (git("for-each-ref", cwd=memory), git("rev-parse", "HEAD", cwd=memory),
+            git("for-each-ref", cwd=hub_path()), git("status", "--porcelain", "--untracked-files=all", cwd=memory),
+            "\n".join(objects), (memory / "runs" / "owned.md").read_text())
+
+
+# Every verb that commits, pushes, rewrites or repacks (memory.OWNED_VERBS), as a user or an
+# agent would type it. FIRST stands for the memory's first version.
+WRITING = {
+    "push": ["push"],
+    "pull": ["pull"],
+    "restore": ["restore", "summary.md", "--at", "FIRST"],
+    "revert": ["revert", "FIRST"],
+    "redact-path": ["redact", "summary.md", "--at", "FIRST", "--yes"],
+    "redact-wipe": ["redact", "--secret", r"[\s\S]+", "--yes"],
+    "redact-nothing": ["redact", "--secret", "no such text anywhere", "--yes"],
+    "redact-unconfirmed": ["redact", "--secret", "first"],
+    "redact-follow": ["redact", "--follow", "--yes"],
+    "redact-drop-backups": ["redact", "--drop-backups", "--yes"],
+    "gc": ["gc"],
+    "watch": ["watch", "--debounce", "0.1", "--poll", "0.5"],
+    "watch-once": ["watch", "--once"],
+}
+
+
+@pytest.mark.stress  # the security suite: an agent's or an operator's verb against a live run
+@pytest.mark.parametrize("verb", sorted(WRITING))
+def test_every_writing_verb_refuses_during_a_run_before_writing_anything(memory: Path, tmp_path: Path, verb: str,
+                                                                         figures: Figures) -> None:
+    figures.add("security attacks")
+    first = git("rev-parse", "HEAD", cwd=memory).strip()
+    write(memory, "summary.md", "# Summary\n\nsecond line\n")
+    assert memsync_cmd("push", cwd=memory).returncode == 0
+    proc, go = _start_run(memory, tmp_path, f"own-{verb}")
+    try:
+        before = _state(memory)
+        args = [first if a == "FIRST" else a for a in WRITING[verb]]
+        done = memsync_cmd(*args, cwd=memory, timeout=60)
+        assert done.returncode == 6, (verb, done.stderr)
+        lines = done.stderr.splitlines()
+        assert lines[0] == f"error: memory 'research' is in use by run own-{verb} (pid {proc.pid})", done.stderr
+        assert lines[1].startswith("hint: wait for the run to end"), done.stderr
+        assert "Traceback" not in done.stderr
+        assert _state(memory) == before, f"{verb} wrote something"
+    finally:
+        _finish(proc, go)
+    assert "runs/owned.md" in hub_tree()
+    assert git("log", "-1", "--format=%an", "memory/research", "--", "runs/owned.md",
+               cwd=hub_path()).strip() == f"memsync run own-{verb}"
+    figures.add("security attacks refused")
+
+
+@pytest.mark.stress
+def test_a_hook_refuses_during_a_run_and_still_exits_0(memory: Path, tmp_path: Path, figures: Figures) -> None:
+    """A coding agent's hook on the run's own directory: one line, nothing written; exit 0 as
+    every hook (a failing hook would block the agent)."""
+    figures.add("security attacks")
+    proc, go = _start_run(memory, tmp_path, "own-hook")
+    try:
+        before = _state(memory)
+        done = subprocess.run([sys.executable, "-m", "memsync", "hooks", "run", "stop", "--agent", "claude-code",
+                               "--memory", "research", "--dir", str(memory)], input="{}", capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [
+            f"memsync: stop hook: memory 'research' is in use by run own-hook (pid {proc.pid}) (wait for the run "
+            "to end (it commits and pushes its own files), then `memsync hooks run` again; a run whose process is "
+            "gone no longer counts)"]
+        assert _state(memory) == before
+    finally:
+        _finish(proc, go)
+    figures.add("security attacks refused")
+
+
+@pytest.mark.stress
+def test_an_agent_cannot_wipe_the_hub_with_redact_inside_its_run(memory: Path, figures: Figures) -> None:
+    """The agent runs `memsync redact` with a match-everything pattern, then one that matches
+    nothing, inside its own run: both refused (exit 6) before writing; the hub's history is
+    intact, the run ends normally and its record is pushed, as the run's."""
+    figures.add("security attacks")
+    first = git("rev-parse", "HEAD", cwd=memory).strip()
+    redact = f"{sys.executable} -m memsync redact --yes --secret"
+    script = ("echo 'agent work' > agent.md; "
+              f"{redact} '[\\s\\S]+' 2> ../wipe.err; echo $? > ../wipe-exit; "
+              f"{redact} 'nothing-matches-this' 2> ../none.err; echo $? > ../none-exit")
+    proc = memsync_cmd("run", "--run-id", "agent-wipe", "--checkpoint", "0", "--", "sh", "-c", script, cwd=memory)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("wipe", "none"):
+        assert (memory.parent / f"{name}-exit").read_text().strip() == "6"
+        assert "is in use by run agent-wipe" in (memory.parent / f"{name}.err").read_text()
+    assert first in git("rev-list", "memory/research", cwd=hub_path()), "the hub's history was not rewritten"
+    tree = hub_tree()
+    assert tree["summary.md"] == b"# Summary\n\nfirst line\n" and tree["agent.md"] == b"agent work\n"
+    end = git("log", "-1", "--format=%an%n%(trailers:key=Memsync-Run-Id,valueonly)", "memory/research",
+              cwd=hub_path()).split()
+    assert end[:3] == ["memsync", "run", "agent-wipe"] and "agent-wipe" in end[3:]
+    actors = git("log", "--format=%(trailers:key=Memsync-Actor,valueonly)", f"{first}..memory/research",
+                 cwd=hub_path()).split()
+    assert actors and set(actors) == {"run"}, actors  # nothing since the run began is the operator's
+    figures.add("security attacks refused")
+
+
+@pytest.mark.stress
+@pytest.mark.skipif(not hasattr(__import__("socket"), "SO_PEERCRED"), reason="memsync serve needs peer credentials")
+def test_through_the_server_the_same_verbs_refuse(memory: Path, tmp_path: Path, figures: Figures) -> None:
+    from tests.test_serve import start_server, stop
+
+    figures.add("security attacks")
+    server = start_server(tmp_path / "s.sock")
+    proc, go = _start_run(memory, tmp_path, "own-served")
+    try:
+        before = _state(memory)
+        for args in (["redact", "--secret", r"[\s\S]+", "--yes"], ["gc"], ["watch", "--once"],
+                     ["push"]):
+            done = subprocess.run([sys.executable, "-m", "memsync", *args], cwd=memory, env=server.env(),
+                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            assert done.returncode == 6, (args, done.stderr)
+            assert "is in use by run own-served" in done.stderr.splitlines()[0]
+        assert _state(memory) == before
+        assert server.proc.poll() is None
+    finally:
+        _finish(proc, go)
+        stop(server)
+    figures.add("security attacks refused")
+
+
+def test_every_command_is_classified_for_run_ownership() -> None:
+    """A new verb must say whether it writes (then it refuses during a run) or not."""
+    import importlib
+
+    import typer
+
+    from memsync.cli.verbs import OCCASIONAL, register
+    from memsync.core.memory import FREE_VERBS, OWNED_VERBS
+
+    app = typer.Typer()  # a fresh one: the real app registers its occasional verbs once, guarded
+    register(app, lambda f: f)
+    for module in set(OCCASIONAL.values()):
+        importlib.import_module(f"memsync.cli.{module}").register(app, lambda f: f)
+    names = {info.name or (info.callback.__name__ if info.callback else "") for info in app.registered_commands}
+    for group in app.registered_groups:
+        sub = group.typer_instance
+        assert sub is not None
+        names |= {f"{sub.info.name} {c.name}" for c in sub.registered_commands}
+    assert names == OWNED_VERBS | FREE_VERBS, names ^ (OWNED_VERBS | FREE_VERBS)

@@ -180,6 +180,8 @@ def test_a_shallow_clone_follows_a_redaction_keeping_its_work(cli: Cli, written:
     assert cli("clone", "research", str(dest)).code == 0
     write(dest, "unpushed.md", "the sandbox's own work\n")
     assert cli("pull", cwd=dest).code == 0  # committed here, not pushed
+    with (dest / ".vm0" / "storage.yaml").open("a") as fh:  # the whole file goes: followed on trust
+        fh.write("trust_redactions: true\n")
     revs = git("rev-list", "--reverse", "memory/research", cwd=written).split()
     rev = revs[0] if at == "first" else revs[-1]
     r = cli("redact", "notes.md", "--at", rev[:8], "--yes", cwd=written)
@@ -188,7 +190,11 @@ def test_a_shallow_clone_follows_a_redaction_keeping_its_work(cli: Cli, written:
     r = cli("push", cwd=dest)
     assert r.code == 0, r.err
     assert "history was redacted: followed it" in r.err and "cloned without" not in r.err
-    assert not shallow(dest)  # the purge after the rewrite drops the versions no longer reachable
+    # the redacted history came whole from the hub; the shallow one it had is kept under a backup
+    # ref until the operator drops it, and with it goes the last version where history stopped
+    assert shallow(dest)
+    assert cli("redact", "--drop-backups", "--yes", cwd=dest).code == 0
+    assert not shallow(dest)
     assert git("show", "memory/research:unpushed.md", cwd=hub) == "the sandbox's own work\n"
     hub_history = git("rev-list", "memory/research", cwd=hub).split()
     assert set(git("rev-list", "HEAD", cwd=dest).split()) <= set(hub_history)  # on the redacted history

@@ -20,7 +20,7 @@ from memsync.agents import registry as agents
 from memsync.agents.registry import Agent
 from memsync.core import config as cfgmod
 from memsync.core.attribution import Attribution, operator
-from memsync.core.memory import Memory, open_memory
+from memsync.core.memory import Memory, open_memory, refuse_during_run
 from memsync.errors import UsageError
 from memsync.util.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
 
@@ -79,6 +79,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         who = Attribution("run", f"{a.label} session {session} ({event})", result.run_id,
                           (("Memsync-Command", a.key), ("Memsync-Hook", event)))
     with mem.locked():
+        refuse_during_run(mem, "hooks run")
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)
         ensure_hub(mem.hub)

@@ -29,8 +29,11 @@ def _report_merges(exchange: Any) -> None:
     if exchange.redaction is not None:
         r = exchange.redaction
         replayed = f"; replayed {count(r.replayed, 'local version')} on it" if r.replayed else ""
-        warn(f"the hub's history was redacted: followed it ({r.old_head[:8]} is now {r.new_head[:8]}{replayed})"
-             + ("" if r.purged else "; install git to purge the old objects (`git gc --prune=now`)"))
+        why = {"secrets only": "it replaces only what the secret scanner recognises as secrets",
+               "trust_redactions": "trust_redactions is set in storage.yaml"}.get(r.why, "accepted")
+        warn(f"the hub's history was redacted: followed it ({why}): {r.incoming.summary()}; "
+             f"{r.old_head[:8]} is now {r.new_head[:8]}{replayed}")
+        warn(f"the history before it is kept as {r.backup}; `memsync redact --drop-backups` deletes it")
     for merge in exchange.merges:
         err(f"merged remote version {merge.head[:8]}" if merge.head else "merged")
     for c in exchange.conflicts:
@@ -266,8 +269,15 @@ def _print_status(r: Any) -> None:
     elif r.remote_error is None:
         out("Version: none (not pushed yet)")
     if r.running is not None:
-        out(f"Run in progress: {r.running.run_id} (pid {r.running.pid}); push, pull, restore and revert are "
-            "refused (exit 6) until it ends")
+        out(f"Run in progress: {r.running.run_id} (pid {r.running.pid}); verbs that commit, push or rewrite "
+            "are refused (exit 6) until it ends")
+    for note in r.redactions:
+        if note.state == "refused":
+            out(f"Redaction: refused the hub's {note.version[:8]} ({clean(note.detail)}); "
+                "`memsync redact --follow` shows and accepts it")
+        else:
+            out(f"Redaction: followed; the history before it is kept as {note.ref} ({note.version[:8]}); "
+                "`memsync redact --drop-backups` deletes it")
     local = r.local_version[:8] if r.local_version else "none"
     out(f"Local: {local}, {r.ahead} ahead, {r.behind} behind")
     if r.uncommitted:

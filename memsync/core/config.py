@@ -22,7 +22,7 @@ CONFIG_FILE = "storage.yaml"
 SECRETS_POLICIES = ("warn", "block", "off")
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 KNOWN_KEYS = ("name", "type", "remote", "branch", "protect", "max_file_size", "secrets", "merge",
-              "max_push_rate")
+              "max_push_rate", "trust_redactions")
 
 
 @dataclass
@@ -36,6 +36,9 @@ class StorageConfig:
     secrets: str = "warn"
     merge: list[MergeRule] = field(default_factory=list)  # see merge_policy.py
     max_push_rate: PushRate | None = None  # see pacing.py
+    # follow every redaction of this memory's own hub, not only those that replace nothing but
+    # what the secret scanner recognises (redaction.py); never set by a hub, only by the operator
+    trust_redactions: bool = False
     warnings: list[str] = field(default_factory=list, compare=False)
 
     @property
@@ -185,6 +188,12 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
         except ValueError as exc:
             raise ConfigError(f"{where}{_key_line(where, 'max_push_rate')}: `max_push_rate` {exc}",
                               "write e.g. `max_push_rate: 6/min` (also /s, /h)") from exc
+    trust = data.get("trust_redactions", False)
+    if not isinstance(trust, bool):
+        raise ConfigError(f"{where}{_key_line(where, 'trust_redactions')}: `trust_redactions` must be true or false",
+                          "write `trust_redactions: true` to follow every redaction of this memory's hub "
+                          "(see docs/SECURITY.md, Redaction)")
+    cfg.trust_redactions = trust
     return cfg
 
 

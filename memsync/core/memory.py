@@ -17,6 +17,9 @@ from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo, read_private, write_private
 
+HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed
+REDACTION_BACKUPS = "refs/memsync/redaction-backup/"  # histories kept after following a redaction
+
 
 @dataclass
 class Memory:
@@ -44,13 +47,19 @@ class Memory:
     def tracking_ref(self) -> str:
         return f"refs/remotes/{self.tracking}/{self.branch}"
 
+    @property
+    def rewritten_ref(self) -> str:
+        """The tip this hub had before its history was rewritten (a redaction), kept by fetch."""
+        return f"{HUB_BEFORE_REWRITE}/{self.tracking}/{self.branch}"
+
     def hub_tips(self) -> list[str]:
         """What is known to be on a hub: the tip last fetched from this hub, then (given another
-        with --remote) the memory's own hub's. Commits below them came from a hub, not from a
-        `git commit` here (unverified.py)."""
+        with --remote) the memory's own hub's, then what a hub had before rewriting its history.
+        Commits below them came from a hub, not from a `git commit` here (unverified.py)."""
         refs = [self.tracking_ref]
         if self.tracking != "origin":
             refs.append(f"refs/remotes/origin/{self.branch}")
+        refs += [self.rewritten_ref, f"{HUB_BEFORE_REWRITE}/origin/{self.branch}"]
         tips = [self.git.ref_oid(ref) for ref in refs]
         return list(dict.fromkeys(t for t in tips if t))
 
@@ -149,10 +158,25 @@ def run_in_progress(mem: Memory) -> str | None:
     return mark.run_id if mark is not None else None
 
 
+# Every verb that commits, pushes, rewrites history or repacks a memory's repository. None of them
+# acts while a run owns the memory: it would commit the run's half-written files as someone else's,
+# or change the repository under the run (an agent calling `memsync redact` inside its own run
+# once wiped the hub's history that way). `refuse_during_run` is the one check they all make,
+# under the memory's lock and before writing anything; tests/test_run_ownership.py runs each verb
+# against a live run, and fails when a command appears that is in neither table.
+OWNED_VERBS = frozenset({"push", "pull", "restore", "revert", "redact", "gc", "watch", "hooks run"})
+# Verbs that never write to an existing memory's repository (or, for `run` and `mcp`, act as the
+# run itself: `run` claims the memory, the MCP server's tools pass the run's id).
+FREE_VERBS = frozenset({"init", "clone", "status", "list", "log", "diff", "contract", "run", "serve", "mcp",
+                        "hooks install", "hooks uninstall", "hooks status", "completion show",
+                        "completion install"})
+
+
 def refuse_during_run(mem: Memory, verb: str, as_run: str | None = None) -> None:
-    """Operator verbs (push, pull, restore, revert) refuse while a run owns the memory: they would
-    commit the run's half-written files as the operator's. `as_run`: the caller acts for that run
-    (an agent's tool call inside it), which may go on."""
+    """May `verb` act on this memory now? Not while a run owns it (RunInProgress, exit 6), unless
+    `as_run` names that run (an agent's tool call inside it, e.g. the MCP server's restore)."""
+    if verb not in OWNED_VERBS:
+        raise ValueError(f"refuse_during_run: {verb!r} is not in OWNED_VERBS")
     mark = live_run(mem)
     if mark is not None and mark.run_id != as_run:
         raise RunInProgress(mem.name, mark.run_id, mark.pid,

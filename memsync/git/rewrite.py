@@ -119,6 +119,36 @@ def is_redaction_of(git: GitRepo, old: str, new: str) -> bool:
     return re.fullmatch(shape, before, re.DOTALL) is not None
 
 
+def paths_holding(git: GitRepo, commits: list[str], blobs: set[str]) -> list[str]:
+    """The paths at which any of `commits` holds one of `blobs` (each tree is read once)."""
+    repo = git._repo
+    memo: dict[str, frozenset[str]] = {}
+
+    def walk(oid: str) -> frozenset[str]:
+        if oid not in memo:
+            found: set[str] = set()
+            for entry in repo[oid].peel(pygit2.Tree):
+                name = entry.name or ""
+                if entry.filemode == FileMode.TREE:
+                    found.update(f"{name}/{p}" for p in walk(str(entry.id)))
+                elif str(entry.id) in blobs:
+                    found.add(name)
+            memo[oid] = frozenset(found)
+        return memo[oid]
+
+    paths: set[str] = set()
+    for commit in commits:
+        paths.update(walk(str(repo[commit].peel(pygit2.Commit).tree_id)))
+    return sorted(paths)
+
+
+def blob_data(git: GitRepo, oid: str) -> bytes | None:
+    try:
+        return bytes(git._repo[oid].peel(pygit2.Blob).data)
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+
+
 def create_blob(git: GitRepo, data: bytes) -> str:
     repo = git._repo
     return str(repo.create_blob(data))
@@ -135,6 +165,7 @@ def move_to(git: GitRepo, branch: str, new: str, memory: str, max_file_size: int
     """Check the rewritten version out (files equal to the old version are replaced; none of the
     user's changes is overwritten; the same checks as any hub version), then move the branch:
     the order integrate uses."""
+
     _checkout(git, new, memory, max_file_size)
     git.set_ref(f"refs/heads/{branch}", new, "memsync: redact")
 

@@ -21,6 +21,8 @@ from memsync.history.summaries import Summaries, Summary
 from memsync.util.names import is_conflict_copy
 from memsync.util.timefmt import rfc3339
 
+REDACTION_BASE = "Memsync-Redaction-Base"  # (redaction.py's BASE, without importing pygit2's users)
+
 
 @dataclass
 class FileState:
@@ -88,9 +90,23 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
                                                  or not _versions(mem, head, cache, None, run_id, False, 1)):
             raise UsageError(f"no run with the id {run_id!r} in this memory's history",
                              "`memsync log` lists the runs (`memsync pull` first fetches newer ones)")
+        if flagged and rel is None and run_id is None:
+            found = (_refused_redaction(mem, cache) + found)[:limit]
     finally:
         cache.close()
     return LogResult(mem.name, rel, head, found)
+
+
+def _refused_redaction(mem: Memory, cache: Summaries) -> list[LogEntry]:
+    """The hub's redaction this clone refused (not in its history): shown first, flagged."""
+    from memsync.sync import redaction_log
+
+    pending = redaction_log.refused(mem)
+    if pending is None or not mem.git.has_object(pending.record):
+        return []
+    entry = _entry(mem, pending.record, cache, None)
+    entry.flags.insert(0, f"redaction refused (not followed): {pending.summary()}")
+    return [entry]
 
 
 def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id: str | None,
@@ -101,7 +117,8 @@ def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id:
         trailers = parse(message)
         if run_id is not None and first(trailers, "Memsync-Run-Id") != run_id:
             continue
-        if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")):
+        if flagged and not (every(trailers, "Memsync-Flag") or every(trailers, "Memsync-Policy")
+                            or first(trailers, REDACTION_BASE)):
             continue
         if rel is not None and not history.touches(repo, oid, rel):
             continue
@@ -142,6 +159,9 @@ def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry
         copies=list(summary.copies), restored_from=every(trailers, "Memsync-Restored-From"),
         reverted=every(trailers, "Memsync-Reverted"),
     )
+    if first(trailers, REDACTION_BASE):  # a redaction record: history below it was rewritten
+        what = first(trailers, "Memsync-Redacted") or "content"
+        entry.flags.append(f"redaction of {what}: {len(every(trailers, 'Memsync-Rewritten'))} version(s) rewritten")
     if rel is not None:
         entry.file = _file_state(mem, v, rel)
     return entry

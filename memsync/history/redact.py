@@ -3,8 +3,13 @@
 For a secret or personal data that reached the hub: the content is replaced by a placeholder in
 every version that holds it, each version keeping its message, author, committer, trailers and
 dates; the hub's branch is moved with a lease (refused if the hub moved since we looked); a record
-of what was rewritten is committed on top, from which every other clone follows by itself; and the
-old objects are purged from this clone and a hub on this machine.
+of what was rewritten is committed on top, from which other clones follow (redaction.py says when
+they do by themselves); and the old objects are purged from this clone and a hub on this machine.
+A pattern that wipes whole files or more than a small share of one needs a second confirmation
+(redaction_spans.py). Nothing runs while a `memsync run` owns the memory.
+
+Also here, for a clone that refused a hub's redaction: `follow` (show it, accept it) and
+`drop_backups` (delete the histories kept when following one, and purge their objects).
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from memsync.checks.redaction_spans import WIDE_SHARE, is_wide, replaced
 from memsync.core.attribution import operator
-from memsync.core.memory import Memory, open_memory
+from memsync.core.memory import Memory, open_memory, refuse_during_run
 from memsync.core.snapshot import take
 from memsync.errors import PushRejected, RepoError, UsageError
 from memsync.git import hub as hubmod
@@ -26,7 +32,8 @@ from memsync.git import rewrite, transport
 from memsync.git.trailers import compose
 from memsync.history import forensics
 from memsync.sync.exchange import hub_lock, sync
-from memsync.sync.redaction import BASE, BLOB, REWRITTEN
+from memsync.sync.redaction import BASE, BLOB, REWRITTEN, Decide
+from memsync.sync.redaction_log import Incoming
 from memsync.util.wording import count
 
 
@@ -36,6 +43,7 @@ class Plan:
     versions: int  # versions that will be rewritten
     blobs: int  # distinct file contents replaced
     hub: str
+    wide: list[str] = field(default_factory=list)  # files wiped whole or beyond the share: confirm twice
 
 
 @dataclass
@@ -46,14 +54,24 @@ class RedactResult:
     rewritten: dict[str, str] = field(default_factory=dict)
     purged: list[str] = field(default_factory=list)
     not_purged: list[str] = field(default_factory=list)
+    hub_keeps_objects: bool = False  # a hub not on this machine: its old objects stay until its owner prunes
+    kept: list[str] = field(default_factory=list)  # histories kept after following redactions: not purged
 
 
 def placeholder(now: datetime | None = None) -> str:
     return f"[REDACTED by memsync {(now or datetime.now(timezone.utc)):%Y-%m-%d}]"
 
 
+def may_act(start: Path, remote: str | None = None) -> None:
+    """Refuse (RunInProgress, exit 6) while a run owns the memory; checked again under the lock."""
+    refuse_during_run(open_memory(start, remote), "redact")
+
+
 def redact(start: Path, path: str | None, at: str | None, secret: str | None,
-           confirm: Callable[[Plan], bool], remote: str | None = None) -> RedactResult:
+           confirm: Callable[[Plan], bool], remote: str | None = None,
+           confirm_wide: Callable[[Plan], bool] | None = None) -> RedactResult:
+    """`confirm`: the operator's word on the plan; `confirm_wide`: the second one, needed when a
+    pattern wipes whole files or more than WIDE_SHARE of one (None: refused)."""
     if (secret is None) == (path is None):
         raise UsageError("give either PATH --at REV or --secret PATTERN",
                          "e.g. `memsync redact notes/keys.md --at 3f9a1c2b --yes`")
@@ -61,6 +79,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         raise UsageError("PATH needs --at REV: the version whose content of PATH is redacted",
                          "find it with `memsync log PATH`")
     mem = open_memory(start, remote)
+    refuse_during_run(mem, "redact")  # before anything is fetched; again under the lock
     mem.git.narrow = False  # it rewrites the work tree: every local change must be seen, and saved first
     from memsync.sync import shallow
 
@@ -69,6 +88,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
                         f"{(shallow.roots(mem) or ['?'])[0][:8]} are not here (see the warning above)",
                         "redact from a full clone: `memsync clone NAME --full-history`")
     with mem.locked():
+        refuse_during_run(mem, "redact")
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)
         from memsync.sync.hubs import ensure_hub
@@ -85,9 +105,15 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         if not done.commits:
             raise UsageError(f"nothing to redact: no version holds {label}")
         oldest = next(old for old in reversed(list(_history(mem, head))) if old in done.commits)
-        plan = Plan(label, len(done.commits), len(done.blobs), mem.hub.display)
+        plan = Plan(label, len(done.commits), len(done.blobs), mem.hub.display,
+                    _wide(mem, done) if secret is not None else [])
         if not confirm(plan):
             raise UsageError("redaction not confirmed: nothing was changed")
+        if plan.wide and (confirm_wide is None or not confirm_wide(plan)):
+            raise UsageError(f"the pattern wipes whole files or more than {WIDE_SHARE:.0%} of a file "
+                             f"({_names(plan.wide)}): nothing was changed",
+                             "check the pattern; if wiping them is meant, confirm it a second time with "
+                             "--allow-wide")
         subject = f"Redact {label} from history ({count(len(done.commits), 'version')} rewritten)"
         extra = [("Memsync-Redacted", f"{_short_label(label)} {oldest[:8]}..{head[:8]}"), (BASE, head)]
         extra += [(BLOB, f"{o} {n}") for o, n in done.blobs.items()]
@@ -98,10 +124,93 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         _push_with_lease(mem, head, record)
         rewrite.move_to(mem.git, mem.branch, record, mem.name, mem.config.max_file_size)
         mem.git.set_ref(mem.tracking_ref, record, "memsync: redact")
-        result = RedactResult(plan, head, record, done.commits)
+        from memsync.sync import redaction_log
+
+        result = RedactResult(plan, head, record, done.commits, hub_keeps_objects=mem.hub.local_path is None,
+                              kept=[ref for ref, _ in redaction_log.backups(mem)])
         for where in _purge_targets(mem):
             (result.purged if rewrite.purge(where) else result.not_purged).append(str(where))
         return result
+
+
+def _wide(mem: Memory, done: rewrite.Rewritten) -> list[str]:
+    """Files the rewrite leaves as nothing but placeholders, or in which it replaces more than
+    WIDE_SHARE with anything but recognised secrets: a wiped memory, not a removed secret."""
+    wide = set()
+    for old, new in done.blobs.items():
+        before, after = rewrite.blob_data(mem.git, old), rewrite.blob_data(mem.git, new)
+        found = replaced(before, after) if before is not None and after is not None else None
+        if found is None or before is None or is_wide(before, found):
+            wide.add(old)
+    return rewrite.paths_holding(mem.git, list(done.commits), wide) if wide else []
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+
+@dataclass
+class Followed:
+    incoming: Incoming
+    backup: str
+    new_head: str
+    asked: bool  # False: it needed no one's word (secrets only, or trust_redactions)
+
+
+def follow(start: Path, decide: Decide, remote: str | None = None) -> Followed:
+    """Follow the hub's redaction that this clone refused: `decide` sees what it removes (files,
+    bytes, versions) and says yes or no (no: UsageError, nothing changed). Local changes are saved
+    first; the history this clone had is kept under a backup ref."""
+    mem = open_memory(start, remote)
+    refuse_during_run(mem, "redact")
+    with mem.locked():
+        refuse_during_run(mem, "redact")
+        mem.git.check_state(mem.branch)
+        mem.git.ensure_layout(mem.branch, None)
+        from memsync.sync.hubs import ensure_hub
+
+        ensure_hub(mem.hub)
+        take(mem, operator("Save local changes before following a redaction"))
+
+        asked: list[bool] = []
+
+        def ask(incoming: Incoming) -> bool:
+            asked.append(True)
+            if not decide(incoming):
+                raise UsageError("redaction not followed: nothing was changed",
+                                 "run `memsync redact --follow --yes` to accept it")
+            return True
+
+        exchange = sync(mem, operator("Merge the remote memory"), lambda: _save(mem), push=False, follow=ask)
+        if exchange.redaction is None:
+            raise UsageError("no redaction to follow: this memory's history is not rewritten on the hub",
+                             "`memsync status` says whether one was refused")
+        r = exchange.redaction
+        return Followed(r.incoming, r.backup, r.new_head, bool(asked))
+
+
+@dataclass
+class Dropped:
+    refs: list[str]
+    purged: bool
+
+
+def drop_backups(start: Path, confirm: Callable[[list[str]], bool]) -> Dropped:
+    """Delete the histories kept when following redactions, then purge the objects nothing else
+    reaches (`git gc --prune=now`): what the hub's redaction removed is then gone from here too."""
+    from memsync.sync import redaction_log
+
+    mem = open_memory(start)
+    refuse_during_run(mem, "redact")
+    with mem.locked():
+        refuse_during_run(mem, "redact")
+        refs = [ref for ref, _ in redaction_log.backups(mem)]
+        if not refs:
+            return Dropped([], False)
+        if not confirm(refs):
+            raise UsageError("not confirmed: nothing was deleted")
+        redaction_log.drop_backups(mem)
+        return Dropped(refs, rewrite.purge(mem.git.git_dir))
 
 
 def _save(mem: Memory) -> None:

@@ -23,7 +23,7 @@ from types import FrameType
 from typing import Literal
 
 from memsync.core.attribution import Attribution
-from memsync.core.memory import Memory, run_in_progress
+from memsync.core.memory import Memory, refuse_during_run, run_in_progress
 from memsync.core.snapshot import Snapshot, take
 from memsync.errors import LockBusy, MemsyncError, PushRejected, RemoteError, UnsavedWork, UsageError
 from memsync.git import transport
@@ -116,6 +116,7 @@ class Watcher:
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> WatchSummary:
+        refuse_during_run(self.mem, "watch")  # a run owning the memory now: refused, not waited for
         if not self._prepare(stop):
             return self._summary(False)
         self.monitor.start()
@@ -354,6 +355,7 @@ def once(mem: Memory, report: Report) -> WatchSummary:
     """One full cycle for cron: commit settled changes, fetch and merge, push."""
     status = WatchStatus("watching", activity="syncing", version=mem.git.head_oid())
     with mem.locked():
+        refuse_during_run(mem, "watch")
         _prepare(mem)
         commits = 0
         blocked: list[str] = []

@@ -25,7 +25,7 @@ from memsync.core.attribution import Attribution
 from memsync.core.locking import clear_stale_git_locks, held
 from memsync.core.memory import Memory
 from memsync.errors import AuthFailed, HostKeyError, RemoteUnreachable, RepoError
-from memsync.git import transport
+from memsync.git import rewrite, transport
 from memsync.git.hubtree import Oversize
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
@@ -34,7 +34,7 @@ from memsync.sync import shallow
 if TYPE_CHECKING:  # imported only when needed: a status merges nothing
     from memsync.git.integrate import Integration
     from memsync.git.merge import ConflictCopy
-    from memsync.sync.redaction import Recovery
+    from memsync.sync.redaction import Decide, Recovery
 
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
 DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers
@@ -59,6 +59,7 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
     """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there.
     `depth`: see transport.fetch (a clone from a network hub fetches the tip alone)."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
+    known = mem.git.ref_oid(mem.tracking_ref)
     if mem.hub.local_path is not None:
         tip = local_tip(mem.hub.local_path, f"refs/heads/{mem.branch}")
         if tip is None or tip != mem.git.ref_oid(mem.tracking_ref):  # else we already have it all
@@ -67,6 +68,10 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
     tip = heads.get(f"refs/heads/{mem.branch}")
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
+    elif known is not None and tip != known and not rewrite.reaches(mem.git, tip, known):
+        # the hub rewrote its history (a redaction, followed or not): what it had is still known
+        # to have come from a hub, not from a `git commit` here (Memory.hub_tips)
+        mem.git.set_ref(mem.rewritten_ref, known, "memsync: the hub's tip before it rewrote its history")
     return tip
 
 
@@ -200,14 +205,14 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
     raise RepoError("files kept changing during the merge", "retry when the writer is idle")
 
 
-def _follow_redaction(mem: Memory, theirs: str) -> Recovery | None:
+def _follow_redaction(mem: Memory, theirs: str, decide: Decide | None = None) -> Recovery | None:
     """Histories that diverged may mean the hub's was redacted (see redaction.py)."""
     ours = mem.git.head_oid()
     if ours is None or mem.git.is_ancestor(ours, theirs) or mem.git.is_ancestor(theirs, ours):
         return None
     from memsync.sync.redaction import recover
 
-    return recover(mem, theirs)
+    return recover(mem, theirs, decide)
 
 
 OUTGOING = "refs/memsync/outgoing"
@@ -306,7 +311,8 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
 
 def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
          progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None,
-         vetted: Callable[[], list[str]] | None = None, depth: int = 0) -> Exchange:
+         vetted: Callable[[], list[str]] | None = None, depth: int = 0,
+         follow: Decide | None = None) -> Exchange:
     """Fetch + merge (+ push) until the hub holds our work; caller holds the memory's lock.
 
     `accept` may refuse (raise) a fetched version before anything of it reaches the work tree.
@@ -318,7 +324,8 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
     runs out, each retry folding its merge into the previous one. On a hub on this machine the
     retry takes the hub's lock for the whole fetch-merge-push, so it cannot lose again. On a
     network hub the first try may be a push alone (_push_ahead); when that cannot be, the
-    exchange goes on as above at once. `depth`: of the fetches (a clone's: see shallow.py)."""
+    exchange goes on as above at once. `depth`: of the fetches (a clone's: see shallow.py).
+    `follow`: the operator's word on a hub's redaction that is not secrets only (redaction.py)."""
     result = Exchange()
     network_failures = 0
     lost = 0
@@ -337,7 +344,7 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
                 if remote is not None:
                     if accept is not None:
                         accept(remote)
-                    result.redaction = _follow_redaction(mem, remote) or result.redaction
+                    result.redaction = _follow_redaction(mem, remote, follow) or result.redaction
                     merged = merge_in(mem, remote, who, resnapshot)
                     result.held_back += merged.held_back
                     if merged.outcome == "merged":

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from memsync.core.memory import open_memory
+from memsync.core.memory import open_memory, refuse_during_run
 from memsync.git import pack
 from memsync.git.pack import RepackResult
 from memsync.sync.exchange import hub_lock
@@ -26,6 +26,7 @@ class GcResult:
 def gc(path: Path, remote: str | None = None) -> GcResult:
     mem = open_memory(path, remote)
     with mem.locked():
+        refuse_during_run(mem, "gc")
         local = pack.repack(mem.git.git_dir)
     hub_result = None
     hub_dir = mem.hub.local_path

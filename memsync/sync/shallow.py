@@ -21,16 +21,22 @@ __all__ = ["check_push", "complete", "is_shallow", "missing_root", "roots"]
 
 
 def is_shallow(mem: Memory) -> bool:
-    return bool(mem.git.is_shallow)
+    return bool(mem.git.is_shallow) and bool(roots(mem))
 
 
 def roots(mem: Memory) -> list[str]:
-    """The versions where a shallow memory's history stops (their parents were not fetched)."""
+    """The versions where a shallow memory's history stops (their parents were not fetched).
+    Only those in the branch's history count: after following a redaction, the history kept
+    under a backup ref (redaction_log.py) may stop somewhere the redacted one does not."""
     try:
         text = (mem.git.git_dir / "shallow").read_text("ascii", errors="replace")
     except OSError:
         return []
-    return [line.strip() for line in text.splitlines() if len(line.strip()) == 40]
+    listed = [line.strip() for line in text.splitlines() if len(line.strip()) == 40]
+    head = mem.git.head_oid()
+    if head is None or not listed:
+        return listed
+    return [root for root in listed if root == head or mem.git.is_ancestor(root, head)]
 
 
 def complete(mem: Memory) -> bool:

@@ -23,6 +23,8 @@ from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.transport import ProgressFn
 from memsync.sync.exchange import Exchange, fetch, link_hub_objects, sync
 from memsync.sync.hubs import LastRun, ensure_hub, last_run
+from memsync.sync.redaction_log import RedactionNote
+from memsync.sync.redaction_log import notes as redaction_notes
 from memsync.util.fs import pid_alive
 from memsync.util.names import check_name, check_type, is_conflict_copy
 from memsync.util.timefmt import rfc3339
@@ -101,6 +103,7 @@ class StatusReport:
     # as of the last successful fetch
     remote_cached: bool = False
     running: RunMark | None = None  # the `memsync run` that owns this directory now, if any
+    redactions: list[RedactionNote] = field(default_factory=list)  # refused / followed (redaction_log.py)
 
 
 def _version(git: GitRepo, oid: str | None) -> Version | None:
@@ -425,7 +428,8 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             last_run=_last_run_of(git, remote_oid) if remote_oid else None, local_version=head,
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
             too_large=_too_large(mem, changes), ignored=list(git.ignored),
-            remote_cached=error is not None and remote_oid is not None, running=live_run(mem))
+            remote_cached=error is not None and remote_oid is not None, running=live_run(mem),
+            redactions=redaction_notes(mem))
 
 
 def _too_large(mem: Memory, changes: list[WorkChange]) -> list[str]:
