@@ -329,6 +329,8 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
                          "set MEMSYNC_TOKEN instead and give the URL without it")
     pacing.resolve(max_push_rate, None)  # a bad flag stops the run before anything is pulled
     user = runas.resolve(as_user) if as_user is not None else None
+    if user is not None:
+        _end_processes(user, say)  # one a past run left behind must not race the pre-run save
     sealed.make_undumpable()
     with sealed.seal():
         return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user,
@@ -396,7 +398,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                                     extra=push_deferred)
         watching = _Watching(monitors, say)
         checkpointer.start()
-        owners: dict[str, tuple[int, int, int, int, int]] = {}
+        owners: dict[str, runas.Lent] = {}
         try:
             held_say.hold()
             env = environment(rid, memories, keep_ssh_agent)
@@ -404,7 +406,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             extra: dict[str, Any] = user.popen_args() if user else {}
             proc = subprocess.Popen(command, env=user.environment(env) if user else env, **extra)
         except OSError as exc:
-            _hand_back(writable, owners, say)
+            _hand_back(writable, owners, user, say)
             checkpointer.stop()
             watching.stop()
             held_say.release()
@@ -416,7 +418,9 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             raise failed from exc
         with _Signals(proc) as signals:
             code = _wait(proc)
-        _hand_back(writable, owners, say)
+        if user is not None:
+            _end_processes(user, say)  # what the command left running must not race the hand-back and the save
+        _hand_back(writable, owners, user, say)
         checkpointer.stop()
         watching.stop()
         held_say.release()
@@ -487,14 +491,28 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
     return 128 - code if code < 0 else code
 
 
-def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int, int, int, int]], say: Say) -> None:
+def _hand_back(writable: list[Memory], owners: dict[str, runas.Lent], user: runas.RunAs | None, say: Say) -> None:
     for mem in writable:
-        if mem.name in owners:
-            uid, gid, mode, dev, ino = owners[mem.name]
+        if mem.name in owners and user is not None:
             try:
-                runas.hand_back(mem.root, (uid, gid, mode), (dev, ino))
+                runas.hand_back(mem.root, owners[mem.name], user)
             except MemsyncError as exc:
                 say(f"{mem.name}: {exc.message}")
+            except OSError as exc:
+                say(f"{mem.name}: the work tree was not fully handed back ({exc.strerror or exc}); "
+                    f"check the owners under {mem.root}")
+
+
+def _end_processes(user: runas.RunAs, say: Say) -> None:
+    try:
+        left = runas.end_processes(user)
+    except OSError as exc:
+        why = getattr(exc, "strerror", None) or exc
+        say(f"warning: --as-user {user.name}: cannot end the user's processes ({why})")
+        return
+    if left:
+        say(f"warning: --as-user {user.name}: {len(left)} of the user's processes did not end "
+            f"(pids {', '.join(map(str, left[:5]))})")
 
 
 def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],

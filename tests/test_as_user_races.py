@@ -1,0 +1,336 @@
+"""`run --as-user`: an agent under another uid that races memsync never reaches root's files.
+
+Each attack loops its swap (a folder of the work tree replaced by a symlink to a root-only folder
+and back) while memsync works on the tree as root; what memsync reads, commits, chowns or writes
+must never be what the symlink names. The agent is a throwaway user made for this module (never
+`nobody`: memsync ends every process of the user after a run)."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, memsync_cmd, write
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+# Swaps `d` for a symlink to the root-only folder and back, rewriting d's files between swaps so
+# the scan keeps finding them changed; stops when `stop` appears (or after `seconds`).
+SWAPPER = r"""
+import os, sys, time
+root, target, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+os.chdir(root)
+end = time.monotonic() + seconds
+n = 0
+while time.monotonic() < end and not os.path.exists("stop"):
+    n += 1
+    try:
+        if n % 20 == 0:
+            for i in range(10):
+                with open(f"d/f{i}", "w") as fh:
+                    fh.write(f"agent {n}\n")
+        os.rename("d", "d.real")
+        os.symlink(target, "d")
+        os.rename("d", "d.link")
+        os.rename("d.real", "d")
+        os.unlink("d.link")
+    except OSError:
+        for name in ("d.link",):
+            try:
+                os.unlink(name)
+            except OSError:
+                pass
+        if not os.path.isdir("d") and os.path.isdir("d.real"):
+            try:
+                os.rename("d.real", "d")
+            except OSError:
+                pass
+"""
+
+
+def _skip_unless_root() -> None:
+    if os.geteuid() != 0 or not shutil.which("useradd") or not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip("needs root, useradd and a system Python")
+
+
+@pytest.fixture(scope="module")
+def agent() -> Iterator[pwd.struct_passwd]:
+    """A user of its own for the agent, removed afterwards."""
+    _skip_unless_root()
+    name = f"msrace{secrets.token_hex(4)}"
+    for _ in range(20):  # useradd waits for no one: another process may hold /etc/passwd's lock
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                               "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True, check=False)
+        if made.returncode == 0:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.skip(f"cannot create a user: {made.stderr.strip()}")
+    entry = pwd.getpwnam(name)
+    yield entry
+    from memsync import runas
+
+    runas.end_processes(runas.resolve(name))
+    for _ in range(20):
+        if subprocess.run(["userdel", name], capture_output=True, check=False).returncode in (0, 6):
+            break
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory other users can enter (pytest's tmp_path is private to root)."""
+    base = Path(tempfile.mkdtemp(prefix="memsync-race-"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def _secret_folder(base: Path) -> Path:
+    """A folder of root's the agent cannot read, holding files named like the agent's."""
+    secret = base / "root-only"
+    secret.mkdir()
+    for i in range(10):
+        (secret / f"f{i}").write_text(f"ROOT-SECRET-{i}\n")
+        (secret / f"f{i}").chmod(0o600)
+    (secret / "key").write_text("ROOT-KEY\n")
+    (secret / "key").chmod(0o600)
+    secret.chmod(0o700)
+    return secret
+
+
+def _memory(base: Path) -> Path:
+    mem = base / "mem"
+    mem.mkdir()
+    assert memsync_cmd("init", "--name", "research", cwd=mem).returncode == 0
+    for i in range(10):
+        write(mem, f"d/f{i}", f"base {i}\n")
+    assert memsync_cmd("push", cwd=mem).returncode == 0
+    return mem
+
+
+def _swapper(mem: Path, target: Path, seconds: float, user: pwd.struct_passwd | None) -> subprocess.Popen[bytes]:
+    extra: dict[str, object] = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}
+    return subprocess.Popen([SYSTEM_PYTHON, "-c", SWAPPER, str(mem), str(target), str(seconds)],
+                            cwd="/", **extra)  # type: ignore[call-overload]
+
+
+def _secret_committed(mem: Path) -> list[str]:
+    revs = git("rev-list", "--all", cwd=mem).split()
+    found = subprocess.run(["git", "grep", "-l", "-e", "ROOT-SECRET", "-e", "ROOT-KEY", *revs], cwd=mem,
+                           capture_output=True, text=True, check=False)
+    return found.stdout.split()
+
+
+def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path) -> None:
+    """The snapshot reads the changed files while `d` flips between a folder and a symlink to
+    root's folder: every read goes through folder descriptors, so root's files never reach a
+    commit, and no snapshot fails."""
+    _skip_unless_root()
+    from memsync.attribution import Attribution
+    from memsync.memory import open_memory
+    from memsync.snapshot import take
+
+    secret = _secret_folder(open_dir)
+    mem = _memory(open_dir)
+    memory = open_memory(mem)
+    proc = _swapper(mem, secret, 30, None)
+    taken = 0
+    errors: list[str] = []
+    try:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            taken += 1
+            try:
+                with memory.locked():
+                    take(memory, Attribution("run", f"Checkpoint {taken}", "race"))
+            except Exception as exc:  # a race must not fail a snapshot either
+                errors.append(f"{type(exc).__name__}: {exc}")
+            if _secret_committed(mem):
+                break
+    finally:
+        (mem / "stop").touch()
+        proc.wait(timeout=30)
+    assert taken >= 5
+    assert _secret_committed(mem) == [], f"root's files committed after {taken} snapshots"
+    assert errors == []
+
+
+def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, agent: pwd.struct_passwd) -> None:
+    """A process of the agent's left running swaps `d` while the next run lends it the tree:
+    root's 0600 files behind the symlink keep their owner, and the hand-over never fails."""
+    from memsync import runas
+
+    secret = _secret_folder(open_dir)
+    mem = _memory(open_dir)
+    user = runas.resolve(agent.pw_name)
+    runas.hand_over(mem, user)  # the agent owns `d` and may rename it, as during a run
+    proc = _swapper(mem, secret, 30, agent)
+    rounds = errors = 0
+    try:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            rounds += 1
+            try:
+                runas.hand_over(mem, user)
+            except OSError:
+                errors += 1
+            if any(p.stat().st_uid != 0 for p in secret.iterdir()):
+                break
+    finally:
+        (mem / "stop").touch()
+        proc.wait(timeout=30)
+    taken = [p.name for p in secret.iterdir() if p.stat().st_uid != 0]
+    assert rounds >= 5
+    assert taken == [], f"root's files chowned to the agent after {rounds} hand-overs"
+    assert errors == 0
+
+
+LEAVE_BEHIND = r"""
+import os, sys, subprocess
+memory = os.environ["MEMSYNC_MEMORY_DIR"]
+target = sys.argv[1]
+# what an agent can see of memsync's own state during the run
+for own in (".git", ".vm0"):
+    try:
+        os.listdir(os.path.join(memory, own))
+        print("read", own)
+    except OSError:
+        print("denied", own)
+# modes a later run or user could use: world-writable, set-uid, a world-writable new folder
+for name in ("d/f0", "d/f1"):
+    os.chmod(os.path.join(memory, name), 0o4777)
+os.mkdir(os.path.join(memory, "open"))
+os.chmod(os.path.join(memory, "open"), 0o777)
+with open(os.path.join(memory, "open", "new.md"), "w") as fh:
+    fh.write("new\n")
+os.chmod(os.path.join(memory, "open", "new.md"), 0o666)
+# and a swapper left running after the command exits
+subprocess.Popen([sys.executable, "-c", sys.argv[2], memory, target, "60"], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print("left a swapper")
+"""
+
+
+def test_as_user_run_ends_the_agents_processes_and_takes_the_tree_back(open_dir: Path,
+                                                                       agent: pwd.struct_passwd) -> None:
+    """The command leaves a swapper running and loose modes behind: memsync ends every process of
+    the agent's uid before it hands the tree back and saves it, the saved tree holds none of
+    root's files, every entry is root's again with a sane mode, and .git / .vm0 were closed to
+    the agent during the run."""
+    secret = _secret_folder(open_dir)
+    mem = _memory(open_dir)
+    git_mode = stat.S_IMODE((mem / ".git").stat().st_mode)
+    env = dict(os.environ, MEMSYNC_CHECKPOINT="0")
+    proc = memsync_cmd("run", "--as-user", agent.pw_name, "--memory", "research:mem", "--run-id", "left-behind",
+                       "--checkpoint", "0", "--", SYSTEM_PYTHON, "-c", LEAVE_BEHIND, str(secret), SWAPPER,
+                       cwd=open_dir, env=env)
+    from memsync import runas
+
+    left = runas.processes_of(agent.pw_uid)
+
+    runas.end_processes(runas.resolve(agent.pw_name))  # whatever the outcome, nothing keeps running
+    assert proc.returncode == 0, proc.stderr
+    assert "left a swapper" in proc.stdout
+    assert left == [], "the agent's processes outlived the run"
+    assert "denied .git" in proc.stdout and "denied .vm0" in proc.stdout, proc.stdout
+    assert _secret_committed(mem) == []
+    for path in _entries(mem):
+        st = path.lstat()
+        assert (st.st_uid, st.st_gid) == (0, 0), path
+        assert not st.st_mode & 0o7002 or stat.S_ISLNK(st.st_mode), (path, oct(st.st_mode))
+    assert stat.S_IMODE((mem / "d" / "f0").stat().st_mode) == 0o644  # as lent
+    assert stat.S_IMODE((mem / "open").stat().st_mode) == 0o777 & ~_umask()
+    assert stat.S_IMODE((mem / "open" / "new.md").stat().st_mode) == 0o666 & ~_umask()
+    assert stat.S_IMODE((mem / ".git").stat().st_mode) == git_mode
+
+
+def _entries(mem: Path) -> list[Path]:
+    """The memory folder and everything in its work tree (never following a symlink)."""
+    found = [mem]
+    for here, dirs, files in os.walk(mem):
+        if Path(here) == mem:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        found += [Path(here, n) for n in dirs + files]
+    return found
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_process_left_by_an_earlier_run_is_ended_before_the_pre_run_save(open_dir: Path,
+                                                                           agent: pwd.struct_passwd) -> None:
+    """memsync was killed during a run: the tree is still the agent's and its swapper still runs.
+    The next run ends it before it saves what the dead run left, so that save commits none of
+    root's files and does not fail."""
+    from memsync import runas
+
+    secret = _secret_folder(open_dir)
+    mem = _memory(open_dir)
+    runas.hand_over(mem, runas.resolve(agent.pw_name))  # as the killed run left it
+    swapper = _swapper(mem, secret, 60, agent)
+    try:
+        time.sleep(0.3)  # the swapper is under way (it stops by itself after 60 s)
+        proc = memsync_cmd("run", "--as-user", agent.pw_name, "--memory", "research:mem", "--run-id", "after-crash",
+                           "--checkpoint", "0", "--", "true", cwd=open_dir)
+    finally:
+        (mem / "stop").touch()
+        swapper.wait(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert swapper.returncode == -9  # ended by memsync, not by the stop file
+    assert _secret_committed(mem) == []
+    assert all(p.stat().st_uid == 0 for p in secret.iterdir())
+
+
+def test_change_monitor_survives_a_symlink_loop(tmp_path: Path) -> None:
+    """A symlink pointing at itself (resolving it raises) must not kill the monitor's thread:
+    later changes are still seen."""
+    from memsync.changes import ChangeMonitor
+
+    root = tmp_path / "tree"
+    (root / "d").mkdir(parents=True)
+    git("init", "-q", cwd=root)
+    monitor = ChangeMonitor(root)
+    monitor.start()
+    try:
+        os.symlink("loop", root / "d" / "loop")
+        os.symlink("a", root / "d" / "b")
+        os.symlink("b", root / "d" / "a")
+        time.sleep(0.3)
+        monitor.take()
+        write(root, "d/after.md", "after\n")
+        deadline = time.monotonic() + 5
+        while "d/after.md" not in monitor.changed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "d/after.md" in monitor.changed
+    finally:
+        monitor.stop()
+
+
+def test_end_processes_leaves_other_users_alone(agent: pwd.struct_passwd) -> None:
+    from memsync import runas
+
+    mine = subprocess.Popen(["sleep", "30"])
+    theirs = subprocess.Popen(["sleep", "30"], user=agent.pw_uid, group=agent.pw_gid, extra_groups=[])
+    try:
+        assert runas.end_processes(runas.resolve(agent.pw_name)) == []
+        assert theirs.wait(timeout=10) == -9
+        assert mine.poll() is None
+    finally:
+        mine.kill()
+        theirs.kill()
+        mine.wait()
+        theirs.wait()
