@@ -7,6 +7,7 @@ must never be what the symlink names. The agent is a throwaway user made for thi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import secrets
@@ -29,6 +30,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 SWAPPER = r"""
 import os, sys, time
 root, target, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+hold = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 os.chdir(root)
 end = time.monotonic() + seconds
 n = 0
@@ -41,6 +43,8 @@ while time.monotonic() < end and not os.path.exists("stop"):
                     fh.write(f"agent {n}\n")
         os.rename("d", "d.real")
         os.symlink(target, "d")
+        if hold:
+            time.sleep(hold)
         os.rename("d", "d.link")
         os.rename("d.real", "d")
         os.unlink("d.link")
@@ -78,13 +82,36 @@ def agent() -> Iterator[pwd.struct_passwd]:
         pytest.skip(f"cannot create a user: {made.stderr.strip()}")
     entry = pwd.getpwnam(name)
     yield entry
-    from memsync import runas
-
-    runas.end_processes(runas.resolve(name))
+    _end_all(entry.pw_uid)
     for _ in range(20):
         if subprocess.run(["userdel", name], capture_output=True, check=False).returncode in (0, 6):
             break
         time.sleep(0.2)
+
+
+def _live(uid: int) -> list[int]:
+    """Processes of `uid` that are not zombies (read from /proc, independently of memsync)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if str(uid) in fields.get("Uid", "").split()[:3] and not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(entry.name))
+    return found
+
+
+def _end_all(uid: int) -> None:
+    for _ in range(100):
+        pids = _live(uid)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -119,9 +146,10 @@ def _memory(base: Path) -> Path:
     return mem
 
 
-def _swapper(mem: Path, target: Path, seconds: float, user: pwd.struct_passwd | None) -> subprocess.Popen[bytes]:
+def _swapper(mem: Path, target: Path, seconds: float, user: pwd.struct_passwd | None,
+             hold: float = 0.0) -> subprocess.Popen[bytes]:
     extra: dict[str, object] = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}
-    return subprocess.Popen([SYSTEM_PYTHON, "-c", SWAPPER, str(mem), str(target), str(seconds)],
+    return subprocess.Popen([SYSTEM_PYTHON, "-c", SWAPPER, str(mem), str(target), str(seconds), str(hold)],
                             cwd="/", **extra)  # type: ignore[call-overload]
 
 
@@ -161,8 +189,8 @@ def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path) 
     finally:
         (mem / "stop").touch()
         proc.wait(timeout=30)
-    assert taken >= 5
     assert _secret_committed(mem) == [], f"root's files committed after {taken} snapshots"
+    assert taken >= 5
     assert errors == []
 
 
@@ -175,7 +203,7 @@ def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, 
     mem = _memory(open_dir)
     user = runas.resolve(agent.pw_name)
     runas.hand_over(mem, user)  # the agent owns `d` and may rename it, as during a run
-    proc = _swapper(mem, secret, 30, agent)
+    proc = _swapper(mem, secret, 30, agent, hold=0.001)
     rounds = errors = 0
     try:
         deadline = time.monotonic() + 4
@@ -191,8 +219,8 @@ def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, 
         (mem / "stop").touch()
         proc.wait(timeout=30)
     taken = [p.name for p in secret.iterdir() if p.stat().st_uid != 0]
-    assert rounds >= 5
     assert taken == [], f"root's files chowned to the agent after {rounds} hand-overs"
+    assert rounds >= 5
     assert errors == 0
 
 
@@ -231,15 +259,11 @@ def test_as_user_run_ends_the_agents_processes_and_takes_the_tree_back(open_dir:
     secret = _secret_folder(open_dir)
     mem = _memory(open_dir)
     git_mode = stat.S_IMODE((mem / ".git").stat().st_mode)
-    env = dict(os.environ, MEMSYNC_CHECKPOINT="0")
     proc = memsync_cmd("run", "--as-user", agent.pw_name, "--memory", "research:mem", "--run-id", "left-behind",
                        "--checkpoint", "0", "--", SYSTEM_PYTHON, "-c", LEAVE_BEHIND, str(secret), SWAPPER,
-                       cwd=open_dir, env=env)
-    from memsync import runas
-
-    left = runas.processes_of(agent.pw_uid)
-
-    runas.end_processes(runas.resolve(agent.pw_name))  # whatever the outcome, nothing keeps running
+                       cwd=open_dir)
+    left = _live(agent.pw_uid)
+    _end_all(agent.pw_uid)  # whatever the outcome, nothing keeps running
     assert proc.returncode == 0, proc.stderr
     assert "left a swapper" in proc.stdout
     assert left == [], "the agent's processes outlived the run"
