@@ -13,7 +13,7 @@ import pygit2
 import pytest
 from pygit2.enums import ConfigLevel
 
-pytest_plugins = ["tests.fixtures_servers"]
+pytest_plugins = ["tests.fixtures_servers", "tests.agent_user"]
 
 
 @pytest.fixture(autouse=True)

@@ -7,10 +7,8 @@ must never be what the symlink names. The agent is a throwaway user made for thi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
-import secrets
 import shutil
 import stat
 import subprocess
@@ -21,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.agent_user import SYSTEM_PYTHON, end_all, live, skip_unless_root
 from tests.conftest import git, memsync_cmd, write
-
-SYSTEM_PYTHON = "/usr/bin/python3"
 
 # Swaps `d` for a symlink to the root-only folder and back, rewriting d's files between swaps so
 # the scan keeps finding them changed; stops when `stop` appears (or after `seconds`).
@@ -60,58 +57,6 @@ while time.monotonic() < end and not os.path.exists("stop"):
             except OSError:
                 pass
 """
-
-
-def _skip_unless_root() -> None:
-    if os.geteuid() != 0 or not shutil.which("useradd") or not os.access(SYSTEM_PYTHON, os.X_OK):
-        pytest.skip("needs root, useradd and a system Python")
-
-
-@pytest.fixture(scope="module")
-def agent() -> Iterator[pwd.struct_passwd]:
-    """A user of its own for the agent, removed afterwards."""
-    _skip_unless_root()
-    name = f"msrace{secrets.token_hex(4)}"
-    for _ in range(20):  # useradd waits for no one: another process may hold /etc/passwd's lock
-        made = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                               "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True, check=False)
-        if made.returncode == 0:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.skip(f"cannot create a user: {made.stderr.strip()}")
-    entry = pwd.getpwnam(name)
-    yield entry
-    _end_all(entry.pw_uid)
-    for _ in range(20):
-        if subprocess.run(["userdel", name], capture_output=True, check=False).returncode in (0, 6):
-            break
-        time.sleep(0.2)
-
-
-def _live(uid: int) -> list[int]:
-    """Processes of `uid` that are not zombies (read from /proc, independently of memsync)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            status = (entry / "status").read_text() if entry.name.isdigit() else ""
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if str(uid) in fields.get("Uid", "").split()[:3] and not fields.get("State", "").strip().startswith("Z"):
-            found.append(int(entry.name))
-    return found
-
-
-def _end_all(uid: int) -> None:
-    for _ in range(100):
-        pids = _live(uid)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, 9)
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -164,7 +109,7 @@ def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path) 
     """The snapshot reads the changed files while `d` flips between a folder and a symlink to
     root's folder: every read goes through folder descriptors, so root's files never reach a
     commit, and no snapshot fails."""
-    _skip_unless_root()
+    skip_unless_root()
     from memsync.attribution import Attribution
     from memsync.memory import open_memory
     from memsync.snapshot import take
@@ -194,16 +139,16 @@ def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path) 
     assert errors == []
 
 
-def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, agent: pwd.struct_passwd) -> None:
+def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, agent_user: pwd.struct_passwd) -> None:
     """A process of the agent's left running swaps `d` while the next run lends it the tree:
     root's 0600 files behind the symlink keep their owner, and the hand-over never fails."""
     from memsync import runas
 
     secret = _secret_folder(open_dir)
     mem = _memory(open_dir)
-    user = runas.resolve(agent.pw_name)
+    user = runas.resolve(agent_user.pw_name)
     runas.hand_over(mem, user)  # the agent owns `d` and may rename it, as during a run
-    proc = _swapper(mem, secret, 30, agent, hold=0.001)
+    proc = _swapper(mem, secret, 30, agent_user, hold=0.001)
     rounds = errors = 0
     try:
         deadline = time.monotonic() + 4
@@ -251,7 +196,7 @@ print("left a swapper")
 
 
 def test_as_user_run_ends_the_agents_processes_and_takes_the_tree_back(open_dir: Path,
-                                                                       agent: pwd.struct_passwd) -> None:
+                                                                       agent_user: pwd.struct_passwd) -> None:
     """The command leaves a swapper running and loose modes behind: memsync ends every process of
     the agent's uid before it hands the tree back and saves it, the saved tree holds none of
     root's files, every entry is root's again with a sane mode, and .git / .vm0 were closed to
@@ -259,11 +204,11 @@ def test_as_user_run_ends_the_agents_processes_and_takes_the_tree_back(open_dir:
     secret = _secret_folder(open_dir)
     mem = _memory(open_dir)
     git_mode = stat.S_IMODE((mem / ".git").stat().st_mode)
-    proc = memsync_cmd("run", "--as-user", agent.pw_name, "--memory", "research:mem", "--run-id", "left-behind",
+    proc = memsync_cmd("run", "--as-user", agent_user.pw_name, "--memory", "research:mem", "--run-id", "left-behind",
                        "--checkpoint", "0", "--", SYSTEM_PYTHON, "-c", LEAVE_BEHIND, str(secret), SWAPPER,
                        cwd=open_dir)
-    left = _live(agent.pw_uid)
-    _end_all(agent.pw_uid)  # whatever the outcome, nothing keeps running
+    left = live(agent_user.pw_uid)
+    end_all(agent_user.pw_uid)  # whatever the outcome, nothing keeps running
     assert proc.returncode == 0, proc.stderr
     assert "left a swapper" in proc.stdout
     assert left == [], "the agent's processes outlived the run"
@@ -296,7 +241,7 @@ def _umask() -> int:
 
 
 def test_a_process_left_by_an_earlier_run_is_ended_before_the_pre_run_save(open_dir: Path,
-                                                                           agent: pwd.struct_passwd) -> None:
+                                                                           agent_user: pwd.struct_passwd) -> None:
     """memsync was killed during a run: the tree is still the agent's and its swapper still runs.
     The next run ends it before it saves what the dead run left, so that save commits none of
     root's files and does not fail."""
@@ -304,12 +249,12 @@ def test_a_process_left_by_an_earlier_run_is_ended_before_the_pre_run_save(open_
 
     secret = _secret_folder(open_dir)
     mem = _memory(open_dir)
-    runas.hand_over(mem, runas.resolve(agent.pw_name))  # as the killed run left it
-    swapper = _swapper(mem, secret, 60, agent)
+    runas.hand_over(mem, runas.resolve(agent_user.pw_name))  # as the killed run left it
+    swapper = _swapper(mem, secret, 60, agent_user)
     try:
         time.sleep(0.3)  # the swapper is under way (it stops by itself after 60 s)
-        proc = memsync_cmd("run", "--as-user", agent.pw_name, "--memory", "research:mem", "--run-id", "after-crash",
-                           "--checkpoint", "0", "--", "true", cwd=open_dir)
+        proc = memsync_cmd("run", "--as-user", agent_user.pw_name, "--memory", "research:mem",
+                           "--run-id", "after-crash", "--checkpoint", "0", "--", "true", cwd=open_dir)
     finally:
         (mem / "stop").touch()
         swapper.wait(timeout=60)
@@ -344,13 +289,13 @@ def test_change_monitor_survives_a_symlink_loop(tmp_path: Path) -> None:
         monitor.stop()
 
 
-def test_end_processes_leaves_other_users_alone(agent: pwd.struct_passwd) -> None:
+def test_end_processes_leaves_other_users_alone(agent_user: pwd.struct_passwd) -> None:
     from memsync import runas
 
     mine = subprocess.Popen(["sleep", "30"])
-    theirs = subprocess.Popen(["sleep", "30"], user=agent.pw_uid, group=agent.pw_gid, extra_groups=[])
+    theirs = subprocess.Popen(["sleep", "30"], user=agent_user.pw_uid, group=agent_user.pw_gid, extra_groups=[])
     try:
-        assert runas.end_processes(runas.resolve(agent.pw_name)) == []
+        assert runas.end_processes(runas.resolve(agent_user.pw_name)) == []
         assert theirs.wait(timeout=10) == -9
         assert mine.poll() is None
     finally:
