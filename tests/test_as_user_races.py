@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.agent_user import SYSTEM_PYTHON, end_all, live, skip_unless_root
-from tests.conftest import git, memsync_cmd, write
+from tests.conftest import git, hub_path, memsync_cmd, write
 
 # Swaps `d` for a symlink to the root-only folder and back, rewriting d's files between swaps so
 # the scan keeps finding them changed; stops when `stop` appears (or after `seconds`).
@@ -28,13 +28,14 @@ SWAPPER = r"""
 import os, sys, time
 root, target, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 hold = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
+rewrite = int(sys.argv[5]) if len(sys.argv) > 5 else 20  # 0: write d's files once, at the start
 os.chdir(root)
 end = time.monotonic() + seconds
 n = 0
 while time.monotonic() < end and not os.path.exists("stop"):
     n += 1
     try:
-        if n % 20 == 0:
+        if n == 1 or (rewrite and n % rewrite == 0):
             for i in range(10):
                 with open(f"d/f{i}", "w") as fh:
                     fh.write(f"agent {n}\n")
@@ -167,6 +168,27 @@ def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, 
     assert taken == [], f"root's files chowned to the agent after {rounds} hand-overs"
     assert rounds >= 5
     assert errors == 0
+
+
+def test_checkpoints_during_an_as_user_run_never_push_what_a_swapped_folder_points_to(
+        open_dir: Path, agent_user: pwd.struct_passwd) -> None:
+    """The attack as reported: the command itself swaps `d` for a symlink to root's folder in a
+    loop while memsync checkpoints (as root) every 0.3 s; nothing of root's reaches the hub."""
+    secret = _secret_folder(open_dir)
+    mem = _memory(open_dir)
+    env = dict(os.environ, MEMSYNC_QUIET="0.2", MEMSYNC_SETTLE="0.1")
+    proc = memsync_cmd("run", "--as-user", agent_user.pw_name, "--memory", "research:mem", "--run-id", "swapper",
+                       "--checkpoint", "0.3", "--", SYSTEM_PYTHON, "-c", SWAPPER, str(mem), str(secret), "4", "0", "0",
+                       cwd=open_dir, env=env)
+    end_all(agent_user.pw_uid)
+    assert proc.returncode == 0, proc.stderr
+    checkpoints = git("log", "--format=%s", "memory/research", cwd=hub_path()).count("Checkpoint")
+    found = subprocess.run(["git", "grep", "-l", "-e", "ROOT-SECRET", "-e", "ROOT-KEY",
+                            *git("rev-list", "--all", cwd=hub_path()).split()],
+                           cwd=hub_path(), capture_output=True, text=True, check=False).stdout.split()
+    assert found == [], f"root's files pushed ({checkpoints} checkpoints)"
+    assert checkpoints >= 3
+    assert "Traceback" not in proc.stderr
 
 
 LEAVE_BEHIND = r"""
