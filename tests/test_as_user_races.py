@@ -22,6 +22,9 @@ import pytest
 from tests.agent_user import SYSTEM_PYTHON, end_all, live, skip_unless_root
 from tests.conftest import git, hub_path, memsync_cmd, write
 
+# How long each in-process race loops (seconds); a campaign sets more (MEMSYNC_RACE_SECONDS=60)
+RACE_SECONDS = float(os.environ.get("MEMSYNC_RACE_SECONDS", "4"))
+
 # Swaps `d` for a symlink to the root-only folder and back, rewriting d's files between swaps so
 # the scan keeps finding them changed; stops when `stop` appears (or after `seconds`).
 SWAPPER = r"""
@@ -29,6 +32,7 @@ import os, sys, time
 root, target, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 hold = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
 rewrite = int(sys.argv[5]) if len(sys.argv) > 5 else 20  # 0: write d's files once, at the start
+count = int(sys.argv[6]) if len(sys.argv) > 6 else 10
 os.chdir(root)
 end = time.monotonic() + seconds
 n = 0
@@ -36,7 +40,7 @@ while time.monotonic() < end and not os.path.exists("stop"):
     n += 1
     try:
         if n == 1 or (rewrite and n % rewrite == 0):
-            for i in range(10):
+            for i in range(count):
                 with open(f"d/f{i}", "w") as fh:
                     fh.write(f"agent {n}\n")
         os.rename("d", "d.real")
@@ -82,20 +86,21 @@ def _secret_folder(base: Path) -> Path:
     return secret
 
 
-def _memory(base: Path) -> Path:
+def _memory(base: Path, count: int = 10) -> Path:
     mem = base / "mem"
     mem.mkdir()
     assert memsync_cmd("init", "--name", "research", cwd=mem).returncode == 0
-    for i in range(10):
+    for i in range(count):
         write(mem, f"d/f{i}", f"base {i}\n")
     assert memsync_cmd("push", cwd=mem).returncode == 0
     return mem
 
 
 def _swapper(mem: Path, target: Path, seconds: float, user: pwd.struct_passwd | None,
-             hold: float = 0.0) -> subprocess.Popen[bytes]:
+             hold: float = 0.0, rewrite: int = 20, count: int = 10) -> subprocess.Popen[bytes]:
     extra: dict[str, object] = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}
-    return subprocess.Popen([SYSTEM_PYTHON, "-c", SWAPPER, str(mem), str(target), str(seconds), str(hold)],
+    return subprocess.Popen([SYSTEM_PYTHON, "-c", SWAPPER, str(mem), str(target), str(seconds), str(hold),
+                             str(rewrite), str(count)],
                             cwd="/", **extra)  # type: ignore[call-overload]
 
 
@@ -122,7 +127,7 @@ def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path) 
     taken = 0
     errors: list[str] = []
     try:
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + RACE_SECONDS
         while time.monotonic() < deadline:
             taken += 1
             try:
@@ -140,6 +145,45 @@ def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path) 
     assert errors == []
 
 
+def test_protect_policy_never_writes_through_a_swapped_folder(open_dir: Path, agent_user: pwd.struct_passwd) -> None:
+    """`d/*` is read-only: each snapshot puts the previous version back at `d/fN` and keeps the
+    agent's beside it, while the agent flips `d` between a folder and a symlink to root's folder.
+    Those writes go through folder descriptors: root's folder is never written to."""
+    from memsync import runas
+    from memsync.attribution import Attribution
+    from memsync.memory import open_memory
+    from memsync.snapshot import take
+
+    secret = _secret_folder(open_dir)
+    before = {p.name: p.read_bytes() for p in secret.iterdir()}
+    mem = _memory(open_dir, 100)
+    with (mem / ".vm0" / "storage.yaml").open("a") as fh:
+        fh.write("protect:\n  - path: 'd/*'\n    mode: read-only\n")
+    memory = open_memory(mem)
+    runas.hand_over(mem, runas.resolve(agent_user.pw_name))
+    proc = _swapper(mem, secret, 30, agent_user, hold=0.0002, rewrite=20, count=100)
+    taken = 0
+    errors: list[str] = []
+    try:
+        deadline = time.monotonic() + RACE_SECONDS
+        while time.monotonic() < deadline:
+            taken += 1
+            try:
+                with memory.locked():
+                    take(memory, Attribution("run", f"Checkpoint {taken}", "race"))
+            except Exception as exc:  # a race must not fail a snapshot either
+                errors.append(f"{type(exc).__name__}: {exc}")
+            if {p.name: p.read_bytes() for p in secret.iterdir()} != before:
+                break
+    finally:
+        (mem / "stop").touch()
+        proc.wait(timeout=30)
+    after = {p.name: p.read_bytes() for p in secret.iterdir()}
+    assert after == before, f"root's folder written to after {taken} snapshots"
+    assert taken >= 5
+    assert errors == []
+
+
 def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, agent_user: pwd.struct_passwd) -> None:
     """A process of the agent's left running swaps `d` while the next run lends it the tree:
     root's 0600 files behind the symlink keep their owner, and the hand-over never fails."""
@@ -152,7 +196,7 @@ def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, 
     proc = _swapper(mem, secret, 30, agent_user, hold=0.001)
     rounds = errors = 0
     try:
-        deadline = time.monotonic() + 4
+        deadline = time.monotonic() + RACE_SECONDS
         while time.monotonic() < deadline:
             rounds += 1
             try:
