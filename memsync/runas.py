@@ -18,7 +18,8 @@ from pathlib import Path
 
 from memsync.errors import RepoError, UsageError
 
-__all__ = ["Lent", "RunAs", "end_processes", "hand_back", "hand_over", "processes_of", "resolve"]
+__all__ = ["Lent", "RunAs", "end_processes", "hand_back", "hand_over", "hard_links_protected", "processes_of",
+           "resolve"]
 
 _OWN = (".git", ".vm0")
 
@@ -48,8 +49,24 @@ def resolve(name: str) -> RunAs:
         entry = pwd.getpwnam(name)
     except KeyError:
         raise UsageError(f"--as-user {name}: no such user", "give an existing user name (see /etc/passwd)") from None
+    if entry.pw_uid == 0:
+        raise UsageError(f"--as-user {name}: that user is root, so nothing would be kept from the command",
+                         "give an unprivileged user of its own (e.g. useradd --system memsync-agent)")
+    if not hard_links_protected():
+        raise UsageError(f"--as-user {name}: this kernel lets any user hard-link files it does not own "
+                         "(fs.protected_hardlinks=0): the command could link root's files into the memory",
+                         "sysctl -w fs.protected_hardlinks=1, or leave out --as-user")
     groups = tuple(g for g in os.getgrouplist(entry.pw_name, entry.pw_gid) if g != entry.pw_gid)
     return RunAs(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
+
+
+def hard_links_protected(setting: Path = Path("/proc/sys/fs/protected_hardlinks")) -> bool:
+    """Whether a user can hard-link only files it owns or may read and write (Linux's default);
+    where the setting cannot be read (another OS), it is taken as on."""
+    try:
+        return setting.read_text().strip() != "0"
+    except OSError:
+        return True
 
 
 @dataclass(frozen=True)

@@ -371,3 +371,24 @@ def test_end_processes_leaves_other_users_alone(agent_user: pwd.struct_passwd) -
         theirs.kill()
         mine.wait()
         theirs.wait()
+
+
+def test_as_user_root_is_refused(tmp_path: Path) -> None:
+    """Root as the command's user keeps nothing from it, and ending "its" processes would end
+    every process on the machine: a usage error, before anything is pulled."""
+    skip_unless_root()
+    proc = memsync_cmd("run", "--as-user", "root", "--", "true", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "error: --as-user root: that user is root" in proc.stderr and "hint: " in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_hard_links_protected_reads_the_kernel_setting(tmp_path: Path) -> None:
+    from memsync.runas import hard_links_protected
+
+    setting = tmp_path / "protected_hardlinks"
+    setting.write_text("0\n")
+    assert not hard_links_protected(setting)
+    setting.write_text("1\n")
+    assert hard_links_protected(setting)
+    assert hard_links_protected(tmp_path / "absent")
