@@ -21,6 +21,9 @@ import pytest
 
 from tests.agent_user import SYSTEM_PYTHON, end_all, live, skip_unless_root
 from tests.conftest import git, hub_path, memsync_cmd, write
+from tests.stress_report import Figures, figures
+
+__all__ = ["figures"]
 
 # How long each in-process race loops (seconds); a campaign sets more (MEMSYNC_RACE_SECONDS=60)
 RACE_SECONDS = float(os.environ.get("MEMSYNC_RACE_SECONDS", "4"))
@@ -111,7 +114,7 @@ def _secret_committed(mem: Path) -> list[str]:
     return found.stdout.split()
 
 
-def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path) -> None:
+def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path, figures: Figures) -> None:
     """The snapshot reads the changed files while `d` flips between a folder and a symlink to
     root's folder: every read goes through folder descriptors, so root's files never reach a
     commit, and no snapshot fails."""
@@ -140,12 +143,14 @@ def test_snapshot_never_commits_what_a_swapped_folder_points_to(open_dir: Path) 
     finally:
         (mem / "stop").touch()
         proc.wait(timeout=30)
+    figures.add("as-user race: snapshots while d flips", taken)
     assert _secret_committed(mem) == [], f"root's files committed after {taken} snapshots"
     assert taken >= 5
     assert errors == []
 
 
-def test_protect_policy_never_writes_through_a_swapped_folder(open_dir: Path, agent_user: pwd.struct_passwd) -> None:
+def test_protect_policy_never_writes_through_a_swapped_folder(open_dir: Path, agent_user: pwd.struct_passwd,
+                                                             figures: Figures) -> None:
     """`d/*` is read-only: each snapshot puts the previous version back at `d/fN` and keeps the
     agent's beside it, while the agent flips `d` between a folder and a symlink to root's folder.
     Those writes go through folder descriptors: root's folder is never written to."""
@@ -178,13 +183,15 @@ def test_protect_policy_never_writes_through_a_swapped_folder(open_dir: Path, ag
     finally:
         (mem / "stop").touch()
         proc.wait(timeout=30)
+    figures.add("as-user race: protect restores while d flips (snapshots)", taken)
     after = {p.name: p.read_bytes() for p in secret.iterdir()}
     assert after == before, f"root's folder written to after {taken} snapshots"
     assert taken >= 5
     assert errors == []
 
 
-def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, agent_user: pwd.struct_passwd) -> None:
+def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, agent_user: pwd.struct_passwd,
+                                                               figures: Figures) -> None:
     """A process of the agent's left running swaps `d` while the next run lends it the tree:
     root's 0600 files behind the symlink keep their owner, and the hand-over never fails."""
     from memsync import runas
@@ -208,6 +215,7 @@ def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, 
     finally:
         (mem / "stop").touch()
         proc.wait(timeout=30)
+    figures.add("as-user race: hand-overs while d flips", rounds)
     taken = [p.name for p in secret.iterdir() if p.stat().st_uid != 0]
     assert taken == [], f"root's files chowned to the agent after {rounds} hand-overs"
     assert rounds >= 5
@@ -215,7 +223,7 @@ def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, 
 
 
 def test_checkpoints_during_an_as_user_run_never_push_what_a_swapped_folder_points_to(
-        open_dir: Path, agent_user: pwd.struct_passwd) -> None:
+        open_dir: Path, agent_user: pwd.struct_passwd, figures: Figures) -> None:
     """The attack as reported: the command itself swaps `d` for a symlink to root's folder in a
     loop while memsync checkpoints (as root) every 0.3 s; nothing of root's reaches the hub."""
     secret = _secret_folder(open_dir)
@@ -230,6 +238,7 @@ def test_checkpoints_during_an_as_user_run_never_push_what_a_swapped_folder_poin
     found = subprocess.run(["git", "grep", "-l", "-e", "ROOT-SECRET", "-e", "ROOT-KEY",
                             *git("rev-list", "--all", cwd=hub_path()).split()],
                            cwd=hub_path(), capture_output=True, text=True, check=False).stdout.split()
+    figures.add("as-user race: checkpoints pushed while the command flips d", checkpoints)
     assert found == [], f"root's files pushed ({checkpoints} checkpoints)"
     assert checkpoints >= 1  # memsync did work during the race (how often depends on the load)
     assert "Traceback" not in proc.stderr
