@@ -222,6 +222,40 @@ def test_hand_over_never_chowns_what_a_swapped_folder_points_to(open_dir: Path, 
     assert errors == 0
 
 
+def test_hand_back_never_changes_what_a_swapped_folder_points_to(open_dir: Path, agent_user: pwd.struct_passwd,
+                                                                figures: Figures) -> None:
+    """Hand-back sets owners and modes (0644 for a file it does not know): looped with hand-overs
+    while the agent flips `d`, root's 0600 files behind the symlink keep their owner and mode."""
+    from memsync import runas
+
+    secret = _secret_folder(open_dir)
+    before = {p.name: (p.stat().st_uid, p.stat().st_mode) for p in secret.iterdir()}
+    mem = _memory(open_dir)
+    user = runas.resolve(agent_user.pw_name)
+    proc = _swapper(mem, secret, 30, agent_user, hold=0.001)
+    rounds = 0
+    errors: list[str] = []
+    try:
+        deadline = time.monotonic() + RACE_SECONDS
+        while time.monotonic() < deadline:
+            rounds += 1
+            try:
+                lent = runas.hand_over(mem, user)
+                time.sleep(0.002)  # the agent's turn
+                runas.hand_back(mem, lent, user)
+            except OSError as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+            if {p.name: (p.stat().st_uid, p.stat().st_mode) for p in secret.iterdir()} != before:
+                break
+    finally:
+        (mem / "stop").touch()
+        proc.wait(timeout=30)
+    figures.add("as-user race: hand-backs while d flips", rounds)
+    assert {p.name: (p.stat().st_uid, p.stat().st_mode) for p in secret.iterdir()} == before
+    assert rounds >= 5
+    assert errors == []
+
+
 def test_checkpoints_during_an_as_user_run_never_push_what_a_swapped_folder_points_to(
         open_dir: Path, agent_user: pwd.struct_passwd, figures: Figures) -> None:
     """The attack as reported: the command itself swaps `d` for a symlink to root's folder in a
