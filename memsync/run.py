@@ -26,7 +26,7 @@ from memsync import memory, pacing, readonly, runas, sealed
 from memsync.attribution import Attribution, acting, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
-from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
+from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RemoteError, RepoError, UsageError
 from memsync.exchange import sync, unpushed
 from memsync.git.hubtree import Oversize
 from memsync.git.merge import ConflictCopy
@@ -377,7 +377,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                     _report(snap, mem, say)
                     last_who[mem.name] = who
                     if not no_push and pacer.may_push(mem.name):  # else it goes with a later push
-                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust)
+                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust,
+                                 hold_merges=user is not None)
                         pacer.pushed(mem.name)
             return bool(snap.pending)
 
@@ -386,7 +387,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                 mem = next(m for m in writable if m.name == name)
                 try:
                     with mem.locked():
-                        _deliver(mem, last_who[name], outcomes[name], say, quiet_failure=True, trust=trusts[name])
+                        _deliver(mem, last_who[name], outcomes[name], say, quiet_failure=True, trust=trusts[name],
+                                 hold_merges=user is not None)
                 finally:
                     pacer.pushed(name)  # an attempt counts: a failing hub is not retried every tick
 
@@ -609,12 +611,34 @@ def _interruptible(work: Callable[[], None]) -> None:
         raise failure[0]
 
 
+class _MergeWaits(RemoteError):
+    """A checkpoint under --as-user met new versions on the hub: merging them would have root
+    write them into a tree the command's user can swap folders of (libgit2's checkout goes by
+    name), so the merge, and the push, wait for the end of the command (its processes ended)."""
+
+
+def _merge_later(mem: Memory) -> Callable[[str], None]:
+    def accept(remote: str) -> None:
+        head = mem.git.head_oid()
+        if head is not None and mem.git.is_ancestor(remote, head):
+            return  # nothing to merge: the push alone moves the hub
+        raise _MergeWaits("the hub has new versions; with --as-user they are merged and this "
+                          "checkpoint pushed once the command has ended")
+    return accept
+
+
 def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool,
-             trust: RunTrust) -> None:
+             trust: RunTrust, hold_merges: bool = False) -> None:
     from memsync.errors import RemoteError as _RemoteError
 
     try:
-        exchange = sync(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted)
+        exchange = sync(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted,
+                        accept=_merge_later(mem) if hold_merges else None)
+    except _MergeWaits as exc:
+        if outcome.unpushed == []:  # said once, when the first checkpoint starts to wait
+            say(f"{mem.name}: {exc.message}")
+        outcome.unpushed = unpushed(mem)
+        return
     except _RemoteError as exc:
         outcome.unpushed = unpushed(mem)
         if not quiet_failure:

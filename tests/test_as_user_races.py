@@ -12,15 +12,16 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.agent_user import SYSTEM_PYTHON, end_all, live, skip_unless_root
-from tests.conftest import git, hub_path, memsync_cmd, write
+from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.stress_report import Figures, figures
 
 __all__ = ["figures"]
@@ -435,3 +436,62 @@ def test_hard_links_protected_reads_the_kernel_setting(tmp_path: Path) -> None:
     setting.write_text("1\n")
     assert hard_links_protected(setting)
     assert hard_links_protected(tmp_path / "absent")
+
+
+WRITE_UNTIL_RELEASED = r"""
+import os, sys, time
+memory, release = os.environ["MEMSYNC_MEMORY_DIR"], sys.argv[1]
+os.makedirs(os.path.join(memory, "notes"), exist_ok=True)
+n = 0
+end = time.monotonic() + 60
+while not os.path.exists(release) and time.monotonic() < end:
+    n += 1
+    with open(os.path.join(memory, "notes", f"{n % 5}.md"), "w") as fh:
+        fh.write(f"note {n}\n")
+    if os.path.exists(os.path.join(memory, "other.md")):
+        print("saw other.md during the run", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def _local_checkpoints(mem: Path) -> int:
+    return git("log", "--format=%s", cwd=mem).count("Checkpoint")
+
+
+def test_checkpoints_under_as_user_leave_the_hubs_new_versions_for_after_the_command(
+        open_dir: Path, agent_user: pwd.struct_passwd, tmp_path: Path) -> None:
+    """Another writer pushes while an --as-user command runs: merging it would have root write
+    into the tree the command can swap folders of (libgit2's checkout goes by name). The
+    checkpoints commit locally and wait; once the command has ended (and its processes), the
+    final save merges and pushes everything."""
+    mem = _memory(open_dir)
+    release = open_dir / "release"
+    env = dict(os.environ, MEMSYNC_QUIET="0.2", MEMSYNC_SETTLE="0.1")
+    run = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--as-user", agent_user.pw_name,
+                            "--memory", "research:mem", "--run-id", "held", "--checkpoint", "0.3", "--",
+                            SYSTEM_PYTHON, "-c", WRITE_UNTIL_RELEASED, str(release)],
+                           cwd=open_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: "Checkpoint" in git("log", "--format=%s", "memory/research", cwd=hub_path()))
+        other = tmp_path / "other"
+        assert memsync_cmd("clone", "research", str(other), cwd=tmp_path).returncode == 0
+        write(other, "other.md", "from another writer\n")
+        assert memsync_cmd("push", cwd=other).returncode == 0
+        seen = _local_checkpoints(mem)
+        _wait_for(lambda: _local_checkpoints(mem) >= seen + 2)  # checkpoints made after the other push
+    finally:
+        release.touch()
+        out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    assert "saw other.md" not in out  # never written into the tree while the command ran
+    assert "merged and this checkpoint pushed once the command has ended" in err
+    tree = hub_tree("memory/research")
+    assert tree["other.md"] == b"from another writer\n" and "notes/1.md" in tree
+    assert (mem / "other.md").read_bytes() == b"from another writer\n"
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
