@@ -14,7 +14,7 @@ import pygit2
 import pytest
 from pygit2.enums import ConfigLevel
 
-pytest_plugins = ["tests.helpers.server_fixtures"]
+pytest_plugins = ["tests.helpers.server_fixtures", "tests.helpers.agent_user"]
 
 
 @pytest.fixture(autouse=True)

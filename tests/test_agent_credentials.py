@@ -189,8 +189,8 @@ def test_a_credential_in_run_remote_is_refused(memory: Path) -> None:
 
 # -- another uid -----------------------------------------------------------------------------------
 
-def _nobody_python() -> list[str] | None:
-    """A Python `nobody` can start with memsync importable, or None (then the test is skipped)."""
+def _nobody_python(user: str = "nobody") -> list[str] | None:
+    """A Python `user` can start with memsync importable, or None (then the test is skipped)."""
     if os.geteuid() != 0:
         return None
     site = next(Path(sys.prefix, "lib").glob("python3*/site-packages"), None)
@@ -200,7 +200,7 @@ def _nobody_python() -> list[str] | None:
             continue
         env = {"PYTHONPATH": f"{site}:{repo}", "PATH": os.environ.get("PATH", "")}
         try:
-            ok = subprocess.run([python, "-c", "import memsync.cli.app, pygit2"], user="nobody", env=env,
+            ok = subprocess.run([python, "-c", "import memsync.cli.app, pygit2"], user=user, env=env,
                                 capture_output=True, check=False, cwd="/")
         except OSError:
             continue
@@ -256,10 +256,11 @@ def test_memsync_as_a_plain_user_is_not_readable_by_its_own_agent(open_dir: Path
 
 
 def test_as_user_keeps_the_operators_files_and_process_out_of_reach(open_dir: Path, tmp_path: Path,
-                                                                    figures: Figures) -> None:
-    python = _nobody_python()
+                                                                    figures: Figures,
+                                                                    agent_user: pwd.struct_passwd) -> None:
+    python = _nobody_python(agent_user.pw_name)  # a user of its own: memsync ends its processes after the run
     if python is None:
-        pytest.skip("needs root and a Python that user nobody can run")
+        pytest.skip("needs root and a Python that the agent's user can run")
     token = "tok" + "Mm5nB1" * 5
     creds = write(open_dir, "operator/credentials", f"{token}\n")
     creds.chmod(0o600)
@@ -287,9 +288,9 @@ def test_as_user_keeps_the_operators_files_and_process_out_of_reach(open_dir: Pa
                       "        print('moved', own)\n"
                       "    except OSError:\n"
                       "        print('kept', own)\n")
-    proc = memsync_cmd("run", "--as-user", "nobody", "--memory", "research:mem", "--memory", "refs-mem:ref:ro",
-                       "--run-id", "as-nobody", "--", python[0], "-c", script, _needles(token),
-                       json.dumps([str(creds), str(netrc)]), "null", cwd=work, env=env)
+    proc = memsync_cmd("run", "--as-user", agent_user.pw_name, "--memory", "research:mem",
+                       "--memory", "refs-mem:ref:ro", "--run-id", "as-nobody", "--", python[0], "-c", script,
+                       _needles(token), json.dumps([str(creds), str(netrc)]), "null", cwd=work, env=env)
     assert proc.returncode == 0, proc.stderr
     found = _probe(proc.stdout)
     leaks = _leaks(found)

@@ -21,7 +21,7 @@ from memsync.core.memory import Memory
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, WorkChange, file_mode
 from memsync.git.trailers import compose, quote_path
-from memsync.util.fs import make_folders, place, real_folders
+from memsync.util.dirfd import Tree, is_outside
 from memsync.util.names import conflict_copy_name
 
 if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
@@ -80,18 +80,20 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
     found = mem.git.scan(write_index=False, full=who.actor == "run")
-    for change in found:
-        if only is not None and change.path not in only:
-            continue
-        item = _read(mem, change, now, settle, snap)
-        if item is not None:
-            staged.append(item)
+    with Tree(mem.root) as tree:
+        for change in found:
+            if only is not None and change.path not in only:
+                continue
+            item = _read(mem, tree, change, now, settle, snap)
+            if item is not None:
+                staged.append(item)
     if only is None:
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in mem.git.nested]
         snap.ignored = list(mem.git.ignored)
     _scan_secrets(mem, staged, snap)
-    staged = _apply_policies(mem, who, staged, snap)
+    with Tree(mem.root) as tree:
+        staged = _apply_policies(mem, tree, who, staged, snap)
     changes = [guard.FileChange(s.change.path, s.old, s.data,
                                 created_in_same_run=_created_since(mem, s.change.path, run_base))
                for s in staged]
@@ -119,28 +121,25 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     return snap
 
 
-def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snapshot) -> _Staged | None:
+def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float, snap: Snapshot) -> _Staged | None:
+    """The change's bytes, reached through the tree's folder descriptors (dirfd.py): a folder
+    swapped for a symlink while memsync reads (an agent racing it) makes the path a deleted one,
+    never a read of what the symlink names."""
     path = change.path
     old = mem.git.head_blob(path) if change.kind != "added" else None
     if change.kind == "deleted":
         return _Staged(change, None, 0, old)
-    full = mem.root / path
     try:
-        st = full.lstat()
-    except FileNotFoundError:
-        return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
+        st = tree.lstat(path)
     except OSError as exc:
+        if is_outside(exc):
+            return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
         snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
         return None
     if settle and now - st.st_mtime < settle:
         snap.pending.append(path)
         return None
-    if stat.S_ISLNK(st.st_mode):
-        target = os.fsencode(os.readlink(full))
-        if _leaves(mem.root, full, target):
-            snap.outside_links.append((path, os.fsdecode(target)))
-        return _Staged(change, target, file_mode(st), old, _settled(st, _lstat(full)))
-    if not stat.S_ISREG(st.st_mode):
+    if not (stat.S_ISLNK(st.st_mode) or stat.S_ISREG(st.st_mode)):
         snap.skipped.append(Skipped(path, "not a regular file"))
         return None
     if st.st_size > mem.config.max_file_size:
@@ -148,13 +147,22 @@ def _read(mem: Memory, change: WorkChange, now: float, settle: float, snap: Snap
                                           f"({mem.config.max_file_size})"))
         return None
     try:
-        with open(full, "rb") as fh:
-            data = fh.read()
-            after = os.fstat(fh.fileno())
+        if stat.S_ISLNK(st.st_mode):
+            target = tree.readlink(path)
+            if _leaves(mem.root, mem.root / path, target):
+                snap.outside_links.append((path, os.fsdecode(target)))
+            return _Staged(change, target, file_mode(st), old, _settled(st, _lstat(tree, path)))
+        got = tree.read(path, mem.config.max_file_size)
     except OSError as exc:
+        if is_outside(exc):  # replaced by a symlink (ELOOP) or removed since the lstat
+            return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
         snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
         return None
-    return _Staged(change, data, file_mode(st), old, _settled(st, after))
+    if got is None:
+        snap.skipped.append(Skipped(path, "not a regular file, or it grew past max_file_size while read"))
+        return None
+    data, after = got
+    return _Staged(change, data, file_mode(after), old, _settled(st, after))
 
 
 def _leaves(root: Path, link: Path, target: bytes) -> bool:
@@ -184,9 +192,9 @@ def _settled(before: os.stat_result, after: os.stat_result | None) -> os.stat_re
     return before
 
 
-def _lstat(path: Path) -> os.stat_result | None:
+def _lstat(tree: Tree, path: str) -> os.stat_result | None:
     try:
-        return path.lstat()
+        return tree.lstat(path)
     except OSError:
         return None
 
@@ -217,7 +225,8 @@ def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
         staged[:] = [s for s in staged if s.change.path not in blocked]
 
 
-def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: Snapshot) -> list[_Staged]:
+def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Staged],
+                    snap: Snapshot) -> list[_Staged]:
     """A change that breaks a protect rule keeps the previous content at its path; the new
     version is kept beside it as a conflict-style copy. Nothing is lost either way. A file named
     like a conflict copy is checked like any other; a protected folder replaced by a file or a
@@ -239,7 +248,7 @@ def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: 
     tag = who.run_id or who.actor
     for item in list(staged):
         if item.change.path in bad and item.old is not None:
-            _folder_aside(mem.root, item.change.path, tag, staged)
+            _folder_aside(tree, item.change.path, tag, staged)
     kept: list[_Staged] = []
     # what stands where a folder must be (shorter paths) is moved before anything goes back under it
     for item in sorted(staged, key=lambda s: (s.change.path not in bad, s.change.path.count("/"), s.change.path)):
@@ -249,18 +258,16 @@ def _apply_policies(mem: Memory, who: Attribution, staged: list[_Staged], snap: 
             continue
         if item.data is not None:
             copy = conflict_copy_name(path, tag)
-            if _write_inside(mem.root, copy, item.data, item.mode):
+            if _write_inside(tree, copy, item.data, item.mode):
                 kept.append(_Staged(WorkChange(copy, "added"), item.data, item.mode, None))
             else:
                 snap.skipped.append(Skipped(path, _IN_THE_WAY))
                 continue
         if item.old is not None:
-            if not _write_inside(mem.root, path, item.old, _old_mode(mem, path)):
+            if not _write_inside(tree, path, item.old, _old_mode(mem, path)):
                 snap.skipped.append(Skipped(path, _IN_THE_WAY))
-        elif real_folders(mem.root, path):
-            full = mem.root / path
-            if full.is_symlink() or full.is_file():
-                full.unlink()
+        else:
+            _remove_file(tree, path)
     return kept
 
 
@@ -291,15 +298,14 @@ def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> lis
     return extra
 
 
-def _folder_aside(root: Path, path: str, tag: str, staged: list[_Staged]) -> None:
+def _folder_aside(tree: Tree, path: str, tag: str, staged: list[_Staged]) -> None:
     """A protected file replaced by a folder: the folder is renamed as a conflict copy of the file
     (what it holds is committed there), so the file can come back at its path."""
-    full = root / path
-    if not (real_folders(root, path) and full.is_dir() and not full.is_symlink()):
-        return
-    copy = conflict_copy_name(path, tag)
     try:
-        os.rename(full, root / copy)
+        if not stat.S_ISDIR(tree.lstat(path).st_mode):
+            return
+        copy = conflict_copy_name(path, tag)
+        tree.rename(path, copy)
     except OSError:
         return
     for i, item in enumerate(staged):
@@ -307,20 +313,24 @@ def _folder_aside(root: Path, path: str, tag: str, staged: list[_Staged]) -> Non
             staged[i] = _Staged(WorkChange(copy + item.change.path[len(path):], "added"), item.data, item.mode, None)
 
 
-def _write_inside(root: Path, rel: str, data: bytes, mode: int) -> bool:
+def _write_inside(tree: Tree, rel: str, data: bytes, mode: int) -> bool:
     """Write `rel` (a file, or a symlink for git's link mode) without following any symlink:
     missing folders are created, a symlink or file where a folder should be refuses the write,
     and whatever is at `rel` itself is replaced, never written through. False: not written."""
     try:
-        if not make_folders(root, rel):
-            return False
-        full = root / rel
-        if full.is_dir() and not full.is_symlink():
-            return False
-        place(full, data, mode)
+        return tree.place(rel, data, mode)
     except OSError:
         return False
-    return True
+
+
+def _remove_file(tree: Tree, rel: str) -> None:
+    """A new file that breaks a protect rule and had no previous version: removed (its bytes are
+    kept in the conflict copy), if it is still a file or symlink inside the tree."""
+    try:
+        if not stat.S_ISDIR(tree.lstat(rel).st_mode):
+            tree.unlink(rel)
+    except OSError:
+        return
 
 
 def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:

@@ -847,6 +847,23 @@ def file_blob_id(path: Path) -> str | None:
         return None
 
 
+def tree_blob_id(root: Path, rel: str) -> str | None:
+    """file_blob_id for `rel` under a work tree someone else may be writing: reached through
+    folder descriptors (memsync.dirfd), never through a symlink; None if absent or not a file."""
+    import stat
+
+    from memsync.util.dirfd import Tree
+
+    try:
+        with Tree(root) as tree:
+            if stat.S_ISLNK(tree.lstat(rel).st_mode):
+                return str(pygit2.hash(tree.readlink(rel)))
+            got = tree.read(rel, 1 << 40)
+    except OSError:
+        return None
+    return None if got is None else str(pygit2.hash(got[0]))
+
+
 LINK_MODE = int(FileMode.LINK)  # git's mode for a symlink: the blob holds its target
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import time
 from typing import Any
 
 import pygit2
@@ -84,6 +85,9 @@ def diff_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOpt
     return deltas, hashed
 
 
+_ATTEMPTS = 5
+
+
 def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
           path: str | None) -> tuple[list[pygit2.DiffDelta], int | None]:
     copts = ffi.new("git_diff_options *")
@@ -95,7 +99,17 @@ def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
         copts.pathspec.strings = strings
         copts.pathspec.count = 1
     cdiff = ffi.new("git_diff **")
-    check_error(C.git_diff_index_to_workdir(cdiff, repo._repo, index._index, copts))
+    for attempt in range(_ATTEMPTS):
+        try:
+            check_error(C.git_diff_index_to_workdir(cdiff, repo._repo, index._index, copts))
+            break
+        except pygit2.GitError:
+            # A file that goes between libgit2's lstat and its read ("error reading file for
+            # hashing"): someone writes the tree meanwhile, an agent racing memsync included.
+            # A fresh walk sees the tree as it is now.
+            if attempt == _ATTEMPTS - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
     diff = pygit2.Diff.from_c(bytes(ffi.buffer(cdiff)[:]), repo)  # owns (and frees) the git_diff
     return list(diff.deltas), _hashed(cdiff[0], diff)
 

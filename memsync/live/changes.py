@@ -14,10 +14,10 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from memsync.git.repo import IgnoreRules, file_blob_id
+from memsync.git.repo import IgnoreRules, tree_blob_id
 
 # watchdog reports its own hiccups (an observer stopping) through logging, and a directory that
 # appears and vanishes during its recursive walk through a RuntimeWarning naming its internals;
@@ -76,11 +76,14 @@ class ChangeMonitor:
     def _rel(self, raw: str | bytes) -> str | None:
         """The path relative to the root if an event there can matter, else None."""
         path = os.fsdecode(raw)
+        # by name only: resolving would follow the symlinks an agent puts there (a loop raises)
         try:
-            rel = Path(path).resolve().relative_to(self.root) if os.path.isabs(path) else Path(path)
+            rel = PurePosixPath(path).relative_to(self.root) if os.path.isabs(path) else PurePosixPath(path)
         except ValueError:
             return None
         parts = rel.parts
+        if ".." in parts:
+            return None
         if not parts or parts[0] in _SKIP_DIRS or self.ignore.is_ignored(rel.as_posix()):
             return None
         return rel.as_posix()
@@ -111,7 +114,7 @@ class ChangeMonitor:
     def _matches(self, rel: str) -> bool:
         if rel not in self._expected or time.monotonic() > self._expected_until:
             return False
-        return file_blob_id(self.root / rel) == self._expected[rel]
+        return tree_blob_id(self.root, rel) == self._expected[rel]
 
     # the checkpoint loop's side ---------------------------------------------------------------
     def take(self) -> tuple[bool, float]:
@@ -156,9 +159,12 @@ class ChangeMonitor:
             def on_any_event(self, event: Any) -> None:
                 if getattr(event, "event_type", "") in ("opened", "closed_no_write"):
                     return
-                if getattr(event, "is_directory", False):
-                    monitor._follow_top_level(event)
-                monitor._on_event(event)
+                try:
+                    if getattr(event, "is_directory", False):
+                        monitor._follow_top_level(event)
+                    monitor._on_event(event)
+                except Exception:  # an exception here would end watchdog's thread: no more checkpoints
+                    monitor.mark_dirty()  # something changed; the next scan finds what
 
         self._handler = Handler()
         self._wanted = wanted

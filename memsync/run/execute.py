@@ -32,6 +32,7 @@ from memsync.errors import (
     Interrupted,
     MemsyncError,
     PushRejected,
+    RemoteError,
     RepoError,
     UsageError,
 )
@@ -411,6 +412,8 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
                          "set MEMSYNC_TOKEN instead and give the URL without it")
     pacing.resolve(max_push_rate, None)  # a bad flag stops the run before anything is pulled
     user = runas.resolve(as_user) if as_user is not None else None
+    if user is not None:
+        _end_processes(user, say)  # one a past run left behind must not race the pre-run save
     sealed.make_undumpable()
     with sealed.seal():
         return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user,
@@ -463,7 +466,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                     _report(snap, mem, say)
                     last_who[mem.name] = who
                     if not no_push and pacer.may_push(mem.name):  # else it goes with a later push
-                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust)
+                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust,
+                                 hold_merges=user is not None)
                         pacer.pushed(mem.name)
             return bool(snap.pending)
 
@@ -472,7 +476,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                 mem = next(m for m in writable if m.name == name)
                 try:
                     with mem.locked():
-                        _deliver(mem, last_who[name], outcomes[name], say, quiet_failure=True, trust=trusts[name])
+                        _deliver(mem, last_who[name], outcomes[name], say, quiet_failure=True, trust=trusts[name],
+                                 hold_merges=user is not None)
                 finally:
                     pacer.pushed(name)  # an attempt counts: a failing hub is not retried every tick
 
@@ -484,7 +489,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
                                     extra=push_deferred)
         watching = _Watching(monitors, say)
         checkpointer.start()
-        owners: dict[str, tuple[int, int, int, int, int]] = {}
+        owners: dict[str, runas.Lent] = {}
         try:
             held_say.hold()
             env = environment(rid, memories, keep_ssh_agent)
@@ -492,7 +497,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             extra: dict[str, Any] = user.popen_args() if user else {}
             proc = subprocess.Popen(command, env=user.environment(env) if user else env, **extra)
         except OSError as exc:
-            _hand_back(writable, owners, say)
+            _hand_back(writable, owners, user, say)
             checkpointer.stop()
             watching.stop()
             held_say.release()
@@ -505,7 +510,9 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
         with _Signals(proc, _stop_grace()) as signals:  # until the final push is done or given up
             code = _wait(proc)
             signals.command_exited()
-            _hand_back(writable, owners, say)
+            if user is not None:
+                _end_processes(user, say)  # what the command left running must not race the hand-back and the save
+            _hand_back(writable, owners, user, say)
             checkpointer.stop()
             watching.stop()
             held_say.release()
@@ -576,14 +583,28 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
     return 128 - code if code < 0 else code
 
 
-def _hand_back(writable: list[Memory], owners: dict[str, tuple[int, int, int, int, int]], say: Say) -> None:
+def _hand_back(writable: list[Memory], owners: dict[str, runas.Lent], user: runas.RunAs | None, say: Say) -> None:
     for mem in writable:
-        if mem.name in owners:
-            uid, gid, mode, dev, ino = owners[mem.name]
+        if mem.name in owners and user is not None:
             try:
-                runas.hand_back(mem.root, (uid, gid, mode), (dev, ino))
+                runas.hand_back(mem.root, owners[mem.name], user)
             except MemsyncError as exc:
                 say(f"{mem.name}: {exc.message}")
+            except OSError as exc:
+                say(f"{mem.name}: the work tree was not fully handed back ({exc.strerror or exc}); "
+                    f"check the owners under {mem.root}")
+
+
+def _end_processes(user: runas.RunAs, say: Say) -> None:
+    try:
+        left = runas.end_processes(user)
+    except OSError as exc:
+        why = getattr(exc, "strerror", None) or exc
+        say(f"warning: --as-user {user.name}: cannot end the user's processes ({why})")
+        return
+    if left:
+        say(f"warning: --as-user {user.name}: {len(left)} of the user's processes did not end "
+            f"(pids {', '.join(map(str, left[:5]))})")
 
 
 def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
@@ -697,12 +718,34 @@ def _interruptible(work: Callable[[], None], signals: _Signals | None = None, sa
         raise failure[0]
 
 
+class _MergeWaits(RemoteError):
+    """A checkpoint under --as-user met new versions on the hub: merging them would have root
+    write them into a tree the command's user can swap folders of (libgit2's checkout goes by
+    name), so the merge, and the push, wait for the end of the command (its processes ended)."""
+
+
+def _merge_later(mem: Memory) -> Callable[[str], None]:
+    def accept(remote: str) -> None:
+        head = mem.git.head_oid()
+        if head is not None and mem.git.is_ancestor(remote, head):
+            return  # nothing to merge: the push alone moves the hub
+        raise _MergeWaits("the hub has new versions; with --as-user they are merged and this "
+                          "checkpoint pushed once the command has ended")
+    return accept
+
+
 def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool,
-             trust: RunTrust) -> None:
+             trust: RunTrust, hold_merges: bool = False) -> None:
     from memsync.errors import RemoteError as _RemoteError
 
     try:
-        exchange = sync(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted)
+        exchange = sync(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted,
+                        accept=_merge_later(mem) if hold_merges else None)
+    except _MergeWaits as exc:
+        if outcome.unpushed == []:  # said once, when the first checkpoint starts to wait
+            say(f"{mem.name}: {exc.message}")
+        outcome.unpushed = unpushed(mem)
+        return
     except _RemoteError as exc:
         outcome.unpushed = unpushed(mem)
         if not quiet_failure:
