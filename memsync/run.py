@@ -31,6 +31,7 @@ from memsync.exchange import sync, unpushed
 from memsync.git.hubtree import Oversize
 from memsync.git.merge import ConflictCopy
 from memsync.memory import Memory, open_memory, running
+from memsync.merge_policy import rule_file_line
 from memsync.names import check_name, check_run_id, env_var_for, new_run_id
 from memsync.snapshot import Snapshot, describe, take
 from memsync.trust import RunTrust
@@ -612,6 +613,8 @@ def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, qu
     outcome.conflicts.extend(exchange.conflicts)
     for c in exchange.conflicts:
         say(f"conflict in {mem.name}/{c.path}: kept this run's version there, the other as {c.copy}")
+    for path in exchange.rule_files:
+        say(f"warning: {mem.name}: {rule_file_line(path)}")
 
 
 def _resnap(mem: Memory, who: Attribution) -> None:

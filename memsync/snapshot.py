@@ -22,6 +22,7 @@ from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, WorkChange, file_mode
 from memsync.git.trailers import compose, quote_path
 from memsync.memory import Memory
+from memsync.merge_policy import is_rule_file
 from memsync.names import conflict_copy_name
 
 if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
@@ -46,6 +47,7 @@ class Snapshot:
     blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`; printable (redacted)
     run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
+    rule_files: list[str] = field(default_factory=list)  # .gitattributes/.gitignore this commit changes
 
     @property
     def left_out(self) -> int:
@@ -108,7 +110,9 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         ownership.reset_entries(mem.git, sorted(kept_out))
     if run_flags is not None:
         snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
-    trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags)
+    snap.rule_files = [s.change.path for s in staged if is_rule_file(s.change.path)]
+    trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags
+                            + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files])
     trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
     snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
@@ -343,6 +347,8 @@ def describe(snap: Snapshot) -> list[str]:
         where = f"the file name {shown}" if finding.line == 0 else f"{shown}:{finding.line}"
         lines.append(f"possible secret ({finding.rule}) in {where}, {verb}: {clean(finding.preview)}")
     lines += [f"integrity flag: {clean(flag.trailer())}" for flag in snap.flags]
+    lines += [f"rule file changed: {quote_path(p)} (flagged; memsync merges and ignores by the memory's "
+              "storage.yaml and its defaults, never by this file)" for p in snap.rule_files]
     lines += [f"policy: {quote_path(v.path)}: {v.reason}; the new version was kept beside it"
               for v in snap.violations]
     return lines

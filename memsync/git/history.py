@@ -17,7 +17,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
 from memsync.errors import RepoError, UsageError
 from memsync.git import treediff
 from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
-from memsync.git.merge import ConflictCopy, keep_both
+from memsync.git.merge import ConflictCopy, follow_policy_only, keep_both
 from memsync.git.repo import file_entry
 from memsync.git.treediff import DeltaKind
 
@@ -222,6 +222,7 @@ def own_result(repo: pygit2.Repository, commits: list[str]) -> tuple[str, str]:
     if chained:
         return base, tree_of(repo, commits[-1])
     current = base
+    follow_policy_only(repo)
     for oid in commits:
         index = repo.merge_trees(tree_of(repo, first_parent(repo, oid)), current, tree_of(repo, oid),
                                  favor=MergeFavor.THEIRS)
@@ -234,6 +235,7 @@ def undo(repo: pygit2.Repository, base_tree: str, result_tree: str, onto: str, t
     """The tree of `onto` with the change base->result taken back: a three-way merge of
     ancestor=result, ours=onto, theirs=base. Where later versions touched the same lines, the
     current content stays at the path and the undone content goes beside it (`tag` names it)."""
+    follow_policy_only(repo)
     try:
         index = repo.merge_trees(result_tree, tree_of(repo, onto), base_tree)
     except pygit2.GitError as exc:
