@@ -80,6 +80,7 @@ class MemoryOutcome:
     kept_refs: list[str] = field(default_factory=list)  # where those commits stay reachable locally
     policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
     left_out: int = 0  # files the final snapshot did not commit (too large, ignored, ...)
+    ignored: list[str] = field(default_factory=list)  # new files the operator's ignore rules kept out
     error: str | None = None
 
 
@@ -97,7 +98,7 @@ class RunReport:
             return self.exit_code
         if any(m.error or m.unpushed for m in self.memories):
             return EXIT_UNSAVED
-        if any(m.blocked or m.read_only_changes for m in self.memories):
+        if any(m.blocked or m.read_only_changes or m.ignored for m in self.memories):
             return EXIT_BLOCKED
         return 0
 
@@ -552,6 +553,7 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
                 outcome.files_changed = len(snap.changes)
                 outcome.blocked = snap.blocked
                 outcome.left_out = snap.left_out
+                outcome.ignored = snap.ignored
                 outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags
                 _report(snap, mem, say)
                 outcome.version = mem.git.head_oid()

@@ -48,6 +48,10 @@ class Snapshot:
     run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
     rule_files: list[str] = field(default_factory=list)  # .gitattributes/.gitignore this commit changes
+    # a run's: new files only a .gitignore in the tree hides, committed all the same (git/localignores.py);
+    # `ignored` then holds what the operator's own rules (.git/info/exclude, core.excludesFile) kept out
+    unhidden: list[str] = field(default_factory=list)
+    local_ignores: bool = False  # `ignored` is by the operator's rules alone (a run)
 
     @property
     def left_out(self) -> int:
@@ -80,7 +84,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     now = time.time()
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
-    found = mem.git.scan(write_index=False, full=who.actor == "run")
+    # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
+    found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run")
     for change in found:
         if only is not None and change.path not in only:
             continue
@@ -91,6 +96,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in mem.git.nested]
         snap.ignored = list(mem.git.ignored)
+        snap.local_ignores = who.actor == "run"
     _scan_secrets(mem, staged, snap)
     staged = _apply_policies(mem, who, staged, snap)
     changes = [guard.FileChange(s.change.path, s.old, s.data,
@@ -119,6 +125,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
                                        allow_empty=allow_empty or bool(snap.run_flags))
     if snap.commit is not None:
         snap.changes = [s.change for s in staged]
+        committed = {s.change.path for s in staged}
+        snap.unhidden = [p for p in mem.git.unhidden if p in committed]
     return snap
 
 
@@ -323,15 +331,26 @@ def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
 SHOWN_PATHS = 10
 
 
-def ignored_line(paths: list[str]) -> str:
-    """`not committed: 3 new files ignored by .gitignore rules: a.log, b.log, build/`"""
+def ignored_line(paths: list[str], local: bool = False) -> str:
+    """`not committed: 3 new files ignored by .gitignore rules: a.log, b.log, build/`
+    (`local`: a run's, which only the operator's own rules can hide files from)."""
+    noun = "new file or folder" if len(paths) == 1 else "new files or folders"
+    rules = "the operator's ignore rules (.git/info/exclude, core.excludesFile)" if local else ".gitignore rules"
+    return (f"not committed: {len(paths)} {noun} ignored by {rules}: {_listed(paths)} "
+            "(`git check-ignore -v PATH` names the rule)")
+
+
+def unhidden_line(paths: list[str]) -> str:
+    noun = "file" if len(paths) == 1 else "files"
+    return (f"committed {len(paths)} new {noun} that a .gitignore in the memory names: {_listed(paths)} "
+            "(a run follows only the operator's ignore rules: .git/info/exclude)")
+
+
+def _listed(paths: list[str]) -> str:
     from memsync.textsafe import quote_path
 
     shown = ", ".join(quote_path(p) for p in paths[:SHOWN_PATHS])
-    more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
-    noun = "new file or folder" if len(paths) == 1 else "new files or folders"
-    return (f"not committed: {len(paths)} {noun} ignored by .gitignore rules: {shown}{more} "
-            "(`git check-ignore -v PATH` names the rule)")
+    return shown + (f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else "")
 
 
 def describe(snap: Snapshot) -> list[str]:
@@ -340,7 +359,9 @@ def describe(snap: Snapshot) -> list[str]:
 
     lines = [f"not committed: {quote_path(_shown(item.path))} ({item.reason})" for item in snap.skipped]
     if snap.ignored:
-        lines.append(ignored_line(snap.ignored))
+        lines.append(ignored_line(snap.ignored, snap.local_ignores))
+    if snap.unhidden:
+        lines.append(unhidden_line(snap.unhidden))
     for finding in snap.secrets:
         verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
         shown = quote_path(finding.path)

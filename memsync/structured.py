@@ -26,8 +26,6 @@ import re
 from collections import Counter
 from typing import Any
 
-import yaml
-
 __all__ = ["KINDS", "MAX_BYTES", "kind_of", "merge", "parses"]
 
 KINDS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".yaml": "yaml", ".yml": "yaml"}
@@ -129,26 +127,27 @@ def _json(text: str) -> Any:
         raise _Unparsable from exc
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """safe_load, with no aliases (a few bytes of them expand to gigabytes when compared or
-    written out) and no duplicate keys."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            raise _Unparsable
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
-            if len(keys) != len(set(keys)):
-                raise _Unparsable
-        return super().construct_mapping(node, deep=deep)
-
-
 def _yaml(text: str) -> Any:
+    import yaml  # only when a YAML file is merged: a push with nothing to merge never loads it
+
+    class StrictLoader(yaml.SafeLoader):
+        """safe_load, with no aliases (a few bytes of them expand to gigabytes when compared or
+        written out) and no duplicate keys."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise _Unparsable
+            return super().compose_node(parent, index)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
+                if len(keys) != len(set(keys)):
+                    raise _Unparsable
+            return super().construct_mapping(node, deep=deep)
+
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        return yaml.load(text, Loader=StrictLoader)  # a SafeLoader subclass
     except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
         raise _Unparsable from exc
 
@@ -212,6 +211,8 @@ def _render(kind: str, value: Any, like: bytes) -> bytes:
     """The merged value, formatted as the merging side's file was."""
     newline = b"\n" if like.endswith(b"\n") or not like else b""
     if kind == "yaml":
+        import yaml
+
         text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False)
         return text.encode("utf-8")
     found = _INDENT.search(like.strip())

@@ -207,18 +207,27 @@ def test_a_planted_info_attributes_link_is_replaced_not_followed(memory: Path, t
 
 
 def test_concurrent_runs_rewriting_one_json_file_lose_nothing(memory: Path, tmp_path: Path, cli) -> None:  # type: ignore[no-untyped-def]
-    """Three runs at once each set their own key of state.json and rewrite `model`: every key
-    arrives, and the file on the hub parses; the `model` values that lost are in conflict copies."""
+    """Three runs at once each set their own key of state.json and rewrite `model`, under a tree
+    rule `* merge=union`: every run's key arrives, every version on the hub parses, and every
+    run's `model` is kept (at the path or in a conflict copy)."""
     write(memory, ".gitattributes", "* merge=union\n")
     write(memory, "state.json", '{"model": "base"}\n')
     assert cli("push", cwd=memory).code == 0
-    agent = ("import json, os, pathlib; p = pathlib.Path(os.environ['MEMSYNC_MEMORY_DIR']) / 'state.json'; "
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    agent = ("import json, os, pathlib, time; p = pathlib.Path(os.environ['MEMSYNC_MEMORY_DIR']) / 'state.json'; "
              "d = json.loads(p.read_text()); rid = os.environ['MEMSYNC_RUN_ID']; d['model'] = rid; d[rid] = 1; "
-             "p.write_text(json.dumps(d) + '\\n')")
+             "p.write_text(json.dumps(d) + '\\n'); g = pathlib.Path(os.environ['GATE']); (g / rid).touch()\n"
+             "while not (g / 'go').exists(): time.sleep(0.02)")
     boxes = [_clone(cli, tmp_path, f"box{i}") for i in range(3)]
-    procs = [subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", f"r{i}", "--", sys.executable,
-                               "-c", agent], cwd=box, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", f"r{i}", "--checkpoint", "0",
+                               "--", sys.executable, "-c", agent], cwd=box, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**os.environ, "GATE": str(gate)})
              for i, box in enumerate(boxes)]
+    deadline = time.monotonic() + 60  # every run has read the same base before any of them pushes
+    while len(list(gate.iterdir())) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    (gate / "go").touch()
     for p in procs:
         _, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
@@ -226,7 +235,7 @@ def test_concurrent_runs_rewriting_one_json_file_lose_nothing(memory: Path, tmp_
     state = json.loads(tree["state.json"])
     versions = [state] + [json.loads(tree[c]) for c in _copies(tree, "state")]
     assert {f"r{i}" for i in range(3)} <= {k for v in versions for k in v}
-    assert {v["model"] for v in versions} == {f"r{i}" for i in range(3)}  # every rewrite of it kept
+    assert {v["model"] for v in versions} == {f"r{i}" for i in range(3)}
 
 
 @pytest.mark.stress
