@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -78,7 +77,8 @@ def test_serve_restarts_without_the_working_directorys_code(tmp_path: Path, figu
     plant(workdir, marker)
     sock = tmp_path / "s.sock"
     # started as the console script would start it: nothing from the working directory at first
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "memsync", "serve", "--socket", str(sock)],
+    # --idle: each incarnation stops by itself once idle (no signal racing the new one's start-up)
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "memsync", "serve", "--socket", str(sock), "--idle", "4"],
                             cwd=workdir, stderr=subprocess.PIPE, text=True)
     path = Path(touched.__file__)
     st = path.stat()
@@ -88,18 +88,21 @@ def test_serve_restarts_without_the_working_directorys_code(tmp_path: Path, figu
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
             probe.connect(str(sock))  # any client makes it look at its code, decline, and restart
         assert proc.stderr is not None
-        for line in proc.stderr:
-            if "starting again" in line:
+        said = []
+        for line in proc.stderr:  # the old process's last line, then the new one's first
+            said.append(line)
+            if "serving on" in line and any("starting again" in earlier for earlier in said):
                 break
         restarted = _listening(sock, proc)
         assert not marker.exists(), "the restarted server ran the working directory's code"
         assert restarted, "the restarted server did not listen again"
+        _, err = proc.communicate(timeout=60)
     finally:
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-    assert "Traceback" not in err, err
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and "no command for 4 s; stopping" in err, err
     figures.add("security attacks refused")
 
 
@@ -113,3 +116,20 @@ def _listening(sock: Path, proc: subprocess.Popen[str]) -> bool:
             except OSError:
                 time.sleep(0.05)
     return False
+
+
+def test_hooks_status_names_hooks_an_earlier_memsync_installed(cli) -> None:  # type: ignore[no-untyped-def]
+    """Hooks written as `python -m memsync …` keep importing from the project until reinstalled:
+    `hooks status` says so, and `hooks install` replaces them."""
+    settings = Path(os.environ["HOME"]) / ".claude" / "settings.json"
+    assert cli("hooks", "install", "claude-code").code == 0
+    fresh = cli("hooks", "status")
+    assert fresh.code == 0 and "python -m memsync" not in fresh.err, fresh.err
+    settings.write_text(settings.read_text().replace(" -P -m memsync ", " -m memsync ")
+                        .replace(" -I -m memsync ", " -m memsync "))
+    old = cli("hooks", "status")
+    assert old.code == 0
+    assert f"warning: {settings}: these hooks run `python -m memsync`" in old.err, old.err
+    assert cli("hooks", "install", "claude-code").code == 0
+    assert all(shlex.split(c)[1] in ("-P", "-I") for c in commands(settings))
+    assert "python -m memsync" not in cli("hooks", "status").err
