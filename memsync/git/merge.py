@@ -83,7 +83,7 @@ def _by_structure(repo: pygit2.Repository, index: pygit2.Index, ours: str, their
     trees = [repo[oid].peel(pygit2.Commit).tree for oid in (base_oid, ours, theirs)]
     conflicted = {e.path for c in (index.conflicts or []) for e in c if e is not None}
     forced: dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]] = {}
-    for path in _changed_on_both_sides(*trees):
+    for path in _changed_on_both_sides(repo, *trees):
         kind = structured.kind_of(path)
         if kind is None:
             continue
@@ -115,9 +115,13 @@ def _by_structure(repo: pygit2.Repository, index: pygit2.Index, ours: str, their
     return forced
 
 
-def _changed_on_both_sides(base: pygit2.Tree, ours: pygit2.Tree, theirs: pygit2.Tree) -> set[str]:
+def _changed_on_both_sides(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tree,
+                           theirs: pygit2.Tree) -> set[str]:
+    """Following only the subtrees that differ (treediff.py): the cost follows the change."""
+    from memsync.git.treediff import paths_between
+
     def changed(tree: pygit2.Tree) -> set[str]:
-        return {d.new_file.path for d in base.diff_to_tree(tree).deltas}
+        return {path for path, _ in paths_between(repo, str(base.id), str(tree.id))}
 
     return changed(ours) & changed(theirs)
 
