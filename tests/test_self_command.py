@@ -55,6 +55,7 @@ def test_installed_hooks_never_import_from_the_project(cli, tmp_path: Path, agen
     marker = tmp_path / "pwned"
     plant(project, marker)
     for command in installed:
+        figures.add("security attacks")
         # exactly as the agent runs it: the settings' string through a shell, in the project
         r = subprocess.run(command, shell=True, cwd=project, capture_output=True, text=True, timeout=60,
                            input=json.dumps({"session_id": "s1", "hook_event_name": "Stop", "cwd": str(project)}))
