@@ -124,7 +124,6 @@ def memory(tmp_path: Path, cli: Cli) -> Path:
     root = tmp_path / "research"
     root.mkdir()
     assert cli("init", cwd=root).code == 0
-    (root / ".gitattributes").unlink()  # exactly the two files below (tests of the merge rules init their own)
     write(root, "summary.md", "# Summary\n\nfirst line\n")
     write(root, "runs/first.md", "first run\n")
     assert cli("push", cwd=root).code == 0

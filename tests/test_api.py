@@ -9,7 +9,6 @@ import pytest
 
 from memsync import api
 from memsync.errors import MemoryNotFound, NotAMemory
-from memsync.sync import storage as sync
 from tests.conftest import hub_tree, write
 
 
@@ -21,15 +20,14 @@ def test_api_round_trip(tmp_path: Path) -> None:
     write(notes, "summary.md", "hello\n")
     pushed = api.push(notes)
     assert pushed.committed and pushed.exchange.pushed
-    rules = len(sync.MERGE_RULES)  # init's .gitattributes is part of the first version
-    assert pushed.version is not None and pushed.version.files == 2 and pushed.version.size == 6 + rules
+    assert pushed.version is not None and pushed.version.files == 1 and pushed.version.size == 6  # init adds no file
     copy = api.clone("research", tmp_path / "copy")
     assert copy.version is not None and copy.version.oid == pushed.version.oid
     write(notes, "more.md", "more\n")
     api.push(notes)
     pulled = api.pull(tmp_path / "copy")
     assert (tmp_path / "copy" / "more.md").read_text() == "more\n"
-    assert pulled.version is not None and pulled.version.files == 3
+    assert pulled.version is not None and pulled.version.files == 2
     report = api.status(tmp_path / "copy")
     assert (report.ahead, report.behind, report.uncommitted) == (0, 0, [])
     hub, memories = api.list_memories()

@@ -376,7 +376,6 @@ def _(c: Ctx) -> Result:
 def _(c: Ctx) -> Result:
     (c.tmp / "empty-mem").mkdir()
     assert c.cli("init", cwd=c.tmp / "empty-mem").code == 0
-    (c.tmp / "empty-mem" / ".gitattributes").unlink()  # the one file init writes
     assert c.cli("push", cwd=c.tmp / "empty-mem").code == 0
     r = c.cli("clone", "empty-mem", str(c.tmp / "empty-copy"), cwd=c.tmp)
     assert {p.name for p in (c.tmp / "empty-copy").iterdir()} == {".git", ".vm0"}

@@ -205,7 +205,6 @@ def test_a_hub_cannot_plant_the_agents_settings(cli: Cli, tmp_path: Path, when: 
     else:
         attacker.mkdir()
         assert cli("init", "--name", "claude-code", cwd=attacker).code == 0
-        (attacker / ".gitattributes").unlink()  # the planted file alone, so the refusal names it
     if when == "symlink":  # a memory file that is a link to the settings: writing it would write them
         (attacker / "projects/-x/memory").mkdir(parents=True)
         os.symlink("../../../settings.json", attacker / "projects/-x/memory/MEMORY.md")

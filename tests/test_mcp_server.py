@@ -102,7 +102,7 @@ def test_mcp_server_file_operations_history_and_search(memory: Path, tmp_path: P
     assert actors == ["run"] * 6  # str_replace, create, insert, rename, restore, delete: one version each
     restore_msg = git("log", "-1", "--format=%B", "--grep=^Restore", cwd=root)
     assert "Memsync-Run-Id: mcp-run-1" in restore_msg
-    assert set(hub_tree("memory/ref-notes")) == {"reference.md", ".gitattributes"}
+    assert set(hub_tree("memory/ref-notes")) == {"reference.md"}
 
 
 def reference_memory(tmp_path: Path) -> None:

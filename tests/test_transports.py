@@ -94,10 +94,7 @@ def pushed(tmp_path: Path, cli: Cli, hub: Hub) -> Path:
 
 
 def test_init_push_stores_the_memory_on_the_hub(pushed: Path, hub: Hub) -> None:
-    from memsync.sync.storage import MERGE_RULES
-
-    assert hub.tree() == {"summary.md": "# Summary\n\nfirst line\n", "runs/first.md": "first run\n",
-                          ".gitattributes": MERGE_RULES}
+    assert hub.tree() == {"summary.md": "# Summary\n\nfirst line\n", "runs/first.md": "first run\n"}
     assert hub.head() == git("rev-parse", "HEAD", cwd=pushed).strip()
     stored = (pushed / ".vm0" / "storage.yaml").read_text()
     assert "name: research" in stored and f"remote: {hub.url or hub.bare}" in stored  # the hub it was first pushed to

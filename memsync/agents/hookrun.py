@@ -131,7 +131,7 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
         directory.mkdir(parents=True, exist_ok=True)
         _remove_dead_stagings(directory.parent, name)
         if (directory / ".git").exists() or not _on_hub(name, remote):
-            sync.init(directory, name, None, remote, merge_rules=False)  # an existing repository is adopted as it is
+            sync.init(directory, name, None, remote)  # an existing repository is adopted as it is
             done = "initialized"
         elif any(directory.iterdir()) or whole_home:
             _adopt(name, directory, remote, a if whole_home else None)

@@ -19,6 +19,8 @@ class HookStatus:
     memory: str = ""
     dir: str = ""
     state: str = ""
+    # installed by an earlier memsync: `python -m memsync` without -P/-I imports from the project
+    outdated: bool = False
 
 
 def collect(project: Path) -> list[HookStatus]:
@@ -41,8 +43,20 @@ def collect(project: Path) -> list[HookStatus]:
             failed = last_failure(status.memory)
             if failed:
                 status.state = f"FAILING: {failed}; {status.state}"
+            status.outdated = any(not safe_command(c) for c in hooks.commands)
             found.append(status)
     return found
+
+
+def safe_command(command: str) -> bool:
+    """Whether an installed hook command keeps the working directory off sys.path (selfcmd.py)."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return len(words) > 2 and words[1] in ("-P", "-I") and words[2] == "-m"
 
 
 def _state(directory: Path) -> str:

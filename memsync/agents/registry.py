@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -159,9 +158,11 @@ def _project_root(project: Path) -> Path:
 
 
 def hook_command(verb: str, a: Agent, name: str, directory: Path, remote: str | None) -> str:
-    """The command an agent runs: this Python's memsync, so it works from any PATH."""
-    words = [sys.executable, "-m", "memsync", "hooks", "run", verb, "--agent", a.key,
-             "--memory", name, "--dir", str(directory)]
+    """The command an agent runs: this Python's memsync, so it works from any PATH, and never a
+    module from the project the agent runs the hook in (selfcmd.py)."""
+    from memsync.util.selfcmd import memsync_command
+
+    words = memsync_command("hooks", "run", verb, "--agent", a.key, "--memory", name, "--dir", str(directory))
     if remote:
         words += ["--remote", remote]
     return shlex.join(words)

@@ -6,18 +6,22 @@
 
 Strategies (applied only where the two sides conflict; changes to different lines always merge):
 `union` keeps the lines of both sides (ours first), `keep-both` keeps ours at the path and theirs
-beside it as a conflict copy, `ours` / `theirs` take that side's version of each conflicting hunk.
+beside it as a conflict copy, `ours` / `theirs` take that side's version of each conflicting hunk,
+`structured` (the default for JSON and YAML) merges key by key (structured.py).
+Whatever the strategy, a merged JSON, JSON lines or YAML file that does not parse is never
+committed: both sides are kept instead.
 "Ours" is the side merging (the run, the operator pushing); "theirs" is what the hub already has.
 A modification always beats a deletion, whatever the strategy. The first matching rule wins;
 after the memory's own rules come the defaults below. Patterns are gitignore-style, as for
-`protect:` (a pattern without `/` matches at any depth).
+`protect:` (a pattern without `/` matches at any depth). Nothing in the tree (a `.gitattributes`
+`merge=` rule) has a say: see git/mergeattrs.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-STRATEGIES = ("union", "keep-both", "ours", "theirs")
+STRATEGIES = ("union", "keep-both", "ours", "theirs", "structured")
 DEFAULT = "keep-both"
 
 
@@ -32,8 +36,11 @@ class MergeRule:
         return _compile_glob(self.pattern).fullmatch(path) is not None
 
 
-# Append-only files agents write: JSON lines and the contract's log merge line by line.
-DEFAULT_RULES = (MergeRule("*.jsonl", "union"), MergeRule("*.ndjson", "union"), MergeRule("log.md", "union"))
+# Append-only files agents write: JSON lines and the contract's log merge line by line; JSON and
+# YAML documents by their structure.
+DEFAULT_RULES = (MergeRule("*.jsonl", "union"), MergeRule("*.ndjson", "union"), MergeRule("log.md", "union"),
+                 MergeRule("*.json", "structured"), MergeRule("*.yaml", "structured"),
+                 MergeRule("*.yml", "structured"))
 
 
 def parse_rules(raw: object) -> list[MergeRule]:
@@ -61,6 +68,24 @@ def parse_rules(raw: object) -> list[MergeRule]:
             raise ValueError(f"merge[{i}]: unknown strategy {strategy!r} (valid: {', '.join(STRATEGIES)})")
         rules.append(MergeRule(pattern, str(strategy)))
     return rules
+
+
+RULE_FILES = (".gitattributes", ".gitignore")
+
+
+def is_rule_file(path: str) -> bool:
+    """A file git reads rules from, which memsync does not follow (BRIEF rule 7): a change to one is
+    recorded like a policy change (`Memsync-Flag: rule-file-changed PATH` on a commit that makes it,
+    a warning when a version from the hub brings it)."""
+    return path.rsplit("/", 1)[-1] in RULE_FILES
+
+
+def rule_file_line(path: str) -> str:
+    """What a hub version that changed a rule file is reported as."""
+    from memsync.util.textsafe import quote_path
+
+    return (f"the hub's version changed {quote_path(path)}: memsync merges and ignores by the memory's "
+            "storage.yaml and its defaults, never by that file")
 
 
 def strategy_for(rules: list[MergeRule], path: str) -> str:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from memsync.cli.base import Guard
-from memsync.cli.output import err, out, print_json
+from memsync.cli.output import err, out, print_json, warn
 
 SHELLS = ("bash", "zsh", "fish")
 COMPLETE_VAR = "_MEMSYNC_COMPLETE"
@@ -97,6 +97,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
         for h in found:
             out(f"{h.agent} ({h.scope}): {h.settings} [{', '.join(h.events)}]")
             out(f"  memory {h.memory} at {h.dir}: {h.state}")
+            if h.outdated:
+                warn(f"{h.settings}: these hooks run `python -m memsync`, which imports code from the project "
+                     "the agent runs in; run `memsync hooks install` again to replace them")
 
     @hooks.command("run", hidden=True, context_settings={"ignore_unknown_options": True,
                                                          "allow_extra_args": True})

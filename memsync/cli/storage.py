@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from memsync.checks.merge_policy import rule_file_line
 from memsync.cli import completing
 from memsync.cli.base import Guard
 from memsync.cli.output import err, human_size, out, print_json, warn
@@ -42,6 +43,8 @@ def _report_merges(exchange: Any) -> None:
                  f"is kept as {quote_path(c.copy)}")
         else:
             warn(f"conflict in {quote_path(c.path)}: kept yours there, the remote's as {quote_path(c.copy)}")
+    for path in exchange.rule_files:
+        warn(rule_file_line(path))
     for held in exchange.held_back:
         warn(f"not checked out: {quote_path(held.path)} ({human_size(held.size)}, larger than max_file_size); "
              "it stays in the memory's history and later versions keep it")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memsync.checks import guard
+from memsync.checks.merge_policy import is_rule_file
 from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory
 from memsync.git import ownership
@@ -47,6 +48,11 @@ class Snapshot:
     run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) of symlinks leaving the memory
+    rule_files: list[str] = field(default_factory=list)  # .gitattributes/.gitignore this commit changes
+    # a run's: new files only a .gitignore in the tree hides, committed all the same (git/localignores.py);
+    # `ignored` then holds what the operator's own rules (.git/info/exclude, core.excludesFile) kept out
+    unhidden: list[str] = field(default_factory=list)
+    local_ignores: bool = False  # `ignored` is by the operator's rules alone (a run)
 
     @property
     def left_out(self) -> int:
@@ -79,7 +85,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     now = time.time()
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
-    found = mem.git.scan(write_index=False, full=who.actor == "run")
+    # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
+    found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run")
     with Tree(mem.root) as tree:
         for change in found:
             if only is not None and change.path not in only:
@@ -91,6 +98,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in mem.git.nested]
         snap.ignored = list(mem.git.ignored)
+        snap.local_ignores = who.actor == "run"
     _scan_secrets(mem, staged, snap)
     with Tree(mem.root) as tree:
         staged = _apply_policies(mem, tree, who, staged, snap)
@@ -111,13 +119,17 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         ownership.reset_entries(mem.git, sorted(kept_out))
     if run_flags is not None:
         snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
-    trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags)
+    snap.rule_files = [s.change.path for s in staged if is_rule_file(s.change.path)]
+    trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags
+                            + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files])
     trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
     snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
                                        allow_empty=allow_empty or bool(snap.run_flags))
     if snap.commit is not None:
         snap.changes = [s.change for s in staged]
+        committed = {s.change.path for s in staged}
+        snap.unhidden = [p for p in mem.git.unhidden if p in committed]
     return snap
 
 
@@ -342,15 +354,26 @@ def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
 SHOWN_PATHS = 10
 
 
-def ignored_line(paths: list[str]) -> str:
-    """`not committed: 3 new files ignored by .gitignore rules: a.log, b.log, build/`"""
+def ignored_line(paths: list[str], local: bool = False) -> str:
+    """`not committed: 3 new files ignored by .gitignore rules: a.log, b.log, build/`
+    (`local`: a run's, which only the operator's own rules can hide files from)."""
+    noun = "new file or folder" if len(paths) == 1 else "new files or folders"
+    rules = "the operator's ignore rules (.git/info/exclude, core.excludesFile)" if local else ".gitignore rules"
+    return (f"not committed: {len(paths)} {noun} ignored by {rules}: {_listed(paths)} "
+            "(`git check-ignore -v PATH` names the rule)")
+
+
+def unhidden_line(paths: list[str]) -> str:
+    noun = "file" if len(paths) == 1 else "files"
+    return (f"committed {len(paths)} new {noun} that a .gitignore in the memory names: {_listed(paths)} "
+            "(a run follows only the operator's ignore rules: .git/info/exclude)")
+
+
+def _listed(paths: list[str]) -> str:
     from memsync.util.textsafe import quote_path
 
     shown = ", ".join(quote_path(p) for p in paths[:SHOWN_PATHS])
-    more = f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
-    noun = "new file or folder" if len(paths) == 1 else "new files or folders"
-    return (f"not committed: {len(paths)} {noun} ignored by .gitignore rules: {shown}{more} "
-            "(`git check-ignore -v PATH` names the rule)")
+    return shown + (f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else "")
 
 
 def describe(snap: Snapshot) -> list[str]:
@@ -359,7 +382,9 @@ def describe(snap: Snapshot) -> list[str]:
 
     lines = [f"not committed: {quote_path(_shown(item.path))} ({item.reason})" for item in snap.skipped]
     if snap.ignored:
-        lines.append(ignored_line(snap.ignored))
+        lines.append(ignored_line(snap.ignored, snap.local_ignores))
+    if snap.unhidden:
+        lines.append(unhidden_line(snap.unhidden))
     for finding in snap.secrets:
         verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
         shown = quote_path(finding.path)
@@ -368,6 +393,8 @@ def describe(snap: Snapshot) -> list[str]:
     lines += [f"{quote_path(_shown(path))} is a symbolic link to {clean(_shown(target))}, outside the memory: "
               "committed as a link, not the content it points to" for path, target in snap.outside_links]
     lines += [f"integrity flag: {clean(flag.trailer())}" for flag in snap.flags]
+    lines += [f"rule file changed: {quote_path(p)} (flagged; memsync merges and ignores by the memory's "
+              "storage.yaml and its defaults, never by this file)" for p in snap.rule_files]
     lines += [f"policy: {quote_path(v.path)}: {v.reason}; the new version was kept beside it"
               for v in snap.violations]
     return lines

@@ -17,7 +17,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
 from memsync.errors import RepoError, UsageError
 from memsync.git import treediff
 from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
-from memsync.git.merge import ConflictCopy, keep_both
+from memsync.git.merge import ConflictCopy, follow_policy_only, keep_both
 from memsync.git.repo import GitRepo, file_entry
 from memsync.git.treediff import DeltaKind
 
@@ -235,6 +235,7 @@ def own_result(git: GitRepo, commits: list[str]) -> tuple[str, str]:
     if chained:
         return base, tree_of(git, commits[-1])
     current = base
+    follow_policy_only(repo)
     for oid in commits:
         index = repo.merge_trees(tree_of(git, first_parent(git, oid)), current, tree_of(git, oid),
                                  favor=MergeFavor.THEIRS)
@@ -248,6 +249,7 @@ def undo(git: GitRepo, base_tree: str, result_tree: str, onto: str, tag: str,
     ancestor=result, ours=onto, theirs=base. Where later versions touched the same lines, the
     current content stays at the path and the undone content goes beside it (`tag` names it)."""
     repo = git._repo
+    follow_policy_only(repo)
     try:
         index = repo.merge_trees(result_tree, tree_of(git, onto), base_tree)
     except pygit2.GitError as exc:

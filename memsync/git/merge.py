@@ -1,10 +1,12 @@
 """Three-way merge that never loses a side (BRIEF rule 1).
 
-libgit2 merges in memory (honouring `.gitattributes` `merge=union`); a conflict it leaves in a
-file whose merge policy (storage.yaml `merge:`, see merge_policy.py) is union, ours or theirs is
-resolved by merging that file again with that favour; every other conflict is resolved by keeping
-the local (ours) version at the path and the other side as a sibling `NAME.conflict-<tag>-<UTC>.EXT`.
-A modification beats a deletion.
+libgit2 merges in memory, line by line (a `.gitattributes` in the tree has no say: mergeattrs.py);
+a conflict it leaves in a file whose merge policy (storage.yaml `merge:`, see merge_policy.py) is
+union, ours or theirs is resolved by merging that file again with that favour; JSON, JSON lines
+and YAML files both sides changed merge by structure, and a result that does not parse is never
+kept (structured.py); every other conflict is resolved by keeping the local (ours) version at the
+path and the other side as a sibling `NAME.conflict-<tag>-<UTC>.EXT`. A modification beats a
+deletion.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from datetime import datetime, timezone
 import pygit2
 from pygit2.enums import MergeFavor
 
+from memsync.checks import structured
 from memsync.errors import RepoError
+from memsync.git.mergeattrs import neutralize
 from memsync.util.names import conflict_copy_name, host_name
 
 
@@ -46,9 +50,90 @@ def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: 
             "the local memory and the remote share no history",
             "clone the remote memory into a new directory, or rename this one (`name:` in .vm0/storage.yaml)",
         )
+    if strategy_for is None:
+        from memsync.checks.merge_policy import strategy_for as by_default
+
+        def strategy_for(path: str) -> str:
+            return by_default([], path)
+
+    follow_policy_only(repo)
     index = repo.merge_commits(ours, theirs)
-    settled = _by_policy(repo, index, ours, theirs, strategy_for) if strategy_for else {}
-    return keep_both(repo, index, their_tag, now, settled=settled)
+    settled = _by_policy(repo, index, ours, theirs, strategy_for)
+    forced = _by_structure(repo, index, ours, theirs, strategy_for, settled)
+    return keep_both(repo, index, their_tag, now, settled=settled, forced=forced)
+
+
+def follow_policy_only(repo: pygit2.Repository) -> None:
+    """Before any merge of this repository: attributes in the tree choose no merge driver."""
+    try:
+        neutralize(repo)
+    except OSError as exc:
+        raise RepoError(f"cannot write {repo.path}info/attributes: {exc.strerror or exc}",
+                        "memsync merges only when the tree's .gitattributes cannot choose how; "
+                        "make the memory's .git/info writable") from exc
+
+
+def _by_structure(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: str,
+                  strategy_for: Callable[[str], str],
+                  settled: dict[str, pygit2.IndexEntry]) -> dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]]:
+    """JSON, JSON lines and YAML files both sides changed: merged by structure (structured.py).
+    Updates `settled` (conflicts resolved) and the index (clean line merges replaced); returns the
+    files whose line merge was clean but must keep both sides (ours, theirs)."""
+    base_oid = repo.merge_base(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs))
+    trees = [repo[oid].peel(pygit2.Commit).tree for oid in (base_oid, ours, theirs)]
+    conflicted = {e.path for c in (index.conflicts or []) for e in c if e is not None}
+    forced: dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]] = {}
+    for path in _changed_on_both_sides(repo, *trees):
+        kind = structured.kind_of(path)
+        if kind is None:
+            continue
+        base, mine, other = (_blob_entry(tree, path) for tree in trees)
+        if mine is None or other is None or mine.id == other.id:
+            continue  # a deletion (a modification beats it), a link, or the same change
+        if path in settled:
+            text: bytes | None = repo[settled[path].id].peel(pygit2.Blob).data
+        elif path in conflicted:
+            text = None
+        elif path in index:
+            text = repo[index[path].id].peel(pygit2.Blob).data
+        else:
+            continue
+        merged = structured.merge(kind, strategy_for(path),
+                                  None if base is None else repo[base.id].peel(pygit2.Blob).data,
+                                  repo[mine.id].peel(pygit2.Blob).data, repo[other.id].peel(pygit2.Blob).data,
+                                  text)
+        if merged is None:
+            settled.pop(path, None)  # still a conflict: keep_both keeps both sides
+            if path not in conflicted:
+                forced[path] = (mine, other)
+        elif merged != text:
+            entry = pygit2.IndexEntry(path, repo.create_blob(merged), mine.mode)
+            if path in conflicted:
+                settled[path] = entry
+            else:
+                index.add(entry)
+    return forced
+
+
+def _changed_on_both_sides(repo: pygit2.Repository, base: pygit2.Tree, ours: pygit2.Tree,
+                           theirs: pygit2.Tree) -> set[str]:
+    """Following only the subtrees that differ (treediff.py): the cost follows the change."""
+    from memsync.git.treediff import paths_between
+
+    def changed(tree: pygit2.Tree) -> set[str]:
+        return {path for path, _ in paths_between(repo, str(base.id), str(tree.id))}
+
+    return changed(ours) & changed(theirs)
+
+
+def _blob_entry(tree: pygit2.Tree, path: str) -> pygit2.IndexEntry | None:
+    try:
+        obj = tree[path]
+    except KeyError:
+        return None
+    if obj.filemode not in (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE):
+        return None
+    return pygit2.IndexEntry(path, obj.id, obj.filemode)
 
 
 def _by_policy(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: str,
@@ -75,18 +160,25 @@ def _by_policy(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: 
 
 def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
               now: datetime | None = None, our_tag: str | None = None,
-              settled: dict[str, pygit2.IndexEntry] | None = None) -> MergeResult:
+              settled: dict[str, pygit2.IndexEntry] | None = None,
+              forced: dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]] | None = None) -> MergeResult:
     """Resolve every conflict of a merged index (ours at the path, theirs as a sibling copy;
     a modification beats a deletion) and write its tree. Also used by `memsync revert`.
+    `forced`: files the line merge merged cleanly that must keep both sides all the same.
 
     A file (or symlink) at a path the other side made a directory cannot share it: the
     directory keeps the path and the file goes beside it as a conflict copy (named after the
     side it came from), so neither side's files are lost."""
     when = now or datetime.now(timezone.utc)
     result = MergeResult(tree="")
-    if index.conflicts is not None:
+    if index.conflicts is not None or forced:
         resolved: list[tuple[pygit2.IndexEntry, str, bool]] = []  # (entry, its side's tag, as a copy)
-        collection = index.conflicts
+        for path, (mine, other) in (forced or {}).items():
+            index.remove(path)
+            resolved.append((mine, our_tag or host_name(), False))
+            resolved.append((other, their_tag, True))
+            result.conflicts.append(ConflictCopy(path, path, "both modified"))
+        collection = index.conflicts or []
         for ancestor, mine, other in list(collection):
             for entry in (ancestor, mine, other):
                 if entry is not None:

@@ -93,6 +93,7 @@ class GitRepo:
         self._stats_memo: dict[str, tuple[int, int]] = {}
         self.nested: list[str] = []  # directories with their own .git, seen by the last scan
         self.ignored: list[str] = []  # untracked files and dirs ("dir/") hidden by ignore rules, same scan
+        self.unhidden: list[str] = []  # new files only a tree .gitignore hides, taken anyway (tree_ignores=False)
         self._stats_versions: dict[str, tuple[int, int]] | None = None
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
         # HEAD's id when the last scan found index and work tree equal to it (nothing staged since)
@@ -289,19 +290,25 @@ class GitRepo:
         return str(self._repo.head.target)
 
     # -- the scan ------------------------------------------------------------------------------
-    def scan(self, write_index: bool = True, full: bool = False) -> list[WorkChange]:
+    def scan(self, write_index: bool = True, full: bool = False, tree_ignores: bool = True) -> list[WorkChange]:
         """Everything that differs from HEAD: one walk of the work tree, which also refreshes
         the index's stat cache so the next scan does not re-hash copied files.
         `write_index=False`: the caller commits next, and commit_index writes the index once.
         The index is written only when the walk refreshed stat data (or could not tell).
         `full=True`: never narrowed by a change tracker's hint (git/hints.py), for what must see
-        every change however it was made: an agent's record, a read-only memory's undo."""
+        every change however it was made: an agent's record, a read-only memory's undo.
+        `tree_ignores=False`: `.gitignore` files in the tree hide nothing, only the operator's
+        own rules do (an agent's record: git/localignores.py)."""
         index = self._repo.index
         index.read(force=False)
         # Ignored entries come from the same walk (an ignored directory is one "dir/" entry, not
         # descended into): a .gitignore from the hub must not hide a run's files silently.
         flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
                  | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED)
+        if not tree_ignores:
+            # file by file: a `*` rule hides the whole work tree from a walk that stops at ignored
+            # folders, without so much as an "ignored" entry for it
+            flags |= DiffOption.RECURSE_IGNORED_DIRS
         head = None if self._repo.head_is_unborn else self._repo.head.peel(pygit2.Commit).tree
         candidates: set[str] = set()
         staged_same = False  # the index holds exactly HEAD's tree
@@ -315,13 +322,33 @@ class GitRepo:
         staged = bool(candidates)  # the index differs from HEAD
         ignored: list[str] = []
         deltas, hashed = self._workdir_deltas(index, flags, full)
+        local = None
+        unhidden: list[str] = []
         for delta in deltas:
             if delta.status == DeltaStatus.IGNORED:
-                if not own_exclude(delta.new_file.path):
-                    ignored.append(delta.new_file.path)
+                path = delta.new_file.path
+                if own_exclude(path):
+                    continue
+                if tree_ignores:
+                    ignored.append(path)
+                    continue
+                if local is None:
+                    from memsync.git.localignores import LocalIgnores
+
+                    local = LocalIgnores(self._repo)
+                if local.hides(path):
+                    ignored.append(path)
+                elif path.endswith("/"):
+                    found, hidden = local.files_under(self.root, path, index)
+                    unhidden += [p for p in found if not own_exclude(p)]
+                    ignored += [p for p in hidden if not own_exclude(p)]
+                else:
+                    unhidden.append(path)
                 continue
             candidates.update((delta.old_file.path, delta.new_file.path))
         self.ignored = sorted(ignored)
+        self.unhidden = sorted(unhidden)
+        candidates.update(unhidden)
         rewrite = hashed is None or hashed > 0  # only a hashed file can have had its stat data refreshed
         if write_index and head is not None and not staged and (rewrite or not staged_same):
             # The index holds HEAD's tree, but its tree cache does not say so (a refreshed entry

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from memsync.checks.merge_policy import rule_file_line
 from memsync.core import config as cfgmod
 from memsync.core import memory, pacing, readonly
 from memsync.core.attribution import Attribution, acting, operator
@@ -91,6 +92,7 @@ class MemoryOutcome:
     kept_refs: list[str] = field(default_factory=list)  # where those commits stay reachable locally
     policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
     left_out: int = 0  # files the final snapshot did not commit (too large, ignored, ...)
+    ignored: list[str] = field(default_factory=list)  # new files the operator's ignore rules kept out
     error: str | None = None
     rejected: bool = False  # the hub refused the final push (a hook, a protected branch, an access rule)
 
@@ -111,7 +113,7 @@ class RunReport:
             return EXIT_REJECTED  # a retry would meet the same rule: said apart from a hub that was down
         if any(m.error or m.unpushed for m in self.memories):
             return EXIT_UNSAVED
-        if any(m.blocked or m.read_only_changes for m in self.memories):
+        if any(m.blocked or m.read_only_changes or m.ignored for m in self.memories):
             return EXIT_BLOCKED
         return 0
 
@@ -661,6 +663,7 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
                 outcome.files_changed = len(snap.changes)
                 outcome.blocked = snap.blocked
                 outcome.left_out = snap.left_out
+                outcome.ignored = snap.ignored
                 outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags
                 _report(snap, mem, say)
                 outcome.version = mem.git.head_oid()
@@ -761,6 +764,8 @@ def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, qu
     outcome.conflicts.extend(exchange.conflicts)
     for c in exchange.conflicts:
         say(f"conflict in {mem.name}/{c.path}: kept this run's version there, the other as {c.copy}")
+    for path in exchange.rule_files:
+        say(f"warning: {mem.name}: {rule_file_line(path)}")
 
 
 def _resnap(mem: Memory, who: Attribution) -> None:

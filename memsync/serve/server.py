@@ -216,7 +216,9 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
         say("memsync's code changed on disk; starting again with it")
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "memsync", *sys.argv[1:]])
+        from memsync.util.selfcmd import memsync_command
+
+        os.execv(sys.executable, memsync_command(*sys.argv[1:]))  # not the working directory's code
     return 0
 
 

@@ -49,6 +49,7 @@ class Exchange:
     merges: list[Integration] = field(default_factory=list)
     redaction: Recovery | None = None  # the hub's history was redacted: ours was rewritten to match
     held_back: list[Oversize] = field(default_factory=list)  # over max_file_size: not checked out
+    rule_files: list[str] = field(default_factory=list)  # .gitattributes/.gitignore the hub's versions changed
 
     @property
     def conflicts(self) -> list[ConflictCopy]:
@@ -205,6 +206,19 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
     raise RepoError("files kept changing during the merge", "retry when the writer is idle")
 
 
+def _rule_changes(mem: Memory, before: str | None, remote: str) -> list[str]:
+    """The rule files (.gitattributes, .gitignore) the hub changed since our last common version."""
+    from memsync.checks.merge_policy import is_rule_file
+    from memsync.git.ownership import changed_paths
+
+    if before is None or before == remote:
+        return []
+    base = mem.git.merge_base(before, remote)
+    if base is None or base == remote:
+        return []
+    return sorted(p for p in changed_paths(mem.git, base, remote) if is_rule_file(p))
+
+
 def _follow_redaction(mem: Memory, theirs: str, decide: Decide | None = None) -> Recovery | None:
     """Histories that diverged may mean the hub's was redacted (see redaction.py)."""
     ours = mem.git.head_oid()
@@ -345,8 +359,10 @@ def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push:
                     if accept is not None:
                         accept(remote)
                     result.redaction = _follow_redaction(mem, remote, follow) or result.redaction
+                    before = mem.git.head_oid()
                     merged = merge_in(mem, remote, who, resnapshot)
                     result.held_back += merged.held_back
+                    result.rule_files += [p for p in _rule_changes(mem, before, remote) if p not in result.rule_files]
                     if merged.outcome == "merged":
                         result.merges.append(_fold(mem, merged, result.merges))
                 result.remote_head = remote

@@ -115,9 +115,10 @@ def _version(git: GitRepo, oid: str | None) -> Version | None:
 
 # -- init ----------------------------------------------------------------------------------------
 def init(path: Path, name: str | None = None, kind: str | None = None,
-         remote: str | None = None, merge_rules: bool = True) -> InitResult:
-    """Make `path` a memory. `merge_rules=False` leaves out the `.gitattributes` for the contract's
-    log.md (a coding agent's own home holds only that agent's files)."""
+         remote: str | None = None) -> InitResult:
+    """Make `path` a memory. It writes nothing into the tree: the merge rules the contract promises
+    (log.md line by line) are memsync's defaults (merge_policy.py), not a `.gitattributes` the
+    agent could open and rewrite."""
     root = path.resolve()
     cfg_file = cfgmod.config_path(root)
     if cfg_file.is_dir():
@@ -150,26 +151,10 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     try:
         git = GitRepo.init(root, cfg.hub_branch)
         notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
-        if merge_rules and created and git.head_oid() is None:
-            _write_merge_rules(root)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
     resolved = hubmod.resolve(None, cfg.remote)
     return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes, adopted)
-
-
-MERGE_RULES = """\
-# Lines that several runs append at once merge line by line (see `memsync contract`).
-log.md merge=union
-"""
-
-
-def _write_merge_rules(root: Path) -> None:
-    """A new memory starts with the `.gitattributes` the contract promises; it is committed with
-    the first push like any file, and never rewritten: a memory that has one keeps its own."""
-    path = root / ".gitattributes"
-    if not path.exists() and not path.is_symlink():
-        cfgmod.atomic_write(path, MERGE_RULES)
 
 
 def _write_config(root: Path, text: str) -> None:
