@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import write
 
-HEAVY = ("rich", "yaml", "watchdog", "filelock", "pydantic", "mcp", "anthropic", "anyio")
+HEAVY = ("rich", "yaml", "inotify_simple", "filelock", "pydantic", "mcp", "anthropic", "anyio")
 
 
 def imported(*args: str, cwd: Path) -> set[str]:
@@ -39,7 +39,7 @@ def test_version_and_help_import_neither_pygit2_nor_extras(tmp_path: Path, args:
 def test_push_with_nothing_to_commit_skips_rich_yaml_pydantic(memory: Path) -> None:
     found = imported("push", cwd=memory)
     assert "pygit2" in found
-    assert found.isdisjoint(("rich", "yaml", "watchdog", "pydantic", "mcp", "anthropic")), sorted(found)
+    assert found.isdisjoint(("rich", "yaml", "inotify_simple", "pydantic", "mcp", "anthropic")), sorted(found)
 
 
 def test_storage_yaml_that_is_not_plain_still_goes_through_yaml(memory: Path) -> None:

@@ -1,37 +1,45 @@
-"""Noticing changes in a memory directory (watchdog), without commit loops.
+"""Noticing changes in a memory directory (inotify), without commit loops.
 
 Events under `.git/` and `.vm0/`, and paths git ignores (editor swap files, write-then-rename temp
-files, `.gitignore`d paths), never count as changes. If the OS runs out of inotify watches the
-monitor falls back to polling and says so.
+files, `.gitignore`d paths), never count as changes. One inotify instance watches every folder of
+the work tree but `.git` and `.vm0` (the same library and approach as `memsync serve`'s change
+trackers, serve/tracker.py); where inotify is not available (not Linux) or the system runs out of
+watches, the monitor polls the tree's file sizes and times instead, and says so.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
+import errno
 import os
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from memsync.git.repo import IgnoreRules, tree_blob_id
 
-# watchdog reports its own hiccups (an observer stopping) through logging, and a directory that
-# appears and vanishes during its recursive walk through a RuntimeWarning naming its internals;
-# neither may reach stderr, where it would land unprefixed between the command's lines.
-logging.getLogger("watchdog").addHandler(logging.NullHandler())
-warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"watchdog(\.|$)")
+try:
+    from inotify_simple import INotify, flags
+except (ImportError, OSError):  # not Linux, or no inotify in this libc
+    INotify = None
+    _MASK = 0
+else:
+    # Reads (open / close-without-write) are not subscribed to: an agent or the initial scan
+    # reading 10,000 files would otherwise flood the queue.
+    _MASK = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.CREATE | flags.DELETE | flags.MOVED_FROM
+             | flags.MOVED_TO | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR | flags.DONT_FOLLOW
+             | flags.EXCL_UNLINK)
 
 _SKIP_DIRS = (".git", ".vm0")
 EXPECT_FOR = 10.0  # seconds memsync's own writes (a checkout) are recognised as such
 _MAX_PATHS = 10_000
-# Each top-level directory gets a recursive watch of its own, so that `.git/` (hundreds of object
-# directories, written on every commit) is never watched. Past this many top-level directories
-# one recursive watch of the root is cheaper than one watcher thread each.
-_MAX_TOP_WATCHES = 64
+POLL_EVERY = 1.0  # seconds between two looks at the tree when polling
+
+
+class _OutOfWatches(Exception):
+    pass
 
 
 class ChangeMonitor:
@@ -46,21 +54,19 @@ class ChangeMonitor:
         self.events = 0
         self.last_event = 0.0
         self.polling = False
-        self._observer: Any = None
+        self._inotify: Any = None
+        self._dirs: dict[int, str] = {}  # watch descriptor -> folder (relative, "" the root)
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._stamp: frozenset[tuple[str, int, int, int]] = frozenset()
         self.changed: set[str] = set()  # paths behind `dirty` (bounded); `_unknown`: not only those
         self._unknown = False
         self._expected: dict[str, str | None] = {}
         self._expected_until = 0.0
-        self._handler: Any = None
-        self._dir_watches: dict[str, Any] = {}  # top-level directory name -> its watch
-        self._per_dir = False  # False: one recursive watch of the root (too many top-level directories)
-        self._wanted: list[Any] = []
 
-    # called from watchdog's thread
-    def _on_event(self, event: Any) -> None:
-        if getattr(event, "is_directory", False) and getattr(event, "event_type", "") == "modified":
-            return  # a directory's own mtime: the event for the file inside it is what counts
-        paths = [self._rel(p) for p in (getattr(event, "src_path", ""), getattr(event, "dest_path", "")) if p]
+    # called from the monitor's thread
+    def _on_paths(self, raw: list[str]) -> None:
+        paths = [self._rel(p) for p in raw]
         found = [rel for rel in paths if rel is not None and not self._as_expected(rel)]
         if not found:
             return
@@ -145,91 +151,135 @@ class ChangeMonitor:
                 self.last_event = time.monotonic()
 
     def start(self) -> None:
-        from watchdog import events as ev
-        from watchdog.events import FileSystemEventHandler
-
-        monitor = self
-        # Reads (open / close-without-write) are not subscribed to: an agent or the initial scan
-        # reading 10,000 files would otherwise flood the inotify queue.
-        wanted: list[type[ev.FileSystemEvent]] = [
-            ev.FileCreatedEvent, ev.FileModifiedEvent, ev.FileDeletedEvent, ev.FileMovedEvent,
-            ev.FileClosedEvent, ev.DirCreatedEvent, ev.DirDeletedEvent, ev.DirMovedEvent]
-
-        class Handler(FileSystemEventHandler):
-            def on_any_event(self, event: Any) -> None:
-                if getattr(event, "event_type", "") in ("opened", "closed_no_write"):
-                    return
-                try:
-                    if getattr(event, "is_directory", False):
-                        monitor._follow_top_level(event)
-                    monitor._on_event(event)
-                except Exception:  # an exception here would end watchdog's thread: no more checkpoints
-                    monitor.mark_dirty()  # something changed; the next scan finds what
-
-        self._handler = Handler()
-        self._wanted = wanted
-        try:
-            from watchdog.observers import Observer
-
-            self._observer = Observer()
-            self._schedule_all()
-            self._observer.start()
-        except OSError as exc:
-            from watchdog.observers.polling import PollingObserver
-
-            self.notice(f"file events unavailable ({exc.strerror or exc}); polling {self.root} instead "
-                        "(raise fs.inotify.max_user_watches to avoid this)")
-            self._observer = PollingObserver(timeout=1.0)
-            self._schedule_all()
-            self._observer.start()
+        self._stopping.clear()
+        if INotify is not None:
+            try:
+                self._inotify = INotify()
+                self._watch_tree("")
+            except (OSError, _OutOfWatches) as exc:
+                self._close_inotify()
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                self.notice(f"file events unavailable ({reason}); polling {self.root} instead "
+                            "(raise fs.inotify.max_user_watches to avoid this)")
+        if self._inotify is None:
             self.polling = True
-
-    # which directories are watched: the root itself, and each top-level directory but .git/.vm0
-    def _schedule_all(self) -> None:
-        top = [e.name for e in os.scandir(self.root)
-               if e.name not in _SKIP_DIRS and e.is_dir(follow_symlinks=False)]
-        if len(top) > _MAX_TOP_WATCHES:
-            self._observer.schedule(self._handler, str(self.root), recursive=True, event_filter=self._wanted)
-            self._per_dir = False
-            return
-        self._per_dir = True
-        self._observer.schedule(self._handler, str(self.root), recursive=False, event_filter=self._wanted)
-        self._dir_watches = {name: None for name in top}
-        for name in top:
-            self._watch_dir(name)
-
-    def _watch_dir(self, name: str) -> None:
-        try:
-            self._dir_watches[name] = self._observer.schedule(
-                self._handler, str(self.root / name), recursive=True, event_filter=self._wanted)
-        except OSError as exc:  # it vanished already, or the system ran out of watches
-            self._dir_watches.pop(name, None)
-            if (self.root / name).is_dir():
-                self.notice(f"cannot watch {name}/ ({exc.strerror or exc}); its changes are found by the next scan")
-                self.mark_dirty()
-
-    def _follow_top_level(self, event: Any) -> None:
-        """A top-level directory appeared or went: watch it, or drop its watch (watchdog thread)."""
-        if not self._per_dir:
-            return
-        kind = getattr(event, "event_type", "")
-        for raw, appeared in ((getattr(event, "src_path", ""), False), (getattr(event, "dest_path", ""), True)):
-            if not raw:
-                continue
-            path = Path(os.fsdecode(raw))
-            if path.parent != self.root or path.name in _SKIP_DIRS:
-                continue
-            came = appeared or kind == "created"
-            went = not appeared and kind in ("deleted", "moved")
-            if went and self._dir_watches.get(path.name) is not None:
-                watch = self._dir_watches.pop(path.name)
-                with contextlib.suppress(KeyError, OSError):
-                    self._observer.unschedule(watch)
-            elif came and path.name not in self._dir_watches and len(self._dir_watches) < _MAX_TOP_WATCHES:
-                self._watch_dir(path.name)
+            self._stamp = self._tree_stamp()
+        self._thread = threading.Thread(target=self._loop, name="memsync-changes", daemon=True)
+        self._thread.start()
 
     def stop(self) -> None:
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout=5)
-            self._observer = None
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._close_inotify()
+
+    # -- inotify ------------------------------------------------------------------------------------
+    def _watch_tree(self, top: str) -> None:
+        """A watch on `top` and every folder below it but .git/.vm0: each watch is added before its
+        folder is listed, so a folder made meanwhile is either listed or reported."""
+        assert self._inotify is not None
+        stack = [top]
+        while stack:
+            rel = stack.pop()
+            full = os.path.join(self.root, rel) if rel else str(self.root)
+            try:
+                wd = self._inotify.add_watch(full, _MASK)
+            except OSError as exc:
+                if rel and exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                    continue  # gone already (or a symlink now): its parent's event names it
+                if exc.errno == errno.ENOSPC:
+                    raise _OutOfWatches("out of inotify watches") from exc
+                raise
+            self._dirs[wd] = rel
+            with contextlib.suppress(OSError), os.scandir(full) as entries:
+                for entry in entries:
+                    if not rel and entry.name in _SKIP_DIRS:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(f"{rel}/{entry.name}" if rel else entry.name)
+
+    def _close_inotify(self) -> None:
+        if self._inotify is not None:
+            with contextlib.suppress(OSError):
+                self._inotify.close()
+            self._inotify = None
+        self._dirs = {}
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                if self._inotify is not None:
+                    self._read_events()
+                else:
+                    self._poll()
+            except Exception:  # the thread must live on, or no more checkpoints: the next scan finds what changed
+                self.mark_dirty()
+                if self._inotify is None:
+                    self._stopping.wait(POLL_EVERY)
+
+    def _read_events(self) -> None:
+        assert self._inotify is not None
+        try:
+            events = self._inotify.read(timeout=200)
+        except _OutOfWatches:
+            raise
+        except OSError:
+            self._fall_back("the event queue could not be read")
+            return
+        found: list[str] = []
+        for event in events:
+            if event.mask & flags.Q_OVERFLOW:
+                self.mark_dirty()  # events were lost: the next scan looks at everything
+                continue
+            if event.mask & flags.IGNORED:
+                self._dirs.pop(event.wd, None)
+                continue
+            folder = self._dirs.get(event.wd)
+            if folder is None or event.mask & (flags.DELETE_SELF | flags.MOVE_SELF):
+                continue  # the folder's own end: its parent's event names it
+            path = f"{folder}/{event.name}" if folder else event.name
+            if event.mask & flags.ISDIR:
+                if not folder and event.name in _SKIP_DIRS:
+                    continue
+                if event.mask & (flags.CREATE | flags.MOVED_TO):
+                    try:
+                        self._watch_tree(path)
+                    except _OutOfWatches:
+                        self._fall_back("out of inotify watches")
+                        return
+                    self.mark_dirty()  # what was moved in with it is found by the next scan
+                    continue
+                if event.mask & flags.ATTRIB or event.mask & flags.MODIFY:
+                    continue  # a folder's own mtime: the event for the file inside it is what counts
+            found.append(path)
+        if found:
+            self._on_paths(found)
+
+    def _fall_back(self, reason: str) -> None:
+        self._close_inotify()
+        self.polling = True
+        self._stamp = self._tree_stamp()
+        self.notice(f"file events unavailable ({reason}); polling {self.root} instead")
+        self.mark_dirty()
+
+    # -- polling --------------------------------------------------------------------------------
+    def _poll(self) -> None:
+        self._stopping.wait(POLL_EVERY)
+        stamp = self._tree_stamp()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self.mark_dirty()
+
+    def _tree_stamp(self) -> frozenset[tuple[str, int, int, int]]:
+        """(path, size, mtime, mode) of every entry but .git/.vm0, never following a symlink."""
+        found: set[tuple[str, int, int, int]] = set()
+        for here, dirs, files in os.walk(self.root):
+            if Path(here) == self.root:
+                dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+            for name in (*dirs, *files):
+                path = os.path.join(here, name)
+                with contextlib.suppress(OSError):
+                    st = os.lstat(path)
+                    found.add((path, st.st_size, st.st_mtime_ns, st.st_mode))
+        return frozenset(found)
