@@ -86,6 +86,7 @@ def diff_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOpt
 
 
 _ATTEMPTS = 5
+_PATIENCE = 2.0  # seconds of such retries (at least _ATTEMPTS of them) before the failure is the caller's
 
 
 def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
@@ -99,17 +100,20 @@ def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
         copts.pathspec.strings = strings
         copts.pathspec.count = 1
     cdiff = ffi.new("git_diff **")
-    for attempt in range(_ATTEMPTS):
+    give_up = time.monotonic() + _PATIENCE
+    attempt = 0
+    while True:
         try:
             check_error(C.git_diff_index_to_workdir(cdiff, repo._repo, index._index, copts))
             break
         except pygit2.GitError:
             # A file that goes between libgit2's lstat and its read ("error reading file for
-            # hashing"): someone writes the tree meanwhile, an agent racing memsync included.
-            # A fresh walk sees the tree as it is now.
-            if attempt == _ATTEMPTS - 1:
+            # hashing", "could not find ... to open"): someone writes the tree meanwhile, an agent
+            # racing memsync included. A fresh walk sees the tree as it is now.
+            attempt += 1
+            if attempt >= _ATTEMPTS and time.monotonic() >= give_up:
                 raise
-            time.sleep(0.01 * (attempt + 1))
+            time.sleep(min(0.01 * attempt, 0.1))
     diff = pygit2.Diff.from_c(bytes(ffi.buffer(cdiff)[:]), repo)  # owns (and frees) the git_diff
     return list(diff.deltas), _hashed(cdiff[0], diff)
 
