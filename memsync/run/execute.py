@@ -118,6 +118,43 @@ class RunReport:
         return 0
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How `memsync run` goes about its memories and the command (the CLI's flags)."""
+
+    offline: bool = False
+    no_push: bool = False
+    checkpoint: float = DEFAULT_CHECKPOINT
+    remote: str | None = None
+    keep_ssh_agent: bool = False
+    user: runas.RunAs | None = None
+    max_push_rate: str | None = None
+    create: bool = False
+    generated_id: bool = False  # the run id is memsync's (its clock is then checked: runclock.py)
+
+
+@dataclass
+class Mounted:
+    """One memory of a run and everything the run keeps about it."""
+
+    mem: Memory
+    outcome: MemoryOutcome
+    base: str | None = None  # writable: the branch's version when the command started
+    trust: RunTrust | None = None  # writable: the run's record and its checks (record.py)
+    guard: readonly.Guard | None = None  # read-only: the state the undo puts back
+    lent: runas.Lent | None = None  # --as-user: what was handed over
+    checkpoints: int = 0
+    last_who: Attribution | None = None  # the author of its last checkpoint (a deferred push's)
+
+    @property
+    def name(self) -> str:
+        return self.mem.name
+
+    @property
+    def writable(self) -> bool:
+        return self.trust is not None
+
+
 def parse_mount(spec: str, cwd: Path) -> Mount:
     """NAME[:PATH][:ro]"""
     parts = spec.split(":")
@@ -418,103 +455,106 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         _end_processes(user, say)  # one a past run left behind must not race the pre-run save
     sealed.make_undumpable()
     with sealed.seal():
-        return _execute(command, mounts, rid, cwd, offline, no_push, checkpoint, remote, say, keep_ssh_agent, user,
-                        max_push_rate, create, generated_id=run_id is None)
+        options = RunOptions(offline, no_push, checkpoint, remote, keep_ssh_agent, user, max_push_rate, create,
+                             generated_id=run_id is None)
+        return _execute(command, mounts, rid, cwd, say, options)
 
 
-def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offline: bool, no_push: bool,
-             checkpoint: float, remote: str | None, say: Say, keep_ssh_agent: bool,
-             user: runas.RunAs | None, max_push_rate: str | None, create: bool = False,
-             generated_id: bool = False) -> RunReport:
-    memories = prepare(mounts or [], cwd, remote, offline, say, run_id=rid, claim=True, create=create)
+def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: Say, options: RunOptions) -> RunReport:
+    o = options
+    memories = prepare(mounts or [], cwd, o.remote, o.offline, say, run_id=rid, claim=True, create=o.create)
     read_only = {m.name for m in mounts if m.read_only}
-    if generated_id:
+    if o.generated_id:
         from memsync.run import runclock
 
         for behind in runclock.behind_history(memories):
             say(f"warning: {runclock.describe(behind)}")
-    outcomes = {mem.name: MemoryOutcome(mem.name, str(mem.root), mem.name in read_only) for mem in memories}
-    writable = [mem for mem in memories if mem.name not in read_only]
-    bases = {mem.name: mem.git.head_oid() for mem in writable}
-    trusts = {mem.name: RunTrust.begin(mem, rid) for mem in writable}
+    mounted = [Mounted(mem, MemoryOutcome(mem.name, str(mem.root), mem.name in read_only)) for mem in memories]
+    writable = [m for m in mounted if m.mem.name not in read_only]
+    for m in writable:
+        m.base = m.mem.git.head_oid()
+        m.trust = RunTrust.begin(m.mem, rid)
     # read-only memories: everything the command does there is undone (storage.yaml included)
-    guards = {mem.name: readonly.protect(mem, rid) for mem in memories if mem.name in read_only}
+    for m in mounted:
+        if m.mem.name in read_only:
+            m.guard = readonly.protect(m.mem, rid)
     with running(memories, rid):  # the run owns its memories: watch, push, pull... leave it its files
         shown = shown_command(command)
         say(f"run {rid}: {_plural(len(memories), 'memory', 'memories')} ready; starting {shown}")
         started = time.monotonic()
-        counter = {mem.name: 0 for mem in writable}
-        by_root = {str(mem.root.resolve()): mem for mem in writable}
-        pacer = pacing.PushPacer({mem.name: pacing.resolve(max_push_rate, mem.config.max_push_rate)
-                                  for mem in writable})
-        last_who: dict[str, Attribution] = {}
+        by_root = {str(m.mem.root.resolve()): m for m in writable}
+        pacer = pacing.PushPacer({m.name: pacing.resolve(o.max_push_rate, m.mem.config.max_push_rate)
+                                  for m in writable})
 
         def checkpoint_action(monitor: ChangeMonitor, overdue: bool) -> bool:
-            mem = by_root[str(monitor.root)]
-            counter[mem.name] += 1
-            who = Attribution("run", f"Checkpoint {counter[mem.name]} of run {rid}", rid,
+            m = by_root[str(monitor.root)]
+            mem, trust = m.mem, m.trust
+            assert trust is not None
+            m.checkpoints += 1
+            who = Attribution("run", f"Checkpoint {m.checkpoints} of run {rid}", rid,
                               (("Memsync-Command", shown),
-                               ("Memsync-Checkpoint", str(counter[mem.name]))))
-            trust = trusts[mem.name]
+                               ("Memsync-Checkpoint", str(m.checkpoints))))
             with mem.locked():
                 trust.check(say)
-                snap = take(mem, who, settle=0.0 if overdue else _settle(), run_base=bases[mem.name],
+                snap = take(mem, who, settle=0.0 if overdue else _settle(), run_base=m.base,
                             run_flags=trust.run_flags(final=False))
                 trust.committed(snap)
                 if snap.commit is None:
-                    counter[mem.name] -= 1
+                    m.checkpoints -= 1
                 else:
-                    outcomes[mem.name].checkpoints = counter[mem.name]
+                    m.outcome.checkpoints = m.checkpoints
                     _report(snap, mem, say)
-                    last_who[mem.name] = who
-                    if not no_push and pacer.may_push(mem.name):  # else it goes with a later push
-                        _deliver(mem, who, outcomes[mem.name], say, quiet_failure=True, trust=trust,
-                                 hold_merges=user is not None)
-                        pacer.pushed(mem.name)
+                    m.last_who = who
+                    if not o.no_push and pacer.may_push(m.name):  # else it goes with a later push
+                        _deliver(mem, who, m.outcome, say, quiet_failure=True, trust=trust,
+                                 hold_merges=o.user is not None)
+                        pacer.pushed(m.name)
             return bool(snap.pending)
 
         def push_deferred() -> None:
             for name in pacer.due():
-                mem = next(m for m in writable if m.name == name)
+                m = next(w for w in writable if w.name == name)
+                assert m.trust is not None and m.last_who is not None
                 try:
-                    with mem.locked():
-                        _deliver(mem, last_who[name], outcomes[name], say, quiet_failure=True, trust=trusts[name],
-                                 hold_merges=user is not None)
+                    with m.mem.locked():
+                        _deliver(m.mem, m.last_who, m.outcome, say, quiet_failure=True, trust=m.trust,
+                                 hold_merges=o.user is not None)
                 finally:
                     pacer.pushed(name)  # an attempt counts: a failing hub is not retried every tick
 
         say = held_say = _HeldWhileRunning(say)
-        monitors = [ChangeMonitor(mem.root, say) for mem in writable] if checkpoint > 0 else []
-        checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(_quiet(), checkpoint),
-                                    max_interval=checkpoint,
+        monitors = [ChangeMonitor(m.mem.root, say) for m in writable] if o.checkpoint > 0 else []
+        checkpointer = Checkpointer(monitors, checkpoint_action, quiet=min(_quiet(), o.checkpoint),
+                                    max_interval=o.checkpoint,
                                     on_error=lambda m, e: say(f"checkpoint failed: {getattr(e, 'message', e)}"),
                                     extra=push_deferred)
         watching = _Watching(monitors, say)
         checkpointer.start()
-        owners: dict[str, runas.Lent] = {}
         try:
             held_say.hold()
-            env = environment(rid, memories, keep_ssh_agent)
-            owners = {mem.name: runas.hand_over(mem.root, user) for mem in writable} if user else {}
-            extra: dict[str, Any] = user.popen_args() if user else {}
-            proc = subprocess.Popen(command, env=user.environment(env) if user else env, **extra)
+            env = environment(rid, memories, o.keep_ssh_agent)
+            if o.user is not None:
+                for m in writable:
+                    m.lent = runas.hand_over(m.mem.root, o.user)
+            extra: dict[str, Any] = o.user.popen_args() if o.user else {}
+            proc = subprocess.Popen(command, env=o.user.environment(env) if o.user else env, **extra)
         except OSError as exc:
-            _hand_back(writable, owners, user, say)
+            _hand_back(writable, o.user, say)
             checkpointer.stop()
             watching.stop()
             held_say.release()
-            _undo_read_only(memories, guards, outcomes, say)
+            _undo_read_only(mounted, say)
             failed = CommandFailedToStart(command[0], exc)
             # Recorded all the same: exit 127 on the hub says why the run did nothing.
-            _finish(RunReport(rid, command, failed.exit_code, time.monotonic() - started, list(outcomes.values())),
-                    writable, no_push, bases, counter, say, trusts)
+            _finish(RunReport(rid, command, failed.exit_code, time.monotonic() - started,
+                              [m.outcome for m in mounted]), writable, o.no_push, say)
             raise failed from exc
         with _Signals(proc, _stop_grace()) as signals:  # until the final push is done or given up
             code = _wait(proc)
             signals.command_exited()
-            if user is not None:
-                _end_processes(user, say)  # what the command left running must not race the hand-back and the save
-            _hand_back(writable, owners, user, say)
+            if o.user is not None:
+                _end_processes(o.user, say)  # what the command left running must not race the hand-back and the save
+            _hand_back(writable, o.user, say)
             checkpointer.stop()
             watching.stop()
             held_say.release()
@@ -524,9 +564,9 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, offli
             if pacer.deferred_total:
                 say(f"max push rate: {_plural(pacer.deferred_total, 'checkpoint', 'checkpoints')} waited for a "
                     "later push")
-            report = RunReport(rid, command, code, duration, list(outcomes.values()))
-            _undo_read_only(memories, guards, outcomes, say)
-            _finish(report, writable, no_push, bases, counter, say, trusts, signals)
+            report = RunReport(rid, command, code, duration, [m.outcome for m in mounted])
+            _undo_read_only(mounted, say)
+            _finish(report, writable, o.no_push, say, signals)
             return report
 
 
@@ -585,16 +625,16 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
     return 128 - code if code < 0 else code
 
 
-def _hand_back(writable: list[Memory], owners: dict[str, runas.Lent], user: runas.RunAs | None, say: Say) -> None:
-    for mem in writable:
-        if mem.name in owners and user is not None:
+def _hand_back(writable: list[Mounted], user: runas.RunAs | None, say: Say) -> None:
+    for m in writable:
+        if m.lent is not None and user is not None:
             try:
-                runas.hand_back(mem.root, owners[mem.name], user)
+                runas.hand_back(m.mem.root, m.lent, user)
             except MemsyncError as exc:
-                say(f"{mem.name}: {exc.message}")
+                say(f"{m.name}: {exc.message}")
             except OSError as exc:
-                say(f"{mem.name}: the work tree was not fully handed back ({exc.strerror or exc}); "
-                    f"check the owners under {mem.root}")
+                say(f"{m.name}: the work tree was not fully handed back ({exc.strerror or exc}); "
+                    f"check the owners under {m.mem.root}")
 
 
 def _end_processes(user: runas.RunAs, say: Say) -> None:
@@ -609,15 +649,14 @@ def _end_processes(user: runas.RunAs, say: Say) -> None:
             f"(pids {', '.join(map(str, left[:5]))})")
 
 
-def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
-                    outcomes: dict[str, MemoryOutcome], say: Say) -> None:
+def _undo_read_only(mounted: list[Mounted], say: Say) -> None:
     """Put every read-only memory back as the run found it; name what the command changed there."""
-    for mem in memories:
-        if mem.name not in guards:
+    for m in mounted:
+        if m.guard is None:
             continue
-        outcome = outcomes[mem.name]
+        mem, outcome = m.mem, m.outcome
         try:
-            done = readonly.undo(mem, guards[mem.name])
+            done = readonly.undo(mem, m.guard)
         except (OSError, MemsyncError) as exc:  # the writable memories are saved all the same
             outcome.read_only_changes = ["(not checked: the undo failed)"]
             say(f"read-only memory {mem.name!r}: cannot undo the run's changes "
@@ -634,26 +673,26 @@ def _undo_read_only(memories: list[Memory], guards: dict[str, readonly.Guard],
                 + ", ".join(outcome.read_only_changes[:10]) + f"; put back as the run found it{kept}")
 
 
-def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dict[str, str | None],
-            counter: dict[str, int], say: Say, trusts: dict[str, RunTrust], signals: _Signals | None = None) -> None:
+def _finish(report: RunReport, writable: list[Mounted], no_push: bool, say: Say,
+            signals: _Signals | None = None) -> None:
     rid = report.run_id
     abandoned = False
-    for mem in writable:
-        outcome = next(o for o in report.memories if o.name == mem.name)
+    for m in writable:
+        mem, outcome, trust = m.mem, m.outcome, m.trust
+        assert trust is not None
         extra: tuple[tuple[str, str], ...] = (("Memsync-Command", shown_command(report.command)),
                                               ("Memsync-Exit-Code", str(report.exit_code)),
                                               ("Memsync-Duration", f"{report.duration:.1f}s"))
-        if counter.get(mem.name):
-            extra += (("Memsync-Checkpoints", str(counter[mem.name])),)
+        if m.checkpoints:
+            extra += (("Memsync-Checkpoints", str(m.checkpoints)),)
         who = Attribution("run", f"Run {rid} (exit {report.exit_code})", rid, extra)
-        trust = trusts[mem.name]
         try:
             with mem.locked():
                 try:
                     trust.check(say)
                     # Always a commit, empty if the checkpoints already saved everything: the run's
                     # outcome (exit code, duration, checkpoints) must reach the hub in its trailers.
-                    snap = take(mem, who, run_base=bases[mem.name], run_flags=trust.run_flags(final=True),
+                    snap = take(mem, who, run_base=m.base, run_flags=trust.run_flags(final=True),
                                 allow_empty=True)
                     trust.committed(snap)
                 finally:
