@@ -13,6 +13,7 @@ from memsync import hub as hubmod
 from memsync import maintenance
 from memsync.config import StorageConfig
 from memsync.errors import ConfigError, NotAMemory, RunInProgress
+from memsync.git import checkoutjournal
 from memsync.git.repo import GitRepo, read_private, write_private
 from memsync.hub import HubUrl
 from memsync.locking import clear_stale_git_locks, held
@@ -60,6 +61,10 @@ class Memory:
         `timeout`: how long to wait for it (default MEMSYNC_LOCK_TIMEOUT), then LockBusy."""
         with held(self.git.git_dir / "memsync.lock", f"memory {self.name!r}", timeout) as tenure:
             clear_stale_git_locks(self.git.git_dir, tenure, f"memory {self.name!r}", timeout)
+            if checkoutjournal.pending(self.git.git_dir):  # a checkout cut short: undone before anything looks
+                from memsync.git.integrate import undo_interrupted_checkout
+
+                undo_interrupted_checkout(self.git)
             yield
             maintenance.auto(self.git.git_dir)
 

@@ -18,6 +18,7 @@ import pygit2
 from pygit2.enums import FileMode, SortMode
 
 from memsync.errors import RepoError
+from memsync.git import checkoutjournal
 from memsync.git.integrate import _checkout
 from memsync.git.repo import GitRepo
 
@@ -132,6 +133,7 @@ def move_to(git: GitRepo, branch: str, new: str, memory: str, max_file_size: int
     the order integrate uses."""
     _checkout(git, new, memory, max_file_size)
     git.set_ref(f"refs/heads/{branch}", new, "memsync: redact")
+    checkoutjournal.finish(git)
 
 
 def set_hub_ref(hub: Path, ref: str, new: str, expected: str) -> None:
