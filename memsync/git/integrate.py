@@ -192,7 +192,7 @@ def undo_interrupted_checkout(git: GitRepo) -> None:
 def disk_refusal(git: GitRepo, what: str, exc: BaseException, undone: bool = True) -> RepoError:
     """A work tree that cannot be written (a full disk, permissions), named with what was kept."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if disk_full(git.root):
+    if disk_full(git.root) or any(s in text.lower() for s in ("no space left", "disk quota", "file too large")):
         text = f"the disk is full ({text})"
     kept = ("nothing was lost: the files it had started to write are back as they were"
             if undone else "nothing was lost: the next memsync command puts back the files it had started to write")
