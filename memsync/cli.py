@@ -55,8 +55,32 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             err("error: interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except Exception as exc:
+            full = disk_full(exc)
+            if full is None or os.environ.get("MEMSYNC_DEBUG") == "1":
+                raise
+            err(f"error: {full.message}")
+            err(f"hint: {full.hint}")
+            raise typer.Exit(full.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def disk_full(exc: BaseException) -> MemsyncError | None:
+    """A library error that is a full disk (git/diskfull.py), as the error to show; else None."""
+    from pathlib import Path
+
+    from memsync import config as cfgmod
+    from memsync.git import diskfull
+    from memsync.hub import memsync_home
+
+    try:
+        cwd = Path.cwd()
+        root = cfgmod.find_root(cwd)
+    except (OSError, MemsyncError):
+        return None
+    places = ([root / ".git"] if root is not None else []) + [cwd, memsync_home()]
+    return diskfull.explain(exc, places)
 
 
 def _version(value: bool) -> None:

@@ -28,6 +28,9 @@ class Memory:
     # where what is known of the hub's branch is kept: "origin" for the memory's own hub, a name
     # of its own for a hub given with --remote, so a push to a mirror never stands in for it
     tracking: str = "origin"
+    # a run's final commit could not be made (a full disk): its mark stays when the run ends, so
+    # the next command commits what the run left as that run's (unverified.settle), never the operator's
+    run_unrecorded: int | None = None  # the run's exit code
 
     @property
     def name(self) -> str:
@@ -225,4 +228,32 @@ def running(memories: list[Memory], run_id: str) -> Iterator[None]:
         yield
     finally:
         for mem in memories:
-            release(mem, run_id)
+            if mem.run_unrecorded is None:
+                release(mem, run_id)
+            else:
+                keep_for_recovery(mem, run_id, mem.run_unrecorded)
+
+
+def keep_for_recovery(mem: Memory, run_id: str, exit_code: int) -> None:
+    """Leave this process's mark for `run_id` behind with the run's exit code, so the next
+    command folds the run's files into a commit of that run. On a disk too full even to
+    rewrite it in place, the mark stays as it was (the exit code is then unknown to the recovery)."""
+    import contextlib
+    import json
+    import os
+
+    mark_file = mem.git.git_dir / RUN_MARKER
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        data = json.loads(read_private(mark_file, 4096).decode("utf-8"))
+        if data.get("run_id") != run_id or int(data.get("pid", -1)) != os.getpid():
+            return
+        text = json.dumps({**data, "exit_code": exit_code}).encode()
+        try:
+            write_private(mark_file, text)
+        except OSError:  # no room for a new file: the mark's own block holds these few bytes more
+            fd = os.open(mark_file, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                os.pwrite(fd, text, 0)
+                os.ftruncate(fd, len(text))
+            finally:
+                os.close(fd)

@@ -26,8 +26,9 @@ from memsync import memory, pacing, readonly, runas, sealed
 from memsync.attribution import Attribution, acting, operator
 from memsync.changes import ChangeMonitor
 from memsync.checkpoint import Checkpointer
-from memsync.errors import EXIT_BLOCKED, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
+from memsync.errors import EXIT_BLOCKED, EXIT_REPO, EXIT_UNSAVED, Interrupted, MemsyncError, RepoError, UsageError
 from memsync.exchange import sync, unpushed
+from memsync.git import diskfull
 from memsync.git.hubtree import Oversize
 from memsync.git.merge import ConflictCopy
 from memsync.memory import Memory, open_memory, running
@@ -80,6 +81,7 @@ class MemoryOutcome:
     policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
     left_out: int = 0  # files the final snapshot did not commit (too large, ignored, ...)
     error: str | None = None
+    unrecorded: bool = False  # the final commit failed (a full disk): the next command makes it, as the run's
 
 
 @dataclass
@@ -94,6 +96,8 @@ class RunReport:
     def status(self) -> int:
         if self.exit_code != 0:
             return self.exit_code
+        if any(m.unrecorded for m in self.memories):
+            return EXIT_REPO
         if any(m.error or m.unpushed for m in self.memories):
             return EXIT_UNSAVED
         if any(m.blocked or m.read_only_changes for m in self.memories):
@@ -568,8 +572,19 @@ def _finish(report: RunReport, writable: list[Memory], no_push: bool, bases: dic
             outcome.unpushed = [outcome.version[:8]] if outcome.version else []
         except MemsyncError as exc:
             outcome.error = exc.message
+            if isinstance(exc, RepoError) and outcome.final_commit is None:
+                mem.run_unrecorded = report.exit_code  # the run's record could not be made: the next command makes it
+                outcome.unrecorded = True
             with contextlib.suppress(MemsyncError):
                 outcome.unpushed = unpushed(mem)
+        except Exception as exc:  # libgit2 or the OS refusing a write: a full disk is an ordinary failure
+            full = diskfull.explain(exc, [mem.git.git_dir])
+            if outcome.final_commit is None:
+                mem.run_unrecorded = report.exit_code
+                outcome.unrecorded = full is not None
+            if full is None:
+                raise
+            outcome.error = full.message
 
 
 def _interruptible(work: Callable[[], None]) -> None:

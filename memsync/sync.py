@@ -285,7 +285,9 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
     except OSError as exc:
-        raise RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
+        from memsync.git.diskfull import explain
+
+        raise explain(exc, [target.parent]) or RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
         git = GitRepo.init(staging, f"memory/{name}")
         heads = {h.ref for h in transport.list_heads(git.repo, hub)}

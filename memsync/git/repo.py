@@ -131,7 +131,9 @@ class GitRepo:
         try:
             repo = pygit2.init_repository(str(root), bare=False, initial_head=branch)
         except pygit2.GitError as exc:
-            raise RepoError(f"cannot create a repository in {root}: {exc}") from exc
+            from memsync.git.diskfull import explain
+
+            raise explain(exc, [root]) or RepoError(f"cannot create a repository in {root}: {exc}") from exc
         return cls(repo, root)
 
     @property
