@@ -189,3 +189,32 @@ def test_a_link_planted_above_a_recorded_path_is_never_followed(pair: tuple[Path
     memsync_cmd("status", cwd=copy)
     assert (outside / "file.txt").exists() and (outside / "other.txt").read_bytes() == b"keep\n"
     assert pygit2.Repository(str(copy)).head.target  # still a repository
+
+
+@pytest.mark.parametrize("record", [
+    {"head": None, "target": None, "paths": [], "held": {}},  # filled in below: paths outside the memory
+    {"head": "HEAD", "target": "0" * 40, "paths": ["notes.md"], "held": {}},  # a version this repository lacks
+    "not json {",
+], ids=["paths-outside", "unknown-version", "garbage"])
+def test_a_planted_record_touches_nothing_outside_and_never_blocks(
+        pair: tuple[Path, Path], tmp_path: Path, record: object) -> None:
+    """An agent (or anyone who can write .git) plants a record: no file outside the memory is
+    removed or written, no local edit is lost, and the command goes on."""
+    _, copy = pair
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"")  # empty: a prefix of anything
+    write(copy, "notes.md", "an edit of the user's\n")
+    if isinstance(record, dict):
+        record = dict(record)
+        record["head"] = head(copy)
+        record["target"] = record["target"] or head(copy)
+        record["paths"] = record["paths"] or [str(outside), "../outside.txt", "../../outside.txt", ".git/config"]
+        text = json.dumps(record)
+    else:
+        text = str(record)
+    (copy / ".git" / checkoutjournal.JOURNAL).write_text(text)
+    proc = memsync_cmd("status", cwd=copy)
+    assert proc.returncode == 0, proc.stderr
+    assert outside.exists() and (copy / ".git" / "config").stat().st_size > 0
+    assert (copy / "notes.md").read_text() == "an edit of the user's\n"
+    assert not checkoutjournal.pending(copy / ".git")

@@ -12,8 +12,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import git, hub_path, memsync_cmd, write
 from tests.stress_report import Figures, figures
 from tests.test_reliability_checkout import fill, small_disk
@@ -56,7 +54,7 @@ def test_every_verb_meets_a_full_disk_with_an_ordinary_error(tmp_path: Path, fig
             proc = memsync_cmd(*verb, cwd=root if verb[0] != "clone" else disk)
             problems = _clear(proc.stderr, proc.returncode)
             if problems:
-                failed[verb[0]] = problems + [proc.stderr.strip()[-300:]]
+                failed[verb[0]] = [*problems, proc.stderr.strip()[-300:]]
         assert (root / "c.md").read_text() == "local work\n", "the local file is untouched"
         filler.unlink()
         proc = memsync_cmd("push", cwd=root)

@@ -88,17 +88,23 @@ def recover(git: GitRepo) -> Rollback | None:
     if git.head_oid() != head:  # the branch moved on (to the target, or by git itself): nothing to undo
         journal.unlink(missing_ok=True)
         return Rollback()
-    done = _roll_back(git, head, target, paths, held)
+    try:
+        old = None if head is None else git.repo[head].peel(pygit2.Commit).tree
+        new = git.repo[target].peel(pygit2.Commit).tree
+    except (KeyError, ValueError, TypeError, pygit2.GitError):
+        journal.unlink(missing_ok=True)  # names a version this repository lacks: nothing it could undo
+        return Rollback()
+    done = _roll_back(git, old, new, paths, held)
     journal.unlink(missing_ok=True)
     return done
 
 
-def _roll_back(git: GitRepo, head: str | None, target: str, paths: list[str] | None,
+def _roll_back(git: GitRepo, old: pygit2.Tree | None, new: pygit2.Tree, paths: list[str] | None,
                held: dict[str, str]) -> Rollback:
     repo = git.repo
-    old = None if head is None else repo[head].peel(pygit2.Commit).tree
-    new = repo[target].peel(pygit2.Commit).tree
-    wanted = sorted(paths) if paths is not None else _files(new)
+    # only paths of one of the two versions (already checked as safe by hubtree before the checkout)
+    wanted = _files(new) if paths is None else sorted(
+        {str(p) for p in paths if isinstance(p, str) and (_entry(old, p) is not None or _entry(new, p) is not None)})
     done = Rollback()
     remove: list[str] = []
     write: list[str] = []
