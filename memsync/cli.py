@@ -45,7 +45,12 @@ def handle_errors(func: F) -> F:
         notices.reset()
         try:
             return func(*args, **kwargs)
-        except MemsyncError as exc:
+        except MemsyncError as raised:
+            exc = raised
+            if raised.__cause__ is not None:  # "cannot write X: No space left on device" says the disk is full
+                from memsync.git.diskfull import renamed
+
+                exc = renamed(raised)
             err(f"error: {exc.message}")
             if exc.hint:
                 err(f"hint: {exc.hint}")

@@ -45,13 +45,15 @@ def test_every_verb_meets_a_full_disk_with_an_ordinary_error(tmp_path: Path, fig
         write(other, "b.md", "from elsewhere\n")
         memsync_cmd("push", cwd=other, check=True)  # the hub is ahead: pull has something to fetch
         write(root, "c.md", "local work\n")
+        (disk / "new").mkdir()
         filler = fill(disk, 0)
         verbs = [["push"], ["pull"], ["status"], ["restore", "a.md", "--at", "HEAD"], ["revert", "HEAD"],
                  ["run", "--checkpoint", "0", "--memory", f"research:{root}", "--", sys.executable, "-c", "pass"],
-                 ["clone", "research", str(disk / "copy")]]
+                 ["watch", "--once"], ["clone", "research", str(disk / "copy")], ["init", "--name", "other"]]
         failed = {}
         for verb in verbs:
-            proc = memsync_cmd(*verb, cwd=root if verb[0] != "clone" else disk)
+            where = {"clone": disk, "init": disk / "new"}.get(verb[0], root)
+            proc = memsync_cmd(*verb, cwd=where)
             problems = _clear(proc.stderr, proc.returncode)
             if problems:
                 failed[verb[0]] = [*problems, proc.stderr.strip()[-300:]]

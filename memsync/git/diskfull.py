@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pygit2
 
-from memsync.errors import DiskFull
+from memsync.errors import DiskFull, MemsyncError
 
-__all__ = ["LOW", "explain", "low_on_space"]
+__all__ = ["LOW", "explain", "low_on_space", "renamed", "says_full"]
 
 LOW = 1024 * 1024  # bytes: less than this left, a write failure is taken for a full disk
 _ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -36,6 +36,23 @@ def low_on_space(path: Path) -> bool:
     return False
 
 
+def says_full(exc: BaseException) -> bool:
+    """Whether the error itself says a disk is full (its errno, or libgit2's text)."""
+    text = str(exc).lower()
+    return getattr(exc, "errno", None) in _ERRNOS or any(t in text for t in _TEXTS)
+
+
+def renamed(error: MemsyncError) -> MemsyncError:
+    """A memsync error raised for an OSError or GitError that says a disk is full (a RepoError
+    "cannot write X: No space left on device"), as a DiskFull keeping its message; else itself."""
+    cause = error.__cause__
+    if isinstance(error, DiskFull) or cause is None or not says_full(cause):
+        return error
+    named = getattr(cause, "filename", None)
+    where = Path(os.fsdecode(named)).parent if isinstance(named, (str, bytes)) else Path.cwd()
+    return DiskFull(where, error.message)
+
+
 def explain(exc: BaseException, places: list[Path]) -> DiskFull | None:
     """`exc` as a DiskFull naming where, if it is one (see the module's text); else None.
     `places`: the directories the command writes to, first the most telling."""
@@ -44,7 +61,7 @@ def explain(exc: BaseException, places: list[Path]) -> DiskFull | None:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     named = getattr(exc, "filename", None)
     candidates = ([Path(os.fsdecode(named)).parent] if isinstance(named, (str, bytes)) else []) + places
-    says_so = getattr(exc, "errno", None) in _ERRNOS or any(t in text.lower() for t in _TEXTS)
+    says_so = says_full(exc)
     full = next((p for p in candidates if low_on_space(p)), None)
     if not says_so and full is None:
         return None
