@@ -46,8 +46,8 @@ def renamed(error: MemsyncError) -> MemsyncError:
     """A memsync error raised for an OSError or GitError that says a disk is full (a RepoError
     "cannot write X: No space left on device"), as a DiskFull keeping its message; else itself."""
     cause = error.__cause__
-    if isinstance(error, DiskFull) or cause is None or not says_full(cause):
-        return error
+    if isinstance(error, DiskFull) or "disk is full" in error.message or cause is None or not says_full(cause):
+        return error  # already says so, with its own hint on what was kept
     named = getattr(cause, "filename", None)
     where = Path(os.fsdecode(named)).parent if isinstance(named, (str, bytes)) else Path.cwd()
     return DiskFull(where, error.message)
