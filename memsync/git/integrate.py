@@ -184,9 +184,15 @@ def undo_interrupted_checkout(git: GitRepo) -> None:
     """Before a command looks at the work tree: roll back a checkout a crash cut short
     (checkoutjournal), or stop with a clear error while that cannot be done yet."""
     try:
-        checkoutjournal.recover(git)
+        done = checkoutjournal.recover(git)
     except (OSError, pygit2.GitError) as exc:
         raise disk_refusal(git, "cannot put back the files of a checkout that was cut short", exc, False) from exc
+    if done is not None and (done.restored or done.kept):
+        from memsync import notices
+
+        kept = f"; {len(done.kept)} changed since kept as they are" if done.kept else ""
+        notices.warn(f"a checkout cut short (memsync was stopped, or the disk was full) was undone in {git.root}: "
+                     f"{len(done.restored)} file(s) put back as they were{kept}")
 
 
 def disk_refusal(git: GitRepo, what: str, exc: BaseException, undone: bool = True) -> RepoError:
