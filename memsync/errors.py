@@ -6,6 +6,8 @@ code the CLI turns it into. Exit codes are decided here and nowhere else (README
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = [
     "EXIT_BLOCKED",
     "EXIT_BUSY",
@@ -21,6 +23,7 @@ __all__ = [
     "AuthFailed",
     "Blocked",
     "ConfigError",
+    "DiskFull",
     "HostKeyError",
     "Interrupted",
     "InvalidName",
@@ -134,6 +137,18 @@ class RunInProgress(LockBusy):
 
 class RepoError(MemsyncError):
     exit_code = EXIT_REPO
+
+
+class DiskFull(RepoError):
+    """A write failed for want of space: nothing half-written stays (a cut checkout is put back,
+    now or by the next command; objects and the index are only ever renamed into place)."""
+
+    def __init__(self, where: Path, detail: str) -> None:
+        super().__init__(f"the disk is full: cannot write in {where} ({detail})",
+                         "free some disk space there and run the command again; nothing was lost: your files "
+                         "are as they were, and what was committed before stays in the local history "
+                         "(`memsync status` shows anything not yet pushed)")
+        self.where = where
 
 
 class UnsavedWork(MemsyncError):

@@ -49,7 +49,12 @@ def handle_errors(func: F) -> F:
 
             check_environment()
             return func(*args, **kwargs)
-        except MemsyncError as exc:
+        except MemsyncError as raised:
+            exc = raised
+            if raised.__cause__ is not None:  # "cannot write X: No space left on device" says the disk is full
+                from memsync.git.diskfull import renamed
+
+                exc = renamed(raised)
             err(f"error: {exc.message}")
             if exc.hint:
                 err(f"hint: {exc.hint}")
@@ -59,12 +64,13 @@ def handle_errors(func: F) -> F:
         except KeyboardInterrupt:
             err("error: interrupted")
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except Exception as exc:  # libgit2 refusing what a user's git wrote: a refusal, not a bug
-            refused = _git_feature_refusal(exc)
+        except Exception as exc:  # libgit2 refusing what a user's git wrote, or a full disk: not a bug
+            refused = _git_feature_refusal(exc) or disk_full(exc)
             if refused is None or os.environ.get("MEMSYNC_DEBUG") == "1":
                 raise
             err(f"error: {refused.message}")
-            err(f"hint: {refused.hint}")
+            if refused.hint:
+                err(f"hint: {refused.hint}")
             raise typer.Exit(refused.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
@@ -79,6 +85,23 @@ def _git_feature_refusal(exc: Exception) -> MemsyncError | None:
     from memsync.git.indexext import refusal
 
     return refusal(exc, cfgmod.find_root(Path.cwd()) or Path.cwd())
+
+
+def disk_full(exc: BaseException) -> MemsyncError | None:
+    """A library error that is a full disk (git/diskfull.py), as the error to show; else None."""
+    from pathlib import Path
+
+    from memsync.core import config as cfgmod
+    from memsync.git import diskfull
+    from memsync.git.hub import memsync_home
+
+    try:
+        cwd = Path.cwd()
+        root = cfgmod.find_root(cwd)
+    except (OSError, MemsyncError):
+        return None
+    places = ([root / ".git"] if root is not None else []) + [cwd, memsync_home()]
+    return diskfull.explain(exc, places)
 
 
 def _version(value: bool) -> None:

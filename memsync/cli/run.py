@@ -71,6 +71,9 @@ def _summarise(report: Any, no_push: bool) -> None:
         if m.read_only:
             state = "read-only, changed by the command: put back, not saved" if m.read_only_changes \
                 else "read-only, unchanged"
+        elif getattr(m, "unrecorded", False):
+            state = (f"NOT SAVED: {m.error}; once there is room, the next memsync command there commits what "
+                     f"the run left as run {report.run_id}'s")
         elif m.error:
             state = f"NOT PUSHED: {m.error}"
         elif no_push:

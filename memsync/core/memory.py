@@ -13,6 +13,7 @@ from memsync.core import maintenance
 from memsync.core.config import StorageConfig
 from memsync.core.locking import clear_stale_git_locks, held
 from memsync.errors import ConfigError, NotAMemory, RunInProgress
+from memsync.git import checkoutjournal
 from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo, read_private, write_private
@@ -30,6 +31,9 @@ class Memory:
     # where what is known of the hub's branch is kept: "origin" for the memory's own hub, a name
     # of its own for a hub given with --remote, so a push to a mirror never stands in for it
     tracking: str = "origin"
+    # a run's final commit could not be made (a full disk): its mark stays when the run ends, so
+    # the next command commits what the run left as that run's (unverified.settle), never the operator's
+    run_unrecorded: int | None = None  # the run's exit code
 
     @property
     def name(self) -> str:
@@ -69,6 +73,10 @@ class Memory:
         `timeout`: how long to wait for it (default MEMSYNC_LOCK_TIMEOUT), then LockBusy."""
         with held(self.git.git_dir / "memsync.lock", f"memory {self.name!r}", timeout) as tenure:
             clear_stale_git_locks(self.git.git_dir, tenure, f"memory {self.name!r}", timeout)
+            if checkoutjournal.pending(self.git.git_dir):  # a checkout cut short: undone before anything looks
+                from memsync.git.integrate import undo_interrupted_checkout
+
+                undo_interrupted_checkout(self.git)
             yield
             maintenance.auto(self.git.git_dir)
 
@@ -242,4 +250,32 @@ def running(memories: list[Memory], run_id: str) -> Iterator[None]:
         yield
     finally:
         for mem in memories:
-            release(mem, run_id)
+            if mem.run_unrecorded is None:
+                release(mem, run_id)
+            else:
+                keep_for_recovery(mem, run_id, mem.run_unrecorded)
+
+
+def keep_for_recovery(mem: Memory, run_id: str, exit_code: int) -> None:
+    """Leave this process's mark for `run_id` behind with the run's exit code, so the next
+    command folds the run's files into a commit of that run. On a disk too full even to
+    rewrite it in place, the mark stays as it was (the exit code is then unknown to the recovery)."""
+    import contextlib
+    import json
+    import os
+
+    mark_file = mem.git.git_dir / RUN_MARKER
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        data = json.loads(read_private(mark_file, 4096).decode("utf-8"))
+        if data.get("run_id") != run_id or int(data.get("pid", -1)) != os.getpid():
+            return
+        text = json.dumps({**data, "exit_code": exit_code}).encode()
+        try:
+            write_private(mark_file, text)
+        except OSError:  # no room for a new file: the mark's own block holds these few bytes more
+            fd = os.open(mark_file, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+            try:
+                os.pwrite(fd, text, 0)
+                os.ftruncate(fd, len(text))
+            finally:
+                os.close(fd)

@@ -61,7 +61,7 @@ def settle(mem: Memory, *, refuse: bool = True, by: str = "push") -> Unverified:
     if dead is not None:
         base = _base(mem, head, tips, made) if found.commits else head
         if base is not None:
-            _fold(mem, found, dead, base, by)
+            _fold(mem, found, *dead, base, by)
             return found
     if not found.commits or not refuse:
         return found
@@ -77,14 +77,17 @@ def settle(mem: Memory, *, refuse: bool = True, by: str = "push") -> Unverified:
     return found
 
 
-def _dead_run(mem: Memory) -> str | None:
-    """The id of a run that was using this memory and died (its marker is still there)."""
+def _dead_run(mem: Memory) -> tuple[str, int | None] | None:
+    """The id of a run that was using this memory and died or could not make its final commit
+    (its marker is still there), with its exit code when the marker holds one."""
     try:
         data = json.loads((mem.git.git_dir / RUN_MARKER).read_text(encoding="utf-8"))
         run_id = str(data["run_id"])
-    except (OSError, ValueError, KeyError, TypeError):
+        code = data.get("exit_code")
+        exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return None if run_in_progress(mem) is not None else run_id
+    return None if run_in_progress(mem) is not None else (run_id, exit_code)
 
 
 def _base(mem: Memory, head: str, tips: list[str], made: set[str]) -> str | None:
@@ -95,7 +98,7 @@ def _base(mem: Memory, head: str, tips: list[str], made: set[str]) -> str | None
     return None
 
 
-def _fold(mem: Memory, found: Unverified, run_id: str, base: str, by: str) -> None:
+def _fold(mem: Memory, found: Unverified, run_id: str, exit_code: int | None, base: str, by: str) -> None:
     """What a dead run left (its commits memsync did not make, its uncommitted files) becomes one
     commit of that run, through the snapshot pipeline."""
     flags: list[str] = []
@@ -103,8 +106,10 @@ def _fold(mem: Memory, found: Unverified, run_id: str, base: str, by: str) -> No
         flags = [f"agent-commits {len(found.commits)} folded {found.shown}"]
         flags += [f"forged-trailer {f}" for f in found.forged]
         ownership.rewind(mem.git, mem.branch, base)
-    who = Attribution("run", f"Leftovers of run {run_id} (memsync stopped before its final commit)", run_id,
-                      (("Memsync-Recovered-By", by),))  # the command that found them
+    extra: tuple[tuple[str, str], ...] = (("Memsync-Recovered-By", by),)  # the command that found them
+    if exit_code is not None:  # the run ended, but its final commit failed (a full disk)
+        extra += (("Memsync-Exit-Code", str(exit_code)),)
+    who = Attribution("run", f"Leftovers of run {run_id} (memsync stopped before its final commit)", run_id, extra)
     found.snapshot = take(mem, who, run_flags=lambda _tree, _step: flags)
     found.folded_into = run_id if found.snapshot.commit else None
     (mem.git.git_dir / RUN_MARKER).unlink(missing_ok=True)

@@ -1,8 +1,9 @@
 """Bring a fetched version into the work tree: fast-forward or keep-both merge.
 
-Order matters for crash safety (BRIEF): merge in memory, write the merge commit object, check the
-tree out, and only then move the branch. A crash in between leaves a work tree ahead of the
-branch, which the next snapshot simply commits: no ref ever contradicts the files.
+Order matters for crash safety (BRIEF): merge in memory, write the merge commit object, record
+the checkout (checkoutjournal), check the tree out, move the branch, and only then drop the
+record. A crash in between leaves a record that the next command rolls the work tree back by
+(never a file cut short that a snapshot would take for an edit): no ref ever contradicts the files.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
 
 from memsync.errors import MemsyncError, RepoError
-from memsync.git import filters, firstcheckout
+from memsync.git import checkoutjournal, filters, firstcheckout
 from memsync.git.hubtree import Oversize, check_tree, refusal
 from memsync.git.merge import ConflictCopy, merge_keep_both
 from memsync.git.repo import GitRepo, file_blob_id, file_entry
@@ -54,6 +55,7 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
         with firstcheckout.lean_cache() if ours is None else contextlib.nullcontext():
             held = _checkout(git, theirs, memory, max_file_size)
         git.set_ref(ref, theirs, "memsync: fast-forward")
+        checkoutjournal.finish(git)
         return Integration("fast-forward", theirs, held_back=held)
     ours_tree = git._repo[ours].peel(pygit2.Commit).tree
     check_tree(git._repo, git._repo[theirs].peel(pygit2.Commit).tree, ours_tree, version=theirs, memory=memory)
@@ -67,6 +69,7 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
     if git.head_oid() != ours:
         raise RepoError("the memory's branch moved during a merge", "retry the command")
     git.set_ref(ref, str(oid), "memsync: merge")
+    checkoutjournal.finish(git)
     return Integration("merged", str(oid), merged.conflicts, merged.kept_modified, held)
 
 
@@ -74,7 +77,8 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
               checked: str | None = None) -> list[Oversize]:
     """Check `commit` out over HEAD; blobs over `max_file_size` stay out of the work tree (held
     back: index entry kept, see GitRepo.held_back). `checked`: the hub version a merge
-    `commit` was made from, named in a refusal."""
+    `commit` was made from, named in a refusal. The checkout is recorded first
+    (checkoutjournal.begin): the caller moves the branch, then calls checkoutjournal.finish."""
     repo = git._repo
     tree = repo[commit].peel(pygit2.Commit).tree
     old = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
@@ -84,11 +88,15 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     # a first checkout writes every file: without libgit2's filters when none can apply (filters.py)
     unfiltered = old is None and filters.unneeded(repo, checked_tree.attributes)
     stale = _stale_copies(git, old, oversize)  # before anything is written
+    paths = None if old is None else _changed_paths(old, tree)
+    try:
+        checkoutjournal.begin(git, commit, paths)
+    except OSError as exc:
+        raise disk_refusal(git, "cannot start the checkout", exc) from exc
     before = git.held_back()
     held = {path: oid for path, oid in before.items() if _blob_id(tree, path) == oid}
     held.update((o.path, o.oid) for o in oversize)
     git.set_held_back({**before, **held})  # first: a crash after the checkout leaves it right
-    paths = None if old is None else _changed_paths(old, tree)
     skip = {o.path for o in oversize}
     missing = []  # held back before, changed now: not on disk, so SAFE would see a conflict
     if paths is not None:
@@ -107,13 +115,12 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
                              | CheckoutStrategy.DISABLE_PATHSPEC_MATCH, missing)
     except pygit2.GitError as exc:
         text = str(exc)
+        undone = _undo_partial_checkout(git)
         if "conflict" in text.lower():
             raise WorktreeChanged(f"files changed on disk during the merge: {text}") from exc
-        _undo_partial_checkout(git)
         if "invalid path" in text.lower():  # libgit2 refuses `..`, `.git`, absolute paths
             raise refusal(checked or commit, memory, text) from exc
-        raise RepoError(f"cannot update the work tree: {text}",
-                        "check permissions and free space; nothing was lost") from exc
+        raise disk_refusal(git, "cannot update the work tree", exc, undone) from exc
     for path in stale:  # the previous version of a file now held back: removed, as a checkout would
         (git.root / path).unlink(missing_ok=True)
     if oversize:
@@ -161,22 +168,50 @@ def _changed_paths(old: pygit2.Tree, new: pygit2.Tree) -> list[str]:
     return sorted(paths)
 
 
-def _undo_partial_checkout(git: GitRepo) -> None:
-    """A checkout that failed half-way (a hostile tree, a full disk) may already have removed
-    files that HEAD still has: put them back, never overwriting a file changed on disk (nor
-    writing a file held back for its size)."""
-    if git._repo.head_is_unborn:
-        return
-    head = git._repo.head.peel(pygit2.Commit).tree
-    held = git.held_back()
-    with contextlib.suppress(pygit2.GitError):
-        strategy = CheckoutStrategy.SAFE | CheckoutStrategy.RECREATE_MISSING
-        if held:
-            paths = [p for p in _all_paths(git._repo, head) if p not in held]
-            git._repo.checkout_tree(head, paths=paths,  # type: ignore[no-untyped-call]
-                                   strategy=strategy | CheckoutStrategy.DISABLE_PATHSPEC_MATCH)
-        else:
-            git._repo.checkout_tree(head, strategy=strategy)  # type: ignore[no-untyped-call]
-        index = git._repo.index  # the snapshot before the merge left it equal to HEAD
-        index.read_tree(head)  # held-back files keep their entry: HEAD has them
-        index.write()
+def _undo_partial_checkout(git: GitRepo) -> bool:
+    """A checkout that failed half-way (a hostile tree, a full disk) may already have written or
+    removed files: roll them back to HEAD now (checkoutjournal.recover), never touching a file
+    changed on disk. False when that failed too (a disk still full): the record stays, and the
+    next command rolls back before it looks for local changes."""
+    try:
+        checkoutjournal.recover(git)
+    except (OSError, pygit2.GitError):
+        return False
+    return True
+
+
+def undo_interrupted_checkout(git: GitRepo) -> None:
+    """Before a command looks at the work tree: roll back a checkout a crash cut short
+    (checkoutjournal), or stop with a clear error while that cannot be done yet."""
+    try:
+        done = checkoutjournal.recover(git)
+    except (OSError, pygit2.GitError) as exc:
+        raise disk_refusal(git, "cannot put back the files of a checkout that was cut short", exc, False) from exc
+    if done is not None and (done.restored or done.kept):
+        from memsync.util import notices
+
+        kept = f"; {len(done.kept)} changed since kept as they are" if done.kept else ""
+        notices.warn(f"a checkout cut short (memsync was stopped, or the disk was full) was undone in {git.root}: "
+                     f"{len(done.restored)} file(s) put back as they were{kept}")
+
+
+def disk_refusal(git: GitRepo, what: str, exc: BaseException, undone: bool = True) -> RepoError:
+    """A work tree that cannot be written (a full disk, permissions), named with what was kept."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if disk_full(git.root) or any(s in text.lower() for s in ("no space left", "disk quota", "file too large")):
+        text = f"the disk is full ({text})"
+    kept = ("nothing was lost: the files it had started to write are back as they were"
+            if undone else "nothing was lost: the next memsync command puts back the files it had started to write")
+    return RepoError(f"{what} in {git.root}: {text}", f"free some disk space (or fix permissions) and run the "
+                     f"command again; {kept}")
+
+
+def disk_full(path: object) -> bool:
+    """Whether the file system holding `path` has (almost) no space left for us."""
+    import os
+
+    try:
+        st = os.statvfs(str(path))
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1024 * 1024

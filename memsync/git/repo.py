@@ -153,7 +153,9 @@ class GitRepo:
         try:
             repo = engine.create(root, bare=False, initial_head=branch)
         except pygit2.GitError as exc:
-            raise RepoError(f"cannot create a repository in {root}: {exc}") from exc
+            from memsync.git.diskfull import explain
+
+            raise explain(exc, [root]) or RepoError(f"cannot create a repository in {root}: {exc}") from exc
         return cls(repo, root)
 
     @property
@@ -502,18 +504,21 @@ class GitRepo:
             entry = pygit2.IndexEntry(path, oid, FileMode(mode)) if st is None else _StatEntry(path, oid, mode, st)
             self._repo.index.add(entry)
         except (pygit2.GitError, OSError) as exc:
-            raise self._write_failed(f"cannot store {path}", exc) from exc
+            raise self._write_failed(f"cannot store {path}", exc, len(data)) from exc
 
-    def _write_failed(self, what: str, exc: Exception) -> RepoError:
+    def _write_failed(self, what: str, exc: Exception, needed: int = 0) -> RepoError:
         """A failed object/index write (disk full, read-only file system) as a clear error.
-        libgit2 sometimes reports a stale message then, so the free space is checked too."""
+        libgit2 sometimes reports a stale message then ("failed to find pack entry" once the
+        object it was writing is cut short and removed), so the free space is checked too,
+        against what was being written (`needed` bytes)."""
         try:
             st = os.statvfs(self.git_dir)
             free = st.f_bavail * st.f_frsize
         except OSError:
             free = -1
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        reason = "the disk is full" if 0 <= free < 1024 * 1024 else text
+        full = 0 <= free < max(1024 * 1024, needed) or "no space left" in text.lower()
+        reason = "the disk is full" if full else text
         return RepoError(f"{what} in {self.git_dir}: {reason}",
                          "free some disk space (or fix permissions) and run the command again; "
                          "nothing was committed and your files are untouched")

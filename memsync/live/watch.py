@@ -287,6 +287,13 @@ class Watcher:
             self._fail("offline", f"{exc.message}; committing locally, retrying")
         except MemsyncError as exc:
             self._fail("failing", exc.message + (f" ({exc.hint})" if exc.hint else ""))
+        except Exception as exc:  # a full disk surfaces as libgit2's or the OS's error: retried, not a bug
+            from memsync.git.diskfull import explain
+
+            full = explain(exc, [self.mem.git.git_dir])
+            if full is None:
+                raise
+            self._fail("failing", f"{full.message} ({full.hint})")
         return None
 
     def _fail(self, state: State, detail: str) -> None:

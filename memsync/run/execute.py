@@ -29,6 +29,7 @@ from memsync.core.snapshot import Snapshot, describe, take
 from memsync.errors import (
     EXIT_BLOCKED,
     EXIT_REJECTED,
+    EXIT_REPO,
     EXIT_UNSAVED,
     Interrupted,
     MemsyncError,
@@ -37,6 +38,7 @@ from memsync.errors import (
     RepoError,
     UsageError,
 )
+from memsync.git import diskfull
 from memsync.git import hub as hubmod
 from memsync.git.hubtree import Oversize
 from memsync.git.merge import ConflictCopy
@@ -95,6 +97,7 @@ class MemoryOutcome:
     ignored: list[str] = field(default_factory=list)  # new files the operator's ignore rules kept out
     error: str | None = None
     rejected: bool = False  # the hub refused the final push (a hook, a protected branch, an access rule)
+    unrecorded: bool = False  # the final commit failed (a full disk): the next command makes it, as the run's
 
 
 @dataclass
@@ -109,6 +112,8 @@ class RunReport:
     def status(self) -> int:
         if self.exit_code != 0:
             return self.exit_code
+        if any(m.unrecorded for m in self.memories):
+            return EXIT_REPO
         if any(m.rejected for m in self.memories):
             return EXIT_REJECTED  # a retry would meet the same rule: said apart from a hub that was down
         if any(m.error or m.unpushed for m in self.memories):
@@ -722,8 +727,19 @@ def _finish(report: RunReport, writable: list[Mounted], no_push: bool, say: Say,
         except MemsyncError as exc:
             outcome.error = exc.message
             outcome.rejected = isinstance(exc, PushRejected)
+            if isinstance(exc, RepoError) and outcome.final_commit is None:
+                mem.run_unrecorded = report.exit_code  # the run's record could not be made: the next command makes it
+                outcome.unrecorded = True
             with contextlib.suppress(MemsyncError):
                 outcome.unpushed = unpushed(mem)
+        except Exception as exc:  # libgit2 or the OS refusing a write: a full disk is an ordinary failure
+            full = diskfull.explain(exc, [mem.git.git_dir])
+            if outcome.final_commit is None:
+                mem.run_unrecorded = report.exit_code
+                outcome.unrecorded = full is not None
+            if full is None:
+                raise
+            outcome.error = full.message
 
 
 _PUSH_FLOOR = 1.0

@@ -15,7 +15,7 @@ from memsync.core import config as cfgmod
 from memsync.core.attribution import Attribution, operator
 from memsync.core.config import StorageConfig
 from memsync.core.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
-from memsync.errors import ConfigError, InvalidName, RemoteError, RepoError, UsageError
+from memsync.errors import ConfigError, DiskFull, InvalidName, RemoteError, RepoError, UsageError
 from memsync.git import hub as hubmod
 from memsync.git import transport
 from memsync.git.hub import HubUrl
@@ -279,7 +279,9 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
     except OSError as exc:
-        raise RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
+        from memsync.git.diskfull import explain
+
+        raise explain(exc, [target.parent]) or RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
         git = GitRepo.init(staging, f"memory/{name}")
         heads = {h.ref for h in transport.list_heads(git, hub)}
@@ -391,6 +393,8 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             ensure_hub(mem.hub)
             fetch(mem)
         except (RemoteError, RepoError) as exc:
+            if "disk is full" in exc.message or isinstance(exc, DiskFull):
+                raise  # this machine's problem, not the hub's: not shown as "the remote's state is cached"
             error = exc.message
         git = mem.git
         remote_oid = git.ref_oid(mem.tracking_ref)
