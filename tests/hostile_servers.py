@@ -50,6 +50,7 @@ class HostileServer(_Server):
         self._listener: socket.socket | None = None
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._conns: list[socket.socket] = []
 
     def url(self, relpath: str = "hub.git") -> str:
         user = "git@" if self.protocol == "ssh" else ""
@@ -73,9 +74,13 @@ class HostileServer(_Server):
             with contextlib.suppress(OSError):
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
+        for conn in self._conns:  # a sender blocked on a full socket returns
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads.clear()
+        self._conns.clear()
 
     def _accept_loop(self, listener: socket.socket) -> None:
         while not self._stopping.is_set():
@@ -84,6 +89,7 @@ class HostileServer(_Server):
             except OSError:
                 return
             self.connections += 1
+            self._conns.append(conn)
             thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
             thread.start()
             self._threads.append(thread)
