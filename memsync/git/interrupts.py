@@ -78,6 +78,17 @@ def quiet_progress(tick: Callable[[], None]) -> Any:
     return ffi.callback("git_indexer_progress_cb", progress, error=REFUSE, onerror=on_escape)
 
 
+def received_bytes_progress(report: Callable[[int], None]) -> Any:
+    """A transfer-progress callback like quiet_progress's that hands `report` the bytes received
+    so far (a count that stands still while libgit2 indexes what it received)."""
+
+    def progress(stats: Any, payload: Any) -> int:
+        report(int(stats.received_bytes))
+        return 0
+
+    return ffi.callback("git_indexer_progress_cb", progress, error=REFUSE, onerror=on_escape)
+
+
 def _nothing() -> None:
     return None
 

@@ -79,6 +79,7 @@ class Callbacks(pygit2.RemoteCallbacks):
         self.lease = lease  # (remote ref, what it must be now)
         self.guard = guard  # the operation's deadline, minimum rate and advertisement cap
         self._data_started = False
+        self._received = -1  # bytes of pack received, as libgit2 last reported them
         self._quiet_progress: Any = None
         self.rejected: dict[str, str] = {}
         self.server_lines: list[str] = []
@@ -112,10 +113,19 @@ class Callbacks(pygit2.RemoteCallbacks):
             if not self._data_started:
                 self._data_started = True
                 self.guard.advertised()
+            self.guard.check()
+
+    def _pack_progress(self, received_bytes: int) -> None:
+        """libgit2 reports each object received and each delta resolved: with no new bytes, the
+        process is at work on what it has (indexing), which the minimum rate does not count as a
+        stall. New bytes are the server's progress, which the rate measures on the socket."""
+        self._data()
+        if self.guard is not None and received_bytes == self._received:
             self.guard.busy()
+        self._received = received_bytes
 
     def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
-        self._data()
+        self._pack_progress(stats.received_bytes)
         if self.progress is not None:
             self.progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
 
@@ -132,13 +142,13 @@ class Callbacks(pygit2.RemoteCallbacks):
             if self.guard is None:
                 opts.callbacks.transfer_progress = interrupts.QUIET_PROGRESS
             else:  # kept on self: libgit2 holds only a pointer to it
-                self._quiet_progress = interrupts.quiet_progress(self._data)
+                self._quiet_progress = interrupts.received_bytes_progress(self._pack_progress)
                 opts.callbacks.transfer_progress = self._quiet_progress
         self._fetch_options = opts
 
     def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
         if self.guard is not None:
-            self.guard.busy()
+            self.guard.check()
         if self.progress is not None:
             self.progress("sending", objects_pushed, total_objects, bytes_pushed)
 
