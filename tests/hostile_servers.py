@@ -143,3 +143,87 @@ class HostileServer(_Server):
             return
         yield from advertisement(service)
 
+
+
+class ThrottlingProxy(_Server):
+    """A TCP proxy on 127.0.0.1 in front of a real server (`git daemon`) that passes everything
+    at once until the client has spoken twice (git://: its request, then its wants: the server's
+    advertisement is over), then passes the server's bytes one every `interval` seconds: a
+    server that trickles its pack."""
+
+    def __init__(self, target_port: int, interval: float = 0.25) -> None:
+        self.target_port = target_port
+        self.interval = interval
+        self.port = free_port()
+        self.trickled = 0
+        self._stopping = threading.Event()
+        self._listener: socket.socket | None = None
+        self._threads: list[threading.Thread] = []
+        self._conns: list[socket.socket] = []
+
+    def url(self, relpath: str = "hub.git") -> str:
+        return f"git://{HOST}:{self.port}/{relpath}"
+
+    def start(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((HOST, self.port))
+        listener.listen(16)
+        self._listener = listener
+        self._stopping.clear()
+        self._spawn(self._accept_loop, listener)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        for conn in self._conns:
+            conn.close()
+        self._threads.clear()
+        self._conns.clear()
+
+    def _spawn(self, target: object, *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+        thread.start()
+        self._threads.append(thread)
+
+    def _accept_loop(self, listener: socket.socket) -> None:
+        while not self._stopping.is_set():
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection((HOST, self.target_port))
+            self._conns += [client, server]
+            spoken = threading.Event()
+            self._spawn(self._upstream, client, server, spoken)
+            self._spawn(self._downstream, server, client, spoken)
+
+    def _upstream(self, client: socket.socket, server: socket.socket, spoken: threading.Event) -> None:
+        chunks = 0
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                chunks += 1
+                if chunks >= 2:
+                    spoken.set()
+                server.sendall(data)
+
+    def _downstream(self, server: socket.socket, client: socket.socket, spoken: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := server.recv(65536):
+                if not spoken.is_set():
+                    client.sendall(data)
+                    continue
+                for byte in data:
+                    if self._stopping.wait(self.interval):
+                        return
+                    client.sendall(bytes([byte]))
+                    self.trickled += 1

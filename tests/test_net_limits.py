@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, memsync_cmd, write
-from tests.hostile_servers import HostileServer
+from tests.hostile_servers import HostileServer, ThrottlingProxy
 from tests.servers import GitDaemon, SshGitServer, install_reject_hook, make_bare_hub
 from tests.stress_report import Figures, figures
 
@@ -145,6 +145,30 @@ def test_ssh_handshake_trickle_and_flood_end_in_time(tmp_path: Path, figures: Fi
         _one_clear_error(proc, server.url().split("//")[1].split("/")[0])
         assert took < BOUND and peak < MEMORY_BOUND_MB
         figures.add("network faults handled")
+
+
+@pytest.mark.parametrize("verb", ["clone", "pull"])
+def test_a_server_trickling_its_pack_is_cut_by_the_minimum_rate(git_daemon: GitDaemon, verb: str,
+                                                               tmp_path: Path, figures: Figures) -> None:
+    """The advertisement comes at once, the pack one byte at a time: libgit2 reports progress
+    on every object received, which must not count as the process's own work."""
+    figures.add("network faults")
+    make_bare_hub(git_daemon.base_path / "hub.git")
+    writer = _memory(tmp_path / "writer", git_daemon.url("hub.git"))
+    write(writer, "big.md", os.urandom(20_000).hex())
+    assert memsync_cmd("push", cwd=writer).returncode == 0
+    with ThrottlingProxy(git_daemon.port) as proxy:
+        if verb == "clone":
+            args, cwd = ["clone", "research", "copy", "--remote", proxy.url()], tmp_path
+        else:
+            cwd = _memory(tmp_path / "research", proxy.url())
+            args = ["pull"]
+        proc, took, _ = _run(args, cwd, _env())
+        assert proxy.trickled > 0  # the advertisement passed: this was the pack
+    _one_clear_error(proc, "below the minimum rate of 1,000 bytes/s")
+    assert took < BOUND, f"{verb} took {took:.1f} s"
+    assert not (tmp_path / "copy").exists()
+    figures.add("network faults handled")
 
 
 # -- a server that floods its ref advertisement -----------------------------------------------------

@@ -89,6 +89,17 @@ def received_bytes_progress(report: Callable[[int], None]) -> Any:
     return ffi.callback("git_indexer_progress_cb", progress, error=REFUSE, onerror=on_escape)
 
 
+def packbuilder_progress(tick: Callable[[], None]) -> Any:
+    """A pack-building progress callback (libgit2 calls it while it prepares a push's pack,
+    at most every half second) that calls `tick`."""
+
+    def progress(stage: int, current: int, total: int, payload: Any) -> int:
+        tick()
+        return 0
+
+    return ffi.callback("git_packbuilder_progress", progress, error=REFUSE, onerror=on_escape)
+
+
 def _nothing() -> None:
     return None
 

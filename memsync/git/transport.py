@@ -81,6 +81,7 @@ class Callbacks(pygit2.RemoteCallbacks):
         self._data_started = False
         self._received = -1  # bytes of pack received, as libgit2 last reported them
         self._quiet_progress: Any = None
+        self._pack_builder: Any = None
         self.rejected: dict[str, str] = {}
         self.server_lines: list[str] = []
         self.keyring = Credentials(hub)
@@ -145,6 +146,19 @@ class Callbacks(pygit2.RemoteCallbacks):
                 self._quiet_progress = interrupts.received_bytes_progress(self._pack_progress)
                 opts.callbacks.transfer_progress = self._quiet_progress
         self._fetch_options = opts
+
+    @property
+    def push_options(self) -> Any:
+        return self._push_options
+
+    @push_options.setter
+    def push_options(self, opts: Any) -> None:
+        """As fetch_options, for a push: libgit2 building the pack (no bytes on the wire yet) is
+        the process's own progress, which the minimum rate does not count as a stall."""
+        if opts is not None and self.guard is not None:
+            self._pack_builder = interrupts.packbuilder_progress(self.guard.busy)
+            opts.callbacks.pack_progress = self._pack_builder
+        self._push_options = opts
 
     def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
         if self.guard is not None:
