@@ -277,7 +277,8 @@ def test_ordinary_operations_pass_tight_limits(git_daemon: GitDaemon, tmp_path: 
 
 @pytest.mark.parametrize("name,value", [("MEMSYNC_NET_DEADLINE", "soon"), ("MEMSYNC_LOW_SPEED_LIMIT", "-1"),
                                         ("MEMSYNC_LOW_SPEED_TIME", "nan"), ("MEMSYNC_MAX_ADVERTISEMENT", "1.5"),
-                                        ("MEMSYNC_MAX_REFS", "0")])
+                                        ("MEMSYNC_MAX_REFS", "0"), ("MEMSYNC_IO_TIMEOUT", "abc"),
+                                        ("MEMSYNC_CONNECT_TIMEOUT", "-3")])
 def test_a_bad_limit_is_a_usage_error(name: str, value: str, tmp_path: Path) -> None:
     proc, _, _ = _run(["list", "--remote", "git://127.0.0.1:9/hub.git"], tmp_path, _env(**{name: value}))
     _one_clear_error(proc, f"{name}={value!r}", code=2)

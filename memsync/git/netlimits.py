@@ -73,6 +73,7 @@ def _number(name: str, default: float, *, minimum: float, integer: bool = False)
 
 def limits() -> Limits:
     """The limits from the environment, read anew for every operation."""
+    _number("MEMSYNC_CONNECT_TIMEOUT", 10, minimum=1)  # applied by transport.apply_timeouts
     io_timeout = _number("MEMSYNC_IO_TIMEOUT", 60, minimum=1)
     return Limits(
         deadline=_number("MEMSYNC_NET_DEADLINE", 600, minimum=0),

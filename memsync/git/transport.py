@@ -8,6 +8,7 @@ becomes `NotFastForward`, which callers answer by fetching and merging again.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 from collections.abc import Callable
@@ -39,8 +40,18 @@ ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objec
 def apply_timeouts() -> None:
     """libgit2's connect and I/O timeouts from MEMSYNC_CONNECT_TIMEOUT / MEMSYNC_IO_TIMEOUT
     (seconds): at import, and again by a `memsync serve` worker for its caller's environment."""
-    pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, int(os.environ.get("MEMSYNC_CONNECT_TIMEOUT", "10")) * 1000)
-    pygit2.option(Option.SET_SERVER_TIMEOUT, int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000)
+    pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, _seconds("MEMSYNC_CONNECT_TIMEOUT", 10) * 1000)
+    pygit2.option(Option.SET_SERVER_TIMEOUT, _seconds("MEMSYNC_IO_TIMEOUT", 60) * 1000)
+
+
+def _seconds(name: str, default: int) -> int:
+    """A timeout in whole seconds (1.5 -> 2); a bad value is reported, with its variable, by
+    netlimits.limits() when a network operation starts."""
+    try:
+        value = float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+    return max(1, math.ceil(value)) if math.isfinite(value) else default
 
 
 apply_timeouts()
