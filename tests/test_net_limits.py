@@ -246,16 +246,21 @@ def test_more_refs_than_max_refs_is_refused(git_daemon: GitDaemon, tmp_path: Pat
 def test_an_endless_server_message_is_kept_short(git_daemon: GitDaemon, tmp_path: Path, figures: Figures) -> None:
     """A hook printing 80 MB of messages, then refusing: memsync keeps the last few lines, each cut
     short (it kept every line: ~2x the messages' size in memory), quotes them in one short error,
-    and the commit stays local (exit 5)."""
+    and the commit stays local (exit 5); past MEMSYNC_MAX_ADVERTISEMENT it stops reading (exit 4)."""
     figures.add("security attacks")
     hub = make_bare_hub(git_daemon.base_path / "hub.git")
     hook = install_reject_hook(hub, "refused")
     hook.write_text("#!/bin/sh\nline=$(head -c 20000 /dev/zero | tr '\\0' x)\n"
                     "i=0; while [ $i -lt 4000 ]; do echo \"$line\" >&2; i=$((i+1)); done\nexit 1\n")
     root = _memory(tmp_path / "research", git_daemon.url("hub.git"))
-    proc, _, peak = _run(["push"], root, _env(MEMSYNC_IO_TIMEOUT="20"))
+    proc, _, peak = _run(["push"], root, _env(MEMSYNC_IO_TIMEOUT="20", MEMSYNC_MAX_ADVERTISEMENT=str(2**30)))
     _one_clear_error(proc, "refused the push", code=5)
     assert len(proc.stderr) < 4000, f"{len(proc.stderr)} characters of error"
+    assert peak < MEMORY_BOUND_MB - 30, f"memsync grew to {peak} MB"
+    assert "notes.md" in git("ls-tree", "-r", "--name-only", "HEAD", cwd=root)
+    # with the default cap (32 MiB), reading stops there
+    proc, _, peak = _run(["push"], root, _env(MEMSYNC_IO_TIMEOUT="20"))
+    _one_clear_error(proc, "the server sent more than 32 MiB in answer to a push")
     assert peak < MEMORY_BOUND_MB - 30, f"memsync grew to {peak} MB"
     assert "notes.md" in git("ls-tree", "-r", "--name-only", "HEAD", cwd=root)
     figures.add("security attacks refused")

@@ -14,7 +14,7 @@ which covers what the watcher cannot see (a proxy's port, a system without /dev/
   MEMSYNC_NET_DEADLINE       seconds one operation may take in all (default 600; 0: none)
   MEMSYNC_LOW_SPEED_LIMIT    bytes per second below which ...          (default 1000; 0: none)
   MEMSYNC_LOW_SPEED_TIME     ... for this many seconds the operation stops (default: MEMSYNC_IO_TIMEOUT, 60)
-  MEMSYNC_MAX_ADVERTISEMENT  bytes a server may send before its data (default 32 MiB)
+  MEMSYNC_MAX_ADVERTISEMENT  bytes a server may send other than a fetched pack (default 32 MiB)
   MEMSYNC_MAX_REFS           branches a hub may advertise (default 100,000)
 
 Time the process spends on its own work (indexing a received pack, resolving deltas) counts as
@@ -115,8 +115,9 @@ class Watch:
     """One operation under watch: `advertised()` when the server's data begins, `busy()` when the
     process itself makes progress, `check()` from a callback (raises past a limit)."""
 
-    def __init__(self, port: int | None, limits: Limits, where: str, doing: str) -> None:
+    def __init__(self, port: int | None, limits: Limits, where: str, doing: str, expects_pack: bool = False) -> None:
         self.port = port
+        self.expects_pack = expects_pack  # a fetch: after the advertisement, a pack of any size
         self.limits = limits
         self.where = where
         self.doing = doing
@@ -217,10 +218,11 @@ class Watch:
                 "slow link raise MEMSYNC_NET_DEADLINE (seconds, 0: no limit)")
             return
         received = self._received()
-        if self._in_advertisement and received > lim.max_advertisement:
+        if (self._in_advertisement or not self.expects_pack) and received > lim.max_advertisement:
+            what = "before any data (ref advertisement, headers)" if self._in_advertisement else "in answer to a push"
             self.tripped = AdvertisementTooLarge(
-                f"{self.doing} {self.where}: the server sent more than {_size(lim.max_advertisement)} before "
-                f"any data (ref advertisement, headers); stopped reading (MEMSYNC_MAX_ADVERTISEMENT)",
+                f"{self.doing} {self.where}: the server sent more than {_size(lim.max_advertisement)} {what}; "
+                "stopped reading (MEMSYNC_MAX_ADVERTISEMENT)",
                 "a hub advertises one branch per memory, ~100 bytes each; if this hub is trusted and that "
                 "big, raise MEMSYNC_MAX_ADVERTISEMENT (bytes)")
             return
@@ -245,10 +247,11 @@ class Watch:
 
 
 @contextlib.contextmanager
-def watch(port: int | None, where: str, doing: str) -> Iterator[Watch]:
+def watch(port: int | None, where: str, doing: str, expects_pack: bool = False) -> Iterator[Watch]:
     """Watch one network operation on a hub reached on `port` (None: a hub on this machine,
-    which is not watched)."""
-    guard = Watch(port, limits(), where, doing)
+    which is not watched). Only a fetch `expects_pack`: anything else a server sends is capped
+    by MEMSYNC_MAX_ADVERTISEMENT."""
+    guard = Watch(port, limits(), where, doing, expects_pack)
     if port is not None:
         guard.start()
     try:

@@ -268,9 +268,9 @@ def translate(exc: Exception, hub: HubUrl, doing: str, guard: netlimits.Watch | 
                              "check the network and the URL (`memsync run --offline` works on the local copy)")
 
 
-def _watch(hub: HubUrl, doing: str) -> contextlib.AbstractContextManager[netlimits.Watch]:
+def _watch(hub: HubUrl, doing: str, expects_pack: bool = False) -> contextlib.AbstractContextManager[netlimits.Watch]:
     """The limits of one network operation on `hub` (a hub on this machine is not watched)."""
-    return netlimits.watch(hub.port if hub.local_path is None else None, hub.display, doing)
+    return netlimits.watch(hub.port if hub.local_path is None else None, hub.display, doing, expects_pack)
 
 
 def check_local(hub: HubUrl) -> None:
@@ -303,7 +303,7 @@ def fetch(repo: pygit2.Repository, hub: HubUrl, refspecs: list[str],
     stays as shallow as it is), N the last N versions, UNSHALLOW what a shallow one lacks."""
     check_local(hub)
     remote = _anonymous(repo, hub)
-    with _watch(hub, "cannot fetch from") as guard:
+    with _watch(hub, "cannot fetch from", expects_pack=True) as guard:
         cb = Callbacks(hub, progress, guard=guard)
         try:
             remote.fetch(refspecs, callbacks=cb, depth=depth)
