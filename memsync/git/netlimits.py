@@ -42,6 +42,7 @@ _FD_DIR = "/dev/fd"
 _TCP_INFO = getattr(socket, "TCP_INFO", None)  # Linux only
 _BYTES_AT = 120  # struct tcp_info: tcpi_bytes_acked, tcpi_bytes_received (u64, Linux >= 4.2)
 TICK = 0.2  # seconds between two looks at the sockets
+SILENCE_GRACE = 2.0  # seconds a silent connection is left to libgit2's own timeout
 
 SERVER_MESSAGE_MAX = 400  # characters of one server message (sideband line, rejection) kept
 SERVER_LINES_MAX = 20  # sideband lines kept (the last ones)
@@ -129,6 +130,7 @@ class Watch:
         self._counts: dict[int, tuple[int, int]] = {}  # socket inode -> (sent, received)
         self._samples: list[tuple[float, int]] = [(self.started, 0)]  # (time, bytes both ways)
         self._busy_at = self.started
+        self._moved_at = self.started  # when the byte counts last changed
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -199,7 +201,10 @@ class Watch:
             if counts is not None:
                 self._counts[ident] = counts
         now = time.monotonic()
-        self._samples.append((now, sum(s + r for s, r in self._counts.values())))
+        total = sum(s + r for s, r in self._counts.values())
+        if total != self._samples[-1][1]:
+            self._moved_at = now
+        self._samples.append((now, total))
         horizon = now - self.limits.low_speed_time - 2 * TICK
         while len(self._samples) > 2 and self._samples[1][0] < horizon:
             self._samples.pop(0)
@@ -233,6 +238,8 @@ class Watch:
         if not past or not self._counts:
             return  # no byte counts on this system, or no socket seen yet
         moved = self._samples[-1][1] - past[-1]
+        if moved == 0 and now - self._moved_at < lim.low_speed_time + SILENCE_GRACE:
+            return  # plain silence: libgit2's timeout (MEMSYNC_IO_TIMEOUT) says so more clearly
         if moved < lim.low_speed_limit * lim.low_speed_time:
             self.tripped = NetLimitExceeded(
                 f"{self.doing} {self.where}: the server moved {moved:,} bytes in the last "
