@@ -171,6 +171,28 @@ def test_a_server_trickling_its_pack_is_cut_by_the_minimum_rate(git_daemon: GitD
     figures.add("network faults handled")
 
 
+def test_a_run_whose_push_trickles_keeps_its_work_for_the_next_push(git_daemon: GitDaemon, tmp_path: Path,
+                                                                  figures: Figures) -> None:
+    """The pull before the run passes (an empty hub: an advertisement only), the answer to the
+    run's push trickles: exit 8 naming the limit, the work committed locally and delivered by the
+    next `memsync push` to the same hub."""
+    figures.add("network faults")
+    hub = make_bare_hub(git_daemon.base_path / "hub.git")
+    with ThrottlingProxy(git_daemon.port) as proxy:
+        root = _memory(tmp_path / "research", proxy.url())
+        agent = "import os, pathlib; pathlib.Path(os.environ['MEMSYNC_MEMORY_DIR'], 'run.md').write_text('ran')"
+        proc, took, _ = _run(["run", "--memory", f"research:{root}", "--", sys.executable, "-c", agent],
+                             tmp_path, _env())
+    assert proc.returncode == 8, proc.stderr
+    assert "below the minimum rate of 1,000 bytes/s" in proc.stderr and "Traceback" not in proc.stderr
+    assert took < BOUND
+    assert "run.md" in git("ls-tree", "-r", "--name-only", "HEAD", cwd=root)
+    delivered = memsync_cmd("push", "--remote", git_daemon.url("hub.git"), cwd=root)
+    assert delivered.returncode == 0, delivered.stderr
+    assert "run.md" in git("ls-tree", "-r", "--name-only", "memory/research", cwd=hub)
+    figures.add("network faults handled")
+
+
 # -- a server that floods its ref advertisement -----------------------------------------------------
 
 @pytest.mark.parametrize("verb", ["list", "clone", "push"])
