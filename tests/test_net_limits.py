@@ -11,6 +11,7 @@ Small limits are set through the environment so each case takes seconds.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -309,3 +310,23 @@ def test_ordinary_operations_pass_tight_limits(git_daemon: GitDaemon, tmp_path: 
 def test_a_bad_limit_is_a_usage_error(name: str, value: str, tmp_path: Path) -> None:
     proc, _, _ = _run(["list", "--remote", "git://127.0.0.1:9/hub.git"], tmp_path, _env(**{name: value}))
     _one_clear_error(proc, f"{name}={value!r}", code=2)
+
+
+def test_a_socket_counts_for_one_operation_only() -> None:
+    """Two operations of one process on one hub (a run's checkpoints of two memories): a socket
+    is counted, and cut, by the operation that saw it first, never by both."""
+    from memsync.git import netlimits
+
+    with HostileServer("git", "flood") as server, netlimits.watch(server.port, "hub", "cannot list") as first, \
+            netlimits.watch(server.port, "hub", "cannot list") as second, \
+            socket.create_connection(("127.0.0.1", server.port)) as conn:
+        conn.sendall(b"0032git-upload-pack /hub.git\0host=127.0.0.1\0")
+        received = 0
+        while received < 2_000_000:
+            received += len(conn.recv(65536))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not (first.advertisement_bytes or second.advertisement_bytes):
+            time.sleep(0.05)
+        time.sleep(3 * netlimits.TICK)
+        counted = [first.advertisement_bytes, second.advertisement_bytes]
+    assert sorted(c > 0 for c in counted) == [False, True], counted

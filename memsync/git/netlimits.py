@@ -44,6 +44,12 @@ _BYTES_AT = 120  # struct tcp_info: tcpi_bytes_acked, tcpi_bytes_received (u64, 
 TICK = 0.2  # seconds between two looks at the sockets
 SILENCE_GRACE = 2.0  # seconds a silent connection is left to libgit2's own timeout
 
+# Sockets each running operation took as its own (inode -> the operation), so that operations in
+# other threads of this process (a run's checkpoints of several memories on one hub) are not
+# counted, or cut, as this one's: a socket belongs to the first operation that sees it.
+_claims: dict[int, object] = {}
+_claims_lock = threading.Lock()
+
 SERVER_MESSAGE_MAX = 400  # characters of one server message (sideband line, rejection) kept
 SERVER_LINES_MAX = 20  # sideband lines kept (the last ones)
 
@@ -165,6 +171,9 @@ class Watch:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
+        with _claims_lock:
+            for ident in [i for i, owner in _claims.items() if owner is self]:
+                del _claims[ident]
 
     def _run(self) -> None:
         while not self._done.wait(TICK):
@@ -191,8 +200,14 @@ class Watch:
             if ident in self._baseline or ident in found:
                 continue
             sock = _peer_socket(fd, self.port)
-            if sock is not None:
+            if sock is None:
+                continue
+            with _claims_lock:
+                mine = _claims.setdefault(ident, self) is self
+            if mine:
                 found[ident] = sock
+            else:  # another operation's
+                sock.close()
         return found
 
     def _sample(self, sockets: dict[int, socket.socket]) -> None:
