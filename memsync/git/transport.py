@@ -88,7 +88,8 @@ class Callbacks(pygit2.RemoteCallbacks):
         self.hub = hub
         self.progress = progress
         self.lease = lease  # (remote ref, what it must be now)
-        self.guard = guard  # the operation's deadline, minimum rate and advertisement cap
+        # the operation's deadline, minimum rate and advertisement cap (a hub on this machine: none)
+        self.guard = guard if guard is not None and guard.port is not None else None
         self._data_started = False
         self._received = -1  # bytes of pack received, as libgit2 last reported them
         self._quiet_progress: Any = None
@@ -131,9 +132,15 @@ class Callbacks(pygit2.RemoteCallbacks):
         """libgit2 reports each object received and each delta resolved: with no new bytes, the
         process is at work on what it has (indexing), which the minimum rate does not count as a
         stall. New bytes are the server's progress, which the rate measures on the socket."""
-        self._data()
-        if self.guard is not None and received_bytes == self._received:
-            self.guard.busy()
+        guard = self.guard
+        if guard is None:
+            return
+        if not self._data_started:
+            self._data()
+        if received_bytes == self._received:
+            guard.busy()  # raises past a limit
+        elif guard.tripped is not None:
+            raise guard.tripped
         self._received = received_bytes
 
     def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
