@@ -1,5 +1,6 @@
 """Limits on one network operation (ls-remote, fetch, push): a deadline, a minimum rate, and a cap
-on what a server may send before its data (the ref advertisement, HTTP headers, SSH banners).
+on what a server may send other than a fetched pack (its ref advertisement, HTTP headers, its
+answer to a push), and on the refs it advertises.
 
 libgit2's own timeouts (MEMSYNC_CONNECT_TIMEOUT, MEMSYNC_IO_TIMEOUT) limit silence only: a server
 that sends one byte a second, or an endless ref advertisement, keeps a read going forever and
