@@ -17,10 +17,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
-from tests.servers import HOST, _Server, free_port
+from tests.servers import HOST, _Server, free_port, make_self_signed_cert
 
 ZERO_OID = "0" * 40
 SOME_OID = "1d2c3b4a" * 5
@@ -39,9 +41,17 @@ def advertisement(service: bytes = b"git-upload-pack") -> Iterator[bytes]:
 
 
 class HostileServer(_Server):
-    def __init__(self, protocol: str, behaviour: str, interval: float = 0.25) -> None:
+    def __init__(self, protocol: str, behaviour: str, interval: float = 0.25, tls_dir: Path | None = None) -> None:
+        """`tls_dir`: serve HTTPS ("http" only) with a self-signed certificate made there
+        (`self.cert`, for MEMSYNC_CA_BUNDLE)."""
         assert protocol in ("git", "http", "ssh") and behaviour in ("trickle", "flood")
         self.protocol = protocol
+        self.tls: ssl.SSLContext | None = None
+        self.cert: Path | None = None
+        if tls_dir is not None:
+            self.cert, key = make_self_signed_cert(tls_dir)
+            self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls.load_cert_chain(self.cert, key)
         self.behaviour = behaviour
         self.interval = interval
         self.port = free_port()
@@ -54,7 +64,8 @@ class HostileServer(_Server):
 
     def url(self, relpath: str = "hub.git") -> str:
         user = "git@" if self.protocol == "ssh" else ""
-        return f"{self.protocol}://{user}{HOST}:{self.port}/{relpath}"
+        scheme = "https" if self.tls is not None else self.protocol
+        return f"{scheme}://{user}{HOST}:{self.port}/{relpath}"
 
     def start(self) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -95,6 +106,10 @@ class HostileServer(_Server):
             self._threads.append(thread)
 
     def _serve(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.settimeout(2)
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
         with conn, contextlib.suppress(OSError):
             conn.settimeout(2)
             stream = self._stream(self._read_request(conn))

@@ -136,6 +136,18 @@ def test_the_deadline_ends_an_operation_that_never_finishes(hostile: HostileServ
     figures.add("network faults handled")
 
 
+@pytest.mark.parametrize("behaviour", ["trickle", "flood"])
+def test_https_trickle_and_flood(behaviour: str, tmp_path: Path, figures: Figures) -> None:
+    """The same over TLS: the limits count the bytes on the wire, whatever they carry."""
+    figures.add("network faults")
+    with HostileServer("http", behaviour, 0.25, tls_dir=tmp_path) as server:
+        env = _env(MEMSYNC_CA_BUNDLE=str(server.cert), MEMSYNC_MAX_ADVERTISEMENT=str(4 * 2**20))
+        proc, took, peak = _run(["list", "--remote", server.url()], tmp_path, env)
+    _one_clear_error(proc, "below the minimum rate" if behaviour == "trickle" else "more than 4 MiB before any data")
+    assert took < BOUND and peak < MEMORY_BOUND_MB, (took, peak)
+    figures.add("network faults handled")
+
+
 def test_ssh_handshake_trickle_and_flood_end_in_time(tmp_path: Path, figures: Figures) -> None:
     """Before the key exchange, libssh2's own session timeout (MEMSYNC_IO_TIMEOUT) and banner
     limit hold; after it, see the sshd cases below."""
