@@ -57,7 +57,8 @@ def _verb_cases(tmp_path: Path, cli) -> list[tuple[list[str], Path]]:  # type: i
     fresh.mkdir()
     return [(["init", "--name", "fresh"], fresh), (["push"], memory), (["pull"], memory),
             (["status"], memory), (["clone", "research", str(tmp_path / "laptop")], tmp_path),
-            (["list"], tmp_path), (["pull", "research"], tmp_path)]
+            (["list"], tmp_path), (["pull", "research"], tmp_path), (["gc"], memory),
+            (["hooks", "install", "claude-code"], tmp_path), (["run", "--", "true"], memory)]
 
 
 @pytest.mark.parametrize("shape", sorted(CREDENTIAL_URLS))
@@ -65,8 +66,9 @@ def test_a_credential_in_remote_is_refused_by_every_verb(shape: str, tmp_path: P
     url = CREDENTIAL_URLS[shape]
     for args, cwd in _verb_cases(tmp_path, cli):
         before = _everything_under(tmp_path)
-        proc = cli(*args, "--remote", url, cwd=cwd)
-        verb = " ".join(args[:1])
+        at = args.index("--") if "--" in args else len(args)  # options before `run`'s command
+        proc = cli(*args[:at], "--remote", url, *args[at:], cwd=cwd)
+        verb = " ".join(args[:2])
         assert proc.code == 2, (verb, proc.err)
         lines = proc.err.strip().splitlines()
         assert lines[0].startswith("error: --remote ") and "credential on memsync's command line" in lines[0], verb
