@@ -138,6 +138,7 @@ class Watch:
         self._samples: list[tuple[float, int]] = [(self.started, 0)]  # (time, bytes both ways)
         self._busy_at = self.started
         self._moved_at = self.started  # when the byte counts last changed
+        self._first_seen: float | None = None  # when a socket of this operation was first seen
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -217,6 +218,8 @@ class Watch:
             if counts is not None:
                 self._counts[ident] = counts
         now = time.monotonic()
+        if self._first_seen is None and self._counts:
+            self._first_seen = now
         total = sum(s + r for s, r in self._counts.values())
         if total != self._samples[-1][1]:
             self._moved_at = now
@@ -249,10 +252,12 @@ class Watch:
             return
         if not lim.low_speed_limit or elapsed < lim.low_speed_time or now - self._busy_at < lim.low_speed_time:
             return
+        if self._first_seen is None or now - self._first_seen < lim.low_speed_time:
+            return  # no byte counts on this system, no socket seen yet, or not seen for long enough
         since = now - lim.low_speed_time
         past = [b for t, b in self._samples if t <= since]
-        if not past or not self._counts:
-            return  # no byte counts on this system, or no socket seen yet
+        if not past:
+            return
         moved = self._samples[-1][1] - past[-1]
         if moved == 0 and now - self._moved_at < lim.low_speed_time + SILENCE_GRACE:
             return  # plain silence: libgit2's timeout (MEMSYNC_IO_TIMEOUT) says so more clearly
