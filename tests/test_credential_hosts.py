@@ -50,7 +50,8 @@ def _leaked(server: HttpGitServer, secret: str) -> list[str]:
 def _list(url: str, cwd: Path, **env: str) -> tuple[int, str]:
     import os
 
-    proc = memsync_cmd("list", "--remote", url, cwd=cwd, env=dict(os.environ, **env), timeout=60)
+    # MEMSYNC_REMOTE: a credential in --remote is refused before anything is sent
+    proc = memsync_cmd("list", cwd=cwd, env=dict(os.environ, MEMSYNC_REMOTE=url, **env), timeout=60)
     return proc.returncode, proc.stderr
 
 

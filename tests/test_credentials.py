@@ -351,14 +351,22 @@ def test_http_git_credential_helper_fallback(http_hub: HttpGitServer, cli: Cli, 
     assert r.code == 0, r.err
 
 
-def test_http_token_in_url_is_used_but_never_stored(http_hub: HttpGitServer, cli: Cli, tmp_path: Path) -> None:
+def test_http_token_in_url_is_used_but_never_stored(http_hub: HttpGitServer, cli: Cli, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     url = http_hub.url("hub.git").replace("://", f"://{http_hub.user}:{http_hub.token}@")
     root = tmp_path / "research"
     root.mkdir()
     r = cli("init", "--remote", url, cwd=root)
+    assert r.code == 2 and "credential on memsync's command line" in r.err  # never on a command line
+    assert http_hub.token not in r.err and not (root / ".vm0").exists()
+    monkeypatch.setenv("MEMSYNC_REMOTE", url)
+    r = cli("init", cwd=root)
     assert r.code == 0, r.err
     write(root, "a.md", "a\n")
-    assert cli("push", cwd=root).code == 4  # the token was for `init` only: nothing kept it
+    assert cli("push", cwd=root).code == 0  # the token in MEMSYNC_REMOTE is used
+    monkeypatch.setenv("MEMSYNC_REMOTE", http_hub.url("hub.git"))
+    write(root, "b.md", "b\n")
+    assert cli("push", cwd=root).code == 4  # ... and kept nowhere
     assert http_hub.token not in (root / ".vm0" / "storage.yaml").read_text()
     assert http_hub.token not in (root / ".git" / "config").read_text()
 
@@ -477,7 +485,8 @@ def _all_bytes(root: Path) -> Iterator[tuple[Path, bytes]]:
 def test_no_credential_anywhere(http_hub: HttpGitServer, tmp_path: Path, refusing_port) -> None:  # type: ignore[no-untyped-def]
     token = http_hub.token
     wrong = "wrong" + hashlib.sha256(b"w").hexdigest()[:24]
-    good = dict(os.environ, MEMSYNC_TOKEN=token, MEMSYNC_USER=http_hub.user, **FAST)
+    good = dict(os.environ, MEMSYNC_TOKEN=token, MEMSYNC_USER=http_hub.user, MEMSYNC_REMOTE=http_hub.url("hub.git"),
+                **FAST)
     bad = dict(good, MEMSYNC_TOKEN=wrong)
     url_with_token = http_hub.url("hub.git").replace("://", f"://{http_hub.user}:{token}@")
     agent = tmp_path / "agent.py"
@@ -492,9 +501,12 @@ def test_no_credential_anywhere(http_hub: HttpGitServer, tmp_path: Path, refusin
         printed.extend([proc.stdout, proc.stderr])
         return proc.returncode
 
-    assert run("init", "--remote", url_with_token, cwd=root, env=dict(good, MEMSYNC_TOKEN="")) == 0
+    assert run("init", "--remote", url_with_token, cwd=root, env=dict(good, MEMSYNC_TOKEN="")) == 2  # refused
+    assert run("init", cwd=root, env=dict(good, MEMSYNC_TOKEN="", MEMSYNC_REMOTE=url_with_token)) == 0
     write(root, "notes.md", "notes\n")
     assert run("push", cwd=root, env=dict(good, MEMSYNC_TOKEN="")) == 4  # the URL's token is not kept
+    assert run("push", cwd=root, env=dict(good, MEMSYNC_TOKEN="", MEMSYNC_REMOTE=url_with_token)) == 0
+    write(root, "notes.md", "notes, more\n")
     assert run("push", cwd=root, env=good) == 0
     assert run("clone", "research", str(laptop), cwd=tmp_path, env=good) == 0
     assert run("run", "--memory", f"research:{laptop}", "--", sys.executable, str(agent), cwd=tmp_path, env=good) == 0
@@ -502,14 +514,15 @@ def test_no_credential_anywhere(http_hub: HttpGitServer, tmp_path: Path, refusin
     assert run("status", cwd=root, env=good) == 0
     assert run("status", "--json", cwd=root, env=bad) in (0, 4)
     assert run("list", cwd=tmp_path, env=good) == 0
-    assert run("list", "--remote", url_with_token, cwd=tmp_path, env=good) == 0
+    assert run("list", cwd=tmp_path, env=dict(good, MEMSYNC_REMOTE=url_with_token)) == 0
+    assert run("list", "--remote", url_with_token, cwd=tmp_path, env=good) == 2
     # error paths: wrong token, token in a URL that fails, server down, debug mode
     write(root, "more.md", "more\n")
     assert run("push", cwd=root, env=bad) != 0
     assert run("pull", cwd=root, env=bad) == 4
-    assert run("list", "--remote", url_with_token.replace(token, wrong), cwd=tmp_path, env=good) == 4
+    assert run("list", cwd=tmp_path, env=dict(good, MEMSYNC_REMOTE=url_with_token.replace(token, wrong))) == 4
     down = refusing_port.url("hub.git", "http").replace("://", f"://{http_hub.user}:{token}@")
-    assert run("list", "--remote", down, cwd=tmp_path, env=good) == 4
+    assert run("list", cwd=tmp_path, env=dict(good, MEMSYNC_REMOTE=down)) == 4
     assert run("push", cwd=root, env=dict(bad, MEMSYNC_DEBUG="1")) != 0
     assert run("run", "--memory", f"research:{laptop}", "--", sys.executable, str(agent),
                cwd=tmp_path, env=dict(bad, MEMSYNC_DEBUG="1")) != 0

@@ -57,7 +57,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         name, where = agents.default_target(a, scope, project)
         name = memory or name
         target = (directory or where).expanduser().resolve()
-        url = hubmod.parse(remote).url if remote else None
+        url = hubmod.from_flag(remote).url if remote else None
         _, done = hookrun.ensure_memory(a, name, target, url)
         changed = agents.install(settings, a, name, target, url)
         events = ", ".join(e.event for e in a.events)

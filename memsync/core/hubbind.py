@@ -70,7 +70,7 @@ def resolve_for(config: StorageConfig, git: GitRepo, flag: str | None) -> HubUrl
     from memsync.util.sealed import get
 
     if flag:
-        return hubmod.parse(flag)  # explicit: a mirror when it is not the memory's own
+        return hubmod.from_flag(flag)  # explicit (a mirror when not the memory's own); never with a credential
     env = get("MEMSYNC_REMOTE")
     if config.remote:
         own = hubmod.parse(config.remote)

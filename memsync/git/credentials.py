@@ -6,12 +6,15 @@ where a credential came from, never its value).
 
 HTTP(S), first source that has one (the server's verdict on it is final: no second guess):
   1. a token written in the URL (`https://user:TOKEN@host/...`, or `https://TOKEN@host/...` when
-     MEMSYNC_TOKEN is not set; used for that command, never stored),
+     MEMSYNC_TOKEN is not set; from MEMSYNC_REMOTE or storage.yaml, never `--remote`, which
+     refuses it; used for that command, never stored),
   2. `MEMSYNC_TOKEN` (user: from the URL, else `MEMSYNC_USER`, else `x-access-token`),
   3. `~/.netrc` (or `$NETRC`): the `machine` entry for the host,
   4. `git credential fill`, if git is installed: whatever credential helper git is configured
      with (`gh auth setup-git`, a store, a keychain); never prompts (no terminal, no askpass).
 SSH, each tried in turn until the server accepts one:
+  0. a password written in the URL (`ssh://user:PASSWORD@host/...`, `user:PASSWORD@host:path`),
+     once, if the server accepts passwords,
   1. the keys in ssh-agent (`SSH_AUTH_SOCK`),
   2. `MEMSYNC_SSH_KEY` (passphrase from `MEMSYNC_SSH_PASSPHRASE`),
   3. `~/.ssh/id_ed25519`, `id_ecdsa`, `id_rsa` (encrypted ones only with MEMSYNC_SSH_PASSPHRASE).
@@ -76,10 +79,16 @@ class Credentials:
         self.tried: list[str] = []
         self._ssh: list[SshKey] | None = None
         self._http_given = False
+        self._ssh_password_given = False
 
     def acquire(self, url: str | None, username_from_url: str | None, allowed: int) -> Credential:
         """`url`: the URL libgit2 is authenticating to, which after a redirect is not the hub's."""
         types = CredentialType(allowed)
+        if (self.hub.kind == "ssh" and self.hub.password is not None and not self._ssh_password_given
+                and CredentialType.USERPASS_PLAINTEXT in types):
+            # a password written into an ssh URL (MEMSYNC_REMOTE, storage.yaml): offered once
+            self._ssh_password_given = True
+            return pygit2.UserPass(username_from_url or DEFAULT_SSH_USER, self.hub.password)
         if CredentialType.SSH_KEY in types:
             return self._next_ssh_key(username_from_url or DEFAULT_SSH_USER)
         if CredentialType.USERNAME in types:

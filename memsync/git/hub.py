@@ -73,7 +73,14 @@ def embedded_hub_path() -> Path:
 
 
 def redact(url: str) -> str:
-    """Hide any credential in a URL, pip-style: https://user:***@host/x, https://***@host/x."""
+    """Hide any credential in a URL, pip-style: https://user:***@host/x, https://***@host/x,
+    and scp-style user:***@host:path."""
+    if "://" not in url:
+        scp = _SCP_RE.match(url.strip())
+        user = scp.group("user") if scp else None
+        if scp and user and ":" in user:
+            return f"{user.split(':', 1)[0]}:***@{scp.group('host')}:{scp.group('path')}"
+        return url
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -107,17 +114,23 @@ def parse(raw: str, base: Path | None = None) -> HubUrl:
             raise UsageError(f"remote URL {redact(text)} has no host",
                              f"write it as {scheme}://HOST[:PORT]/PATH")
         password = None
-        if scheme in ("http", "https") and "@" in parts.netloc:
-            # https://user:TOKEN@host keeps the user; https://TOKEN@host is a bare token
+        if scheme in ("http", "https", "ssh", "git") and "@" in parts.netloc:
+            # https://user:TOKEN@host keeps the user; https://TOKEN@host is a bare token;
+            # ssh://user:PASSWORD@host keeps the user (a bare ssh:// user is a user, not a secret)
             userinfo, host = parts.netloc.rsplit("@", 1)
             user, has_secret, secret = userinfo.partition(":")
-            password = secret if has_secret else user
-            netloc = f"{user}@{host}" if has_secret and user else host
-            text = urlunsplit(parts._replace(netloc=netloc))
+            if has_secret or scheme in ("http", "https"):
+                password = secret if has_secret else user
+                netloc = f"{user}@{host}" if has_secret and user else host
+                text = urlunsplit(parts._replace(netloc=netloc))
         kind = "http" if scheme in ("http", "https") else scheme
         return HubUrl(text, kind, password)
     scp = _SCP_RE.match(text)
     if scp and not Path(text).exists() and "/" not in scp.group("host"):
+        user, has_secret, secret = (scp.group("user") or "").partition(":")
+        if has_secret:  # user:PASSWORD@host:path
+            at = f"{user}@" if user else ""
+            return HubUrl(f"{at}{scp.group('host')}:{scp.group('path')}", "ssh", secret)
         return HubUrl(text, "ssh")
     path = Path(text).expanduser()
     if not path.is_absolute():
@@ -125,11 +138,32 @@ def parse(raw: str, base: Path | None = None) -> HubUrl:
     return HubUrl(str(path.resolve()), "file")
 
 
-def resolve(flag: str | None, configured: str | None) -> HubUrl:
-    """The hub for an operation, in the documented order."""
+def from_flag(flag: str) -> HubUrl:
+    """A hub given on memsync's command line (`--remote`), which must not carry a credential:
+    every process on the machine can read a command line (ps, /proc/PID/cmdline).
+    `https://NAME@host` names a user when MEMSYNC_TOKEN is set, else it is a bare token
+    (as git/credentials.py reads it)."""
     from memsync.util.sealed import get
 
-    for candidate in (flag, configured, get("MEMSYNC_REMOTE")):
+    hub = parse(flag)
+    userinfo = urlsplit(flag.strip()).netloc.rpartition("@")[0] if "://" in flag else ""
+    a_user_name = hub.kind == "http" and ":" not in userinfo and bool(get("MEMSYNC_TOKEN"))
+    if hub.password is not None and not a_user_name:
+        raise UsageError(f"--remote {redact(flag)}: a credential on memsync's command line is "
+                         "readable by every process on the machine (ps, /proc/PID/cmdline)",
+                         "set MEMSYNC_TOKEN (HTTPS), or MEMSYNC_SSH_KEY or ssh-agent (SSH), and give "
+                         "the URL without it (see docs/REMOTES.md)")
+    return hub
+
+
+def resolve(flag: str | None, configured: str | None) -> HubUrl:
+    """The hub for an operation, in the documented order. `flag` is the command line's
+    `--remote`, refused if it holds a credential (see from_flag)."""
+    from memsync.util.sealed import get
+
+    if flag:
+        return from_flag(flag)
+    for candidate in (configured, get("MEMSYNC_REMOTE")):
         if candidate:
             return parse(candidate)
     return HubUrl(str(embedded_hub_path()), "file")

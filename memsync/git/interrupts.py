@@ -78,6 +78,28 @@ def quiet_progress(tick: Callable[[], None]) -> Any:
     return ffi.callback("git_indexer_progress_cb", progress, error=REFUSE, onerror=on_escape)
 
 
+def received_bytes_progress(report: Callable[[int], None]) -> Any:
+    """A transfer-progress callback like quiet_progress's that hands `report` the bytes received
+    so far (a count that stands still while libgit2 indexes what it received)."""
+
+    def progress(stats: Any, payload: Any) -> int:
+        report(int(stats.received_bytes))
+        return 0
+
+    return ffi.callback("git_indexer_progress_cb", progress, error=REFUSE, onerror=on_escape)
+
+
+def packbuilder_progress(tick: Callable[[], None]) -> Any:
+    """A pack-building progress callback (libgit2 calls it while it prepares a push's pack,
+    at most every half second) that calls `tick`."""
+
+    def progress(stage: int, current: int, total: int, payload: Any) -> int:
+        tick()
+        return 0
+
+    return ffi.callback("git_packbuilder_progress", progress, error=REFUSE, onerror=on_escape)
+
+
 def _nothing() -> None:
     return None
 

@@ -19,7 +19,6 @@ from pygit2.enums import FileMode, SortMode
 
 from memsync.errors import RepoError
 from memsync.git import checkoutjournal, engine
-from memsync.git.integrate import _checkout
 from memsync.git.repo import GitRepo
 
 BlobFn = Callable[[str], str | None]  # old blob id -> new blob id, or None to keep it
@@ -165,6 +164,8 @@ def move_to(git: GitRepo, branch: str, new: str, memory: str, max_file_size: int
     """Check the rewritten version out (files equal to the old version are replaced; none of the
     user's changes is overwritten; the same checks as any hub version), then move the branch:
     the order integrate uses."""
+
+    from memsync.git.integrate import _checkout  # only a rewrite checks out: status never needs it
 
     _checkout(git, new, memory, max_file_size)
     git.set_ref(f"refs/heads/{branch}", new, "memsync: redact")

@@ -7,6 +7,8 @@ becomes `NotFastForward`, which callers answer by fetching and merging again.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import re
 from collections.abc import Callable
@@ -26,7 +28,7 @@ from memsync.errors import (
     RemoteUnreachable,
     RepoError,
 )
-from memsync.git import engine, hostkeys, interrupts, sockets
+from memsync.git import engine, hostkeys, interrupts, netlimits, sockets
 from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
 from memsync.git.hub import HubUrl, redact
@@ -40,8 +42,18 @@ def apply_timeouts() -> None:
     """libgit2's connect and I/O timeouts from MEMSYNC_CONNECT_TIMEOUT / MEMSYNC_IO_TIMEOUT
     (seconds): when memsync first reaches a hub, and again by a `memsync serve` worker for its
     caller's environment."""
-    pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, int(os.environ.get("MEMSYNC_CONNECT_TIMEOUT", "10")) * 1000)
-    pygit2.option(Option.SET_SERVER_TIMEOUT, int(os.environ.get("MEMSYNC_IO_TIMEOUT", "60")) * 1000)
+    pygit2.option(Option.SET_SERVER_CONNECT_TIMEOUT, _seconds("MEMSYNC_CONNECT_TIMEOUT", 10) * 1000)
+    pygit2.option(Option.SET_SERVER_TIMEOUT, _seconds("MEMSYNC_IO_TIMEOUT", 60) * 1000)
+
+
+def _seconds(name: str, default: int) -> int:
+    """A timeout in whole seconds (1.5 -> 2); a bad value is reported, with its variable, by
+    netlimits.limits() when a network operation starts."""
+    try:
+        value = float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+    return max(1, math.ceil(value)) if math.isfinite(value) else default
 
 
 _engaged = False
@@ -82,11 +94,17 @@ class Callbacks(pygit2.RemoteCallbacks):
     """Credentials, host checks, progress and the server's verdict on each pushed ref."""
 
     def __init__(self, hub: HubUrl, progress: ProgressFn | None = None,
-                 lease: tuple[str, Lease] | None = None) -> None:
+                 lease: tuple[str, Lease] | None = None, guard: netlimits.Watch | None = None) -> None:
         super().__init__()
         self.hub = hub
         self.progress = progress
         self.lease = lease  # (remote ref, what it must be now)
+        # the operation's deadline, minimum rate and advertisement cap (a hub on this machine: none)
+        self.guard = guard if guard is not None and guard.port is not None else None
+        self._data_started = False
+        self._received = -1  # bytes of pack received, as libgit2 last reported them
+        self._quiet_progress: Any = None
+        self._pack_builder: Any = None
         self.rejected: dict[str, str] = {}
         self.server_lines: list[str] = []
         self.keyring = Credentials(hub)
@@ -94,6 +112,8 @@ class Callbacks(pygit2.RemoteCallbacks):
             configure_tls()  # loading a CA bundle costs ~25 ms
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
+        if self.guard is not None:
+            self.guard.check()
         return self.keyring.acquire(url, username_from_url, allowed_types)
 
     def server_identity(self, identity: ServerIdentity) -> None:
@@ -105,11 +125,37 @@ class Callbacks(pygit2.RemoteCallbacks):
         return bool(valid) and self.hub.kind != "ssh"
 
     def sideband_progress(self, string: str) -> None:
+        self._data()
         for line in re.split(r"[\r\n]+", string):
             if line.strip():
-                self.server_lines.append(line.strip())
+                self.server_lines.append(netlimits.server_text(line))
+        del self.server_lines[:-netlimits.SERVER_LINES_MAX]  # an endless stream of messages stays small
+
+    def _data(self) -> None:
+        """The server's data (pack, progress) is arriving: its advertisement is over."""
+        if self.guard is not None:
+            if not self._data_started:
+                self._data_started = True
+                self.guard.advertised()
+            self.guard.check()
+
+    def _pack_progress(self, received_bytes: int) -> None:
+        """libgit2 reports each object received and each delta resolved: with no new bytes, the
+        process is at work on what it has (indexing), which the minimum rate does not count as a
+        stall. New bytes are the server's progress, which the rate measures on the socket."""
+        guard = self.guard
+        if guard is None:
+            return
+        if not self._data_started:
+            self._data()
+        if received_bytes == self._received:
+            guard.busy()  # raises past a limit
+        elif guard.tripped is not None:
+            raise guard.tripped
+        self._received = received_bytes
 
     def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
+        self._pack_progress(stats.received_bytes)
         if self.progress is not None:
             self.progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
 
@@ -123,15 +169,36 @@ class Callbacks(pygit2.RemoteCallbacks):
         git_fetch_options). With no progress to show, libgit2 gets a callback that does
         nothing instead of pygit2's (see interrupts.quiet_progress)."""
         if opts is not None and self.progress is None:
-            opts.callbacks.transfer_progress = interrupts.QUIET_PROGRESS
+            if self.guard is None:
+                opts.callbacks.transfer_progress = interrupts.QUIET_PROGRESS
+            else:  # kept on self: libgit2 holds only a pointer to it
+                self._quiet_progress = interrupts.received_bytes_progress(self._pack_progress)
+                opts.callbacks.transfer_progress = self._quiet_progress
         self._fetch_options = opts
 
+    @property
+    def push_options(self) -> Any:
+        return self._push_options
+
+    @push_options.setter
+    def push_options(self, opts: Any) -> None:
+        """As fetch_options, for a push: libgit2 building the pack (no bytes on the wire yet) is
+        the process's own progress, which the minimum rate does not count as a stall."""
+        if opts is not None and self.guard is not None:
+            self._pack_builder = interrupts.packbuilder_progress(self.guard.busy)
+            opts.callbacks.pack_progress = self._pack_builder
+        self._push_options = opts
+
     def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
+        if self.guard is not None:
+            self.guard.check()
         if self.progress is not None:
             self.progress("sending", objects_pushed, total_objects, bytes_pushed)
 
     def push_negotiation(self, updates: list[pygit2.remotes.PushUpdate]) -> None:
         """Called by libgit2 with the hub's current tips, before the pack is built and sent."""
+        if self.guard is not None:
+            self.guard.advertised()
         if self.hub.port is not None:
             sockets.send_promptly(self.hub.port)
         if self.lease is None:
@@ -143,7 +210,7 @@ class Callbacks(pygit2.RemoteCallbacks):
 
     def push_update_reference(self, refname: str, message: str | None) -> None:
         if message:
-            self.rejected[refname] = message
+            self.rejected[refname] = netlimits.server_text(message)
 
 
 def _is_zero(oid: pygit2.Oid) -> bool:
@@ -168,9 +235,13 @@ def _anonymous(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
                     "a hub is chosen by --remote, storage.yaml or MEMSYNC_REMOTE")
 
 
-def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
-    """A libgit2 failure as a one-line error with the URL redacted."""
+def translate(exc: Exception, hub: HubUrl, doing: str, guard: netlimits.Watch | None = None) -> MemsyncError:
+    """A libgit2 failure as a one-line error with the URL redacted; the limit that stopped the
+    operation if one did (libgit2 then only saw its connection close)."""
+    if guard is not None and guard.tripped is not None:
+        return guard.tripped
     text = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = netlimits.server_text(text)  # a server's message can be as long as it likes
     lowered = text.lower()
     where = hub.display
     if isinstance(exc, RemoteError):
@@ -226,6 +297,11 @@ def translate(exc: Exception, hub: HubUrl, doing: str) -> MemsyncError:
                              "check the network and the URL (`memsync run --offline` works on the local copy)")
 
 
+def _watch(hub: HubUrl, doing: str, expects_pack: bool = False) -> contextlib.AbstractContextManager[netlimits.Watch]:
+    """The limits of one network operation on `hub` (a hub on this machine is not watched)."""
+    return netlimits.watch(hub.port if hub.local_path is None else None, hub.display, doing, expects_pack)
+
+
 def check_local(hub: HubUrl) -> None:
     path = hub.local_path
     if path is not None and not (path / "HEAD").exists() and not (path / ".git").exists():
@@ -249,11 +325,13 @@ def list_heads(git: GitRepo, hub: HubUrl) -> list[RemoteHead]:
     """The hub's ref advertisement (ls-remote): works on every transport."""
     repo = git._repo
     check_local(hub)
-    cb = Callbacks(hub)
-    try:
-        heads = _anonymous(repo, hub).list_heads(callbacks=cb)
-    except (pygit2.GitError, OSError, ValueError) as exc:
-        raise translate(exc, hub, "cannot list") from exc
+    with _watch(hub, "cannot list") as guard:
+        cb = Callbacks(hub, guard=guard)
+        try:
+            heads = _anonymous(repo, hub).list_heads(callbacks=cb)
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            raise translate(exc, hub, "cannot list", guard) from exc
+    netlimits.check_refs(len(heads), hub.display, "cannot list", guard.limits.max_refs)
     return [RemoteHead(h.name, str(h.oid)) for h in heads if h.name and h.name.startswith("refs/heads/")]
 
 
@@ -267,13 +345,15 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str],
     stays as shallow as it is), N the last N versions, UNSHALLOW what a shallow one lacks."""
     repo = git._repo
     check_local(hub)
-    cb = Callbacks(hub, progress)
     remote = _anonymous(repo, hub)
-    try:
-        remote.fetch(refspecs, callbacks=cb, depth=depth)
-        heads = remote.list_heads(callbacks=cb, connect=False)
-    except (pygit2.GitError, OSError, ValueError) as exc:
-        raise translate(exc, hub, "cannot fetch from") from exc
+    with _watch(hub, "cannot fetch from", expects_pack=True) as guard:
+        cb = Callbacks(hub, progress, guard=guard)
+        try:
+            remote.fetch(refspecs, callbacks=cb, depth=depth)
+            heads = remote.list_heads(callbacks=cb, connect=False)
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            raise translate(exc, hub, "cannot fetch from", guard) from exc
+    netlimits.check_refs(len(heads), hub.display, "cannot fetch from", guard.limits.max_refs)
     return {h.name: str(h.oid) for h in heads if h.name and h.name.startswith("refs/heads/")}
 
 
@@ -284,11 +364,12 @@ def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
     nothing sent). Raises NotFastForward, PushRejected or RemoteError."""
     repo = git._repo
     check_local(hub)
-    cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease))
-    try:
-        _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
-    except (pygit2.GitError, OSError, ValueError) as exc:
-        raise translate(exc, hub, "cannot push to") from exc
+    with _watch(hub, "cannot push to") as guard:
+        cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease), guard)
+        try:
+            _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            raise translate(exc, hub, "cannot push to", guard) from exc
     if cb.rejected:
         reason = "; ".join(f"{ref}: {msg}" for ref, msg in cb.rejected.items())
         if any(_raced(m) for m in cb.rejected.values()):

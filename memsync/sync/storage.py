@@ -124,7 +124,7 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     if cfg_file.is_dir():
         raise ConfigError(f"{cfg_file} is a directory, not a file", "remove it, then run `memsync init` again")
     created = not cfg_file.exists()
-    hub = hubmod.parse(remote) if remote else None
+    hub = hubmod.from_flag(remote) if remote else None
     if created:
         chosen = root.name if name is None else name
         try:
