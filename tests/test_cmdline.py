@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from memsync.run.cmdline import redact_args, shown_command
+from memsync.run.cmdline import mask_args, shown_command
 
 _rng = random.Random(11)
 PW = "Zq8" + "".join(_rng.choice("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(14))
@@ -58,12 +58,12 @@ KEPT: list[tuple[str, list[str]]] = [
 
 @pytest.mark.parametrize(("argv", "shown"), [pytest.param(a, s, id=c) for c, a, s in REDACTED])
 def test_credentials_are_redacted(argv: list[str], shown: list[str]) -> None:
-    assert redact_args(argv) == shown
+    assert mask_args(argv) == shown
 
 
 @pytest.mark.parametrize("argv", [pytest.param(a, id=c) for c, a in KEPT])
 def test_ordinary_arguments_are_kept(argv: list[str]) -> None:
-    assert redact_args(argv) == argv
+    assert mask_args(argv) == argv
 
 
 def test_shown_command_is_one_shell_quoted_line() -> None:

@@ -35,7 +35,7 @@ def _hub_tip() -> str:
 def _sync(root: Path, **options: object) -> exchange.Exchange:
     mem = open_memory(root)
     with mem.locked():
-        return exchange.sync(mem, operator("sync"), lambda: None, **options)  # type: ignore[arg-type]
+        return exchange.converge(mem, operator("sync"), lambda: None, **options)  # type: ignore[arg-type]
 
 
 @pytest.fixture

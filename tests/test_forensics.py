@@ -283,7 +283,7 @@ def test_run_range_excludes_versions_merged_in_between(memory: Path, tmp_path: P
     from memsync.core.attribution import Attribution
     from memsync.core.memory import open_memory
     from memsync.core.snapshot import take
-    from memsync.sync.exchange import sync
+    from memsync.sync.exchange import converge
 
     other = tmp_path / "other"
     assert cli("clone", "research", str(other), cwd=tmp_path).code == 0
@@ -295,11 +295,11 @@ def test_run_range_excludes_versions_merged_in_between(memory: Path, tmp_path: P
     write(other, "b.md", "from elsewhere\n")
     assert cli("push", cwd=other).code == 0
     with mem.locked():
-        assert len(sync(mem, who, lambda: None).merges) == 1
+        assert len(converge(mem, who, lambda: None).merges) == 1
     write(memory, "a.md", "one\ntwo\n")
     with mem.locked():
         take(mem, who)
-        sync(mem, who, lambda: None)
+        converge(mem, who, lambda: None)
     r = cli("diff", "run:mixed", "--stat", cwd=memory)
     assert r.out.splitlines()[0].startswith(" a.md ") and "b.md" not in r.out
     r = cli("revert", "run:mixed", cwd=memory)

@@ -218,7 +218,7 @@ def test_commits_memsync_did_not_make_are_refused_as_before(pushed: Path, hub: P
     from memsync.core.attribution import operator
     from memsync.core.memory import open_memory
     from memsync.errors import RepoError
-    from memsync.sync.exchange import sync
+    from memsync.sync.exchange import converge
 
     before = head(hub, BRANCH)
     write(pushed, "sneaked.md", "not checked\n")
@@ -227,7 +227,7 @@ def test_commits_memsync_did_not_make_are_refused_as_before(pushed: Path, hub: P
     mem = open_memory(pushed)
     since = len(git_daemon.log)
     with mem.locked(), pytest.raises(RepoError, match="memsync did not make"):
-        sync(mem, operator("test"), lambda: None, vetted=lambda: [before])
+        converge(mem, operator("test"), lambda: None, vetted=lambda: [before])
     assert services(git_daemon, since) == ["upload-pack"]  # the full exchange said it
     assert head(hub, BRANCH) == before
 

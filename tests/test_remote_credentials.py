@@ -37,7 +37,7 @@ def test_parse_splits_the_credential_off_every_shape(shape: str) -> None:
     hub = hubmod.parse(CREDENTIAL_URLS[shape])
     assert hub.password == SECRET
     assert SECRET not in hub.url and SECRET not in hub.display and SECRET not in repr(hub)
-    assert SECRET not in hubmod.redact(CREDENTIAL_URLS[shape])
+    assert SECRET not in hubmod.safe_url(CREDENTIAL_URLS[shape])
     assert hub.kind == ("http" if shape.startswith("https") else "ssh")
 
 
@@ -45,9 +45,9 @@ def test_scp_urls_without_a_password_stay_as_written() -> None:
     for url in ("git@github.com:acme/memory.git", "box:hubs/memory.git"):
         hub = hubmod.parse(url)
         assert (hub.url, hub.kind, hub.password) == (url, "ssh", None)
-        assert hubmod.redact(url) == url
+        assert hubmod.safe_url(url) == url
     assert hubmod.parse("ssh://git@host/x.git").password is None  # a bare ssh user is not a secret
-    assert hubmod.redact(f"me:{SECRET}@host:x.git") == "me:***@host:x.git"
+    assert hubmod.safe_url(f"me:{SECRET}@host:x.git") == "me:***@host:x.git"
 
 
 def _verb_cases(tmp_path: Path, cli: Cli) -> list[tuple[list[str], Path]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.checks.secrets import CHUNK_BYTES, PRAGMA, RULE_IDS, Finding, redact, scan_bytes, scan_file, scan_path
+from memsync.checks.secrets import CHUNK_BYTES, PRAGMA, RULE_IDS, Finding, mask, scan_bytes, scan_file, scan_path
 from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
@@ -579,8 +579,8 @@ def test_a_token_in_a_path_is_found_and_redacted() -> None:
 
 def test_redact_replaces_only_the_secrets() -> None:
     text = f"use {_ghp} and postgres://app:{_url_pw}@db/app then api_key={_gen_api} done"
-    assert redact(text) == "use <redacted> and postgres://app:<redacted>@db/app then api_key=<redacted> done"
-    assert redact("nothing to hide here") == "nothing to hide here"
+    assert mask(text) == "use <redacted> and postgres://app:<redacted>@db/app then api_key=<redacted> done"
+    assert mask("nothing to hide here") == "nothing to hide here"
 
 
 def test_short_passwords_need_three_character_classes_and_no_weak_word() -> None:

@@ -203,7 +203,7 @@ def test_server_messages_on_the_sideband_are_escaped(git_daemon: GitDaemon, tmp_
 def test_paths_are_quoted_as_git_quotes_them(tmp_path: Path) -> None:
     """Byte for byte what `git ls-files` prints (core.quotePath=false) for names with controls,
     quotes and backslashes; C1 controls and bidi overrides, which git leaves alone, are quoted too."""
-    from memsync.util.textsafe import clean, quote_path
+    from memsync.util.textsafe import clean, display_path
 
     repo = tmp_path / "names"
     repo.mkdir()
@@ -213,6 +213,6 @@ def test_paths_are_quoted_as_git_quotes_them(tmp_path: Path) -> None:
         (repo / name).write_text("x")
     git("add", "-A", cwd=repo)
     shown = git("-c", "core.quotePath=false", "ls-files", cwd=repo).splitlines()
-    assert sorted(quote_path(n) for n in names) == sorted(shown)
-    assert quote_path("a\x9bb\u202ec\u2066") == '"a\\302\\233b\\342\\200\\256c\\342\\201\\246"'
+    assert sorted(display_path(n) for n in names) == sorted(shown)
+    assert display_path("a\x9bb\u202ec\u2066") == '"a\\302\\233b\\342\\200\\256c\\342\\201\\246"'
     assert clean("run\x1b]0;x\x07") == "run\\033]0;x\\a" and clean("[red]ok[/red]") == "[red]ok[/red]"

@@ -93,7 +93,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
 
         merge_as = operator("Merge the remote memory") if verb == "session-start" else who
         whole_home = mem.root.resolve() == a.home.resolve()
-        done = exchange.sync(mem, merge_as, resnap, accept=_only_memory_files(mem, a) if whole_home else None)
+        done = exchange.converge(mem, merge_as, resnap, accept=_only_memory_files(mem, a) if whole_home else None)
         result.pushed = done.pushed
         result.pulled = mem.git.head_oid() != mine  # pushing never moves the local head
         result.conflicts = len(done.conflicts)

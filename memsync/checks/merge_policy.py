@@ -82,9 +82,9 @@ def is_rule_file(path: str) -> bool:
 
 def rule_file_line(path: str) -> str:
     """What a hub version that changed a rule file is reported as."""
-    from memsync.util.textsafe import quote_path
+    from memsync.util.textsafe import display_path
 
-    return (f"the hub's version changed {quote_path(path)}: memsync merges and ignores by the memory's "
+    return (f"the hub's version changed {display_path(path)}: memsync merges and ignores by the memory's "
             "storage.yaml and its defaults, never by that file")
 
 

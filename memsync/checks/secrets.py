@@ -59,7 +59,7 @@ from typing import BinaryIO
 
 from memsync.checks.secret_rules import RULE_IDS, Candidate, candidates, secret_name
 
-__all__ = ["CHUNK_BYTES", "PRAGMA", "RULE_IDS", "Finding", "redact", "scan_bytes", "scan_file", "scan_path",
+__all__ = ["CHUNK_BYTES", "PRAGMA", "RULE_IDS", "Finding", "mask", "scan_bytes", "scan_file", "scan_path",
            "secret_name"]
 
 PRAGMA = "memsync:allow-secret"
@@ -224,10 +224,10 @@ def scan_path(path: str) -> list[Finding]:
     """Likely secrets in a file's path itself (a token used as a file or directory name).
     Findings have line 0 and, as their ``path``, the path with each secret replaced by
     ``<redacted>`` (safe to print)."""
-    return [Finding(redact(path), 0, f.rule, f.preview) for f in _findings(path, path, (0, len(path)), 1)]
+    return [Finding(mask(path), 0, f.rule, f.preview) for f in _findings(path, path, (0, len(path)), 1)]
 
 
-def redact(text: str) -> str:
+def mask(text: str) -> str:
     """``text`` with each likely secret replaced by ``<redacted>`` (the pragma does not apply)."""
     spans = sorted((c[0], c[1]) for c in candidates(text))
     if not spans:

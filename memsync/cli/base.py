@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 # Wraps a command so that its errors become `error:`/`hint:` lines and exit codes (app.handle_errors).
-Guard = Callable[[Callable[..., Any]], Callable[..., Any]]
+CommandWrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 # `memsync serve`'s server, given by the entry point (the server is a layer above the CLI, which it
 # runs commands with): (socket, idle seconds, log line, track) -> exit code. None when the CLI was

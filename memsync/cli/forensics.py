@@ -7,17 +7,17 @@ from typing import Annotated, Any
 import typer
 
 from memsync.cli import completing
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 from memsync.cli.compat import TyperCommand
 from memsync.cli.output import Segment, err, out, print_json, styled, unified_diff, warn
-from memsync.util.textsafe import clean, quote_path
+from memsync.util.textsafe import clean, display_path
 from memsync.util.wording import count
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push to "
                                                "(default: the memory's).")]
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command()
     @guard
     def log(
@@ -47,7 +47,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
             print_json(result)
             return
         if not result.versions:
-            what = f" of {quote_path(result.path)}" if result.path else ""
+            what = f" of {display_path(result.path)}" if result.path else ""
             out(f"No versions{what} match" if (run or flagged or path) else "No versions yet")
             return
         for entry in result.versions:
@@ -100,7 +100,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         else:
             out(f"Restored from {result.source[:8]} as version {result.version[:8]}:")
         for f in result.files:
-            out(f"  {quote_path(f.path)}  {f.size} bytes  sha256 {f.sha256}")
+            out(f"  {display_path(f.path)}  {f.size} bytes  sha256 {f.sha256}")
         _report_push(result)
 
     @app.command()
@@ -125,12 +125,12 @@ def register(app: typer.Typer, guard: Guard) -> None:
             return
         out(f"Reverted {what} as version {result.version[:8]}:")
         for f in result.files:
-            out(f"  {f.state:<8} {quote_path(f.path)}")
+            out(f"  {f.state:<8} {display_path(f.path)}")
         for c in result.conflicts:
-            warn(f"{quote_path(c.path)} changed since {what}: kept the current content there, "
-                 f"the reverted one as {quote_path(c.copy)}")
+            warn(f"{display_path(c.path)} changed since {what}: kept the current content there, "
+                 f"the reverted one as {display_path(c.copy)}")
         for p in result.kept_modified:
-            warn(f"{quote_path(p)} changed since {what}: kept the current content (a change beats a deletion)")
+            warn(f"{display_path(p)} changed since {what}: kept the current content (a change beats a deletion)")
         _report_push(result)
 
 
@@ -157,10 +157,10 @@ def _log_line(e: Any) -> list[Segment]:
     for policy in e.policies:
         parts.append((f"  POLICY {clean(policy)}", "bold magenta"))
     if e.copies:
-        parts.append((f"  kept both: {', '.join(quote_path(c) for c in e.copies)}", "cyan"))
+        parts.append((f"  kept both: {', '.join(display_path(c) for c in e.copies)}", "cyan"))
     for restored in e.restored_from:
         sha, _, path = restored.partition(" ")
-        parts.append((f"  restored {quote_path(path)} from {clean(sha[:8])}", "green"))
+        parts.append((f"  restored {display_path(path)} from {clean(sha[:8])}", "green"))
     if e.reverted:
         parts.append((f"  reverted {', '.join(clean(r[:8]) for r in e.reverted)}", "green"))
     return parts
@@ -182,7 +182,7 @@ class _PathsAfterDashes(TyperCommand):
 
 
 def _print_stat(patches: list[Any]) -> None:
-    names = [quote_path(p.path) for p in patches]
+    names = [display_path(p.path) for p in patches]
     width = max((len(name) for name in names), default=0)
     added = deleted = 0
     for p, name in zip(patches, names, strict=True):

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err, out, print_json, warn
 
 SHELLS = ("bash", "zsh", "fish")
@@ -22,7 +22,7 @@ ScopeOpt = Annotated[str, typer.Option("--scope", help="user (~/.claude/settings
 ShellArg = Annotated[str | None, typer.Argument(help="bash, zsh or fish (default: from $SHELL).")]
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     hooks = typer.Typer(name="hooks", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                         help="Keep a coding agent's own memory files (Claude Code, Codex) in a memory: "
                         "pulled when a session starts, committed and pushed as the session's run when "

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command()
     @guard
     def mcp(

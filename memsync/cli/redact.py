@@ -8,12 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err, out, warn
 from memsync.util.wording import count
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command()
     @guard
     def redact(
@@ -93,7 +93,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
 
 def _follow(cwd: Any, yes: bool, remote: str | None) -> None:
     from memsync.history import redact as core
-    from memsync.util.textsafe import quote_path
+    from memsync.util.textsafe import display_path
 
     def decide(incoming: Any) -> bool:
         out(f"The hub's history was rewritten by a redaction (version {incoming.record[:8]}):")
@@ -102,7 +102,7 @@ def _follow(cwd: Any, yes: bool, remote: str | None) -> None:
         out(f"  files ({len(incoming.files)}):")
         for p in incoming.files[:50]:
             mark = "  (more than a secret)" if p in incoming.not_secrets else ""
-            out(f"    {quote_path(p)}{mark}")
+            out(f"    {display_path(p)}{mark}")
         if len(incoming.files) > 50:
             out(f"    ... and {len(incoming.files) - 50} more")
         if yes:

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 import typer
 
 from memsync.cli import completing
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err, out
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command(context_settings={"allow_interspersed_args": False})
     @guard
     def run(

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err
 
 
@@ -23,7 +23,7 @@ def default_socket() -> Path:
     return ensure_home() / "serve.sock"
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command()
     @guard
     def serve(

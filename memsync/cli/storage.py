@@ -9,9 +9,9 @@ import typer
 
 from memsync.checks.merge_policy import rule_file_line
 from memsync.cli import completing
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err, human_size, out, print_json, warn
-from memsync.util.textsafe import clean, quote_path
+from memsync.util.textsafe import clean, display_path
 from memsync.util.wording import count
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL: a path, file://, git://, "
@@ -39,14 +39,14 @@ def _report_merges(exchange: Any) -> None:
         err(f"merged remote version {merge.head[:8]}" if merge.head else "merged")
     for c in exchange.conflicts:
         if c.reason == "file/directory clash":
-            warn(f"conflict at {quote_path(c.path)}: a file and a directory; the directory stays there, the file "
-                 f"is kept as {quote_path(c.copy)}")
+            warn(f"conflict at {display_path(c.path)}: a file and a directory; the directory stays there, the file "
+                 f"is kept as {display_path(c.copy)}")
         else:
-            warn(f"conflict in {quote_path(c.path)}: kept yours there, the remote's as {quote_path(c.copy)}")
+            warn(f"conflict in {display_path(c.path)}: kept yours there, the remote's as {display_path(c.copy)}")
     for path in exchange.rule_files:
         warn(rule_file_line(path))
     for held in exchange.held_back:
-        warn(f"not checked out: {quote_path(held.path)} ({human_size(held.size)}, larger than max_file_size); "
+        warn(f"not checked out: {display_path(held.path)} ({human_size(held.size)}, larger than max_file_size); "
              "it stays in the memory's history and later versions keep it")
 
 
@@ -88,7 +88,7 @@ def _report_init(result: Any) -> None:  # sync.InitResult (imported lazily)
         out(f"Note: {note}")
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command()
     @guard
     def init(
@@ -127,9 +127,9 @@ def register(app: typer.Typer, guard: Guard) -> None:
             out(f"Nothing committed: {files} left out (see the warnings above); the remote already has "
                 "this version" if left else "No changes: the remote already has this version")
         if result.mirror_of is not None and result.exchange.pushed:
-            from memsync.git.hub import redact
+            from memsync.git.hub import safe_url
 
-            out(f"Mirror push to {redact(remote or '')}: the memory's own hub stays {result.mirror_of}")
+            out(f"Mirror push to {safe_url(remote or '')}: the memory's own hub stays {result.mirror_of}")
         _print_version(result.version)
         if result.snapshot.blocked:
             from memsync.errors import Blocked
@@ -248,7 +248,7 @@ def _print_left_out(r: Any) -> None:
 
         out(f"{title}: {len(paths)}")
         for path in paths[:SHOWN_PATHS]:
-            out(f"  {quote_path(path)}")
+            out(f"  {display_path(path)}")
         if len(paths) > SHOWN_PATHS:
             out(f"  ... and {len(paths) - SHOWN_PATHS} more")
 
@@ -286,7 +286,7 @@ def _print_status(r: Any) -> None:
     if r.uncommitted:
         out(f"Uncommitted: {count(len(r.uncommitted), 'change')}")
         for c in r.uncommitted[:20]:
-            out(f"  {c.kind:<8} {quote_path(c.path)}")
+            out(f"  {c.kind:<8} {display_path(c.path)}")
         if len(r.uncommitted) > 20:
             out(f"  ... and {len(r.uncommitted) - 20} more")
     else:
@@ -296,6 +296,6 @@ def _print_status(r: Any) -> None:
         copies = "conflict copy" if len(r.conflicts) == 1 else "conflict copies"
         out(f"Conflicts: {len(r.conflicts)} {copies} to review")
         for path in r.conflicts:
-            out(f"  {quote_path(path)}")
+            out(f"  {display_path(path)}")
     else:
         out("Conflicts: none")

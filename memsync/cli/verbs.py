@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 
 # Verbs whose modules are imported only when they are the one being run (or for the whole
 # app: help, an unknown name), so that the integrations cost the core commands nothing.
@@ -16,7 +16,7 @@ OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp"
 _registered: set[str] = set()
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     """Attach the core verbs to `app`; the occasional ones come with `register_for`."""
     from memsync.cli import forensics, run, storage, watch
 
@@ -24,7 +24,7 @@ def register(app: typer.Typer, guard: Guard) -> None:
         module.register(app, guard)
 
 
-def register_for(app: typer.Typer, guard: Guard, words: list[str]) -> None:
+def register_for(app: typer.Typer, guard: CommandWrapper, words: list[str]) -> None:
     """Attach what the command line `words` needs: its occasional verb, or every verb when it
     names none that is known (help, a typo: the whole app answers)."""
     import importlib

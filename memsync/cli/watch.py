@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from memsync.cli.base import Guard
+from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err
 from memsync.util.wording import count
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from memsync.live.watch import Report, WatchEvent, WatchStatus, WatchSummary
 
 
-def register(app: typer.Typer, guard: Guard) -> None:
+def register(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command()
     @guard
     def watch(

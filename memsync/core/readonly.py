@@ -48,7 +48,7 @@ class Memory(Protocol):
     def locked(self, timeout: float | None = None) -> AbstractContextManager[None]: ...
 
 
-__all__ = ["Guard", "Undone", "check_same_folder", "chmod_nofollow", "protect", "recover", "undo"]
+__all__ = ["Protection", "Undone", "check_same_folder", "chmod_nofollow", "protect", "recover", "undo"]
 
 MARK = "memsync-ro-guard.json"
 _OWN = (".git", ".vm0")
@@ -56,7 +56,7 @@ _WRITE = 0o222
 
 
 @dataclass
-class Guard:
+class Protection:
     """A read-only memory's state when the run started."""
 
     run_id: str
@@ -143,12 +143,12 @@ def chmod_nofollow(path: Path, mode: int) -> None:
         os.close(fd)
 
 
-def protect(mem: Memory, run_id: str) -> Guard:
+def protect(mem: Memory, run_id: str) -> Protection:
     """Record the memory's state and make its files and folders non-writable for the run."""
     with mem.locked():
         before = {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan(full=True)}
     st = mem.root.lstat()
-    guard = Guard(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before,
+    guard = Protection(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before,
                   (st.st_dev, st.st_ino))
     (memsync_home() / "runs").mkdir(mode=0o700, parents=True, exist_ok=True)  # what is kept there is private
     _save_before(guard)
@@ -175,7 +175,7 @@ def _own_files(mem: Memory) -> list[str]:
     return [rel for rel in found if (mem.root / rel).is_file() and not (mem.root / rel).is_symlink()]
 
 
-def _put_back_own(mem: Memory, guard: Guard) -> list[str]:
+def _put_back_own(mem: Memory, guard: Protection) -> list[str]:
     """storage.yaml, .git/config, info/exclude and hooks as they were: a changed or new one is kept
     aside (an exclude pattern would hide new files from the undo, a hook would run later)."""
     changed: list[str] = []
@@ -203,7 +203,7 @@ def _put_back_own(mem: Memory, guard: Guard) -> list[str]:
     return changed
 
 
-def _save_before(guard: Guard) -> None:
+def _save_before(guard: Protection) -> None:
     """The operator's own uncommitted files, copied aside: the undo puts them back as they were."""
     for rel, blob in guard.before.items():
         if blob is None:
@@ -226,7 +226,7 @@ def _write_json(path: Path, data: object) -> None:
     atomic_write(path, json.dumps(data).encode("utf-8"))
 
 
-def undo(mem: Memory, guard: Guard) -> Undone:
+def undo(mem: Memory, guard: Protection) -> Undone:
     """Put the memory back as it was when the run started; what the command made is kept aside.
     RepoError if the memory's folder itself was replaced (moved away, a symlink put in its place):
     nothing is touched then, as the path may now lead anywhere."""
@@ -306,7 +306,7 @@ def _newcomers(root: Path, modes: dict[str, int]) -> list[str]:
     return found
 
 
-def _keep_aside(guard: Guard, rel: str) -> None:
+def _keep_aside(guard: Protection, rel: str) -> None:
     """Move what is at `rel` (file, symlink or folder, never followed) out of the memory."""
     src = guard.root / rel
     if not real_folders(guard.root, rel) or not os.path.lexists(src):
@@ -330,7 +330,7 @@ def _move(src: Path, dst: Path) -> None:
     shutil.move(str(src), str(dst))
 
 
-def _put_back(mem: Memory, guard: Guard, rel: str) -> None:
+def _put_back(mem: Memory, guard: Protection, rel: str) -> None:
     """`rel` as it was when the run started; what is there now is kept aside first."""
     if rel in guard.before:
         blob = guard.before[rel]
@@ -370,7 +370,7 @@ def recover(mem: Memory) -> Undone | None:
         return None  # that run is still going
     try:
         rec = json.loads((memsync_home() / "runs" / run_id / "ro" / f"{mem.name}.json").read_text(encoding="utf-8"))
-        guard = Guard(run_id, mem.name, Path(rec["root"]), str(rec["branch"]), rec["head"],
+        guard = Protection(run_id, mem.name, Path(rec["root"]), str(rec["branch"]), rec["head"],
                       {str(k): int(v) for k, v in rec["modes"].items()},
                       {str(k): (None if v is None else str(v)) for k, v in rec["before"].items()},
                       (int(rec["ident"][0]), int(rec["ident"][1])))

@@ -370,38 +370,38 @@ def unhidden_line(paths: list[str]) -> str:
 
 
 def _listed(paths: list[str]) -> str:
-    from memsync.util.textsafe import quote_path
+    from memsync.util.textsafe import display_path
 
-    shown = ", ".join(quote_path(p) for p in paths[:SHOWN_PATHS])
+    shown = ", ".join(display_path(p) for p in paths[:SHOWN_PATHS])
     return shown + (f" and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else "")
 
 
 def describe(snap: Snapshot) -> list[str]:
     """What a snapshot has to tell its user, one line each (callers add `warning:` and context)."""
-    from memsync.util.textsafe import clean, quote_path
+    from memsync.util.textsafe import clean, display_path
 
-    lines = [f"not committed: {quote_path(_shown(item.path))} ({item.reason})" for item in snap.skipped]
+    lines = [f"not committed: {display_path(_shown(item.path))} ({item.reason})" for item in snap.skipped]
     if snap.ignored:
         lines.append(ignored_line(snap.ignored, snap.local_ignores))
     if snap.unhidden:
         lines.append(unhidden_line(snap.unhidden))
     for finding in snap.secrets:
         verb = "kept out of the commit" if finding.path in snap.blocked else "committed"
-        shown = quote_path(finding.path)
+        shown = display_path(finding.path)
         where = f"the file name {shown}" if finding.line == 0 else f"{shown}:{finding.line}"
         lines.append(f"possible secret ({finding.rule}) in {where}, {verb}: {clean(finding.preview)}")
-    lines += [f"{quote_path(_shown(path))} is a symbolic link to {clean(_shown(target))}, outside the memory: "
+    lines += [f"{display_path(_shown(path))} is a symbolic link to {clean(_shown(target))}, outside the memory: "
               "committed as a link, not the content it points to" for path, target in snap.outside_links]
     lines += [f"integrity flag: {clean(flag.trailer())}" for flag in snap.flags]
-    lines += [f"rule file changed: {quote_path(p)} (flagged; memsync merges and ignores by the memory's "
+    lines += [f"rule file changed: {display_path(p)} (flagged; memsync merges and ignores by the memory's "
               "storage.yaml and its defaults, never by this file)" for p in snap.rule_files]
-    lines += [f"policy: {quote_path(v.path)}: {v.reason}; the new version was kept beside it"
+    lines += [f"policy: {display_path(v.path)}: {v.reason}; the new version was kept beside it"
               for v in snap.violations]
     return lines
 
 
 def _shown(path: str) -> str:
     """A path as it may be printed: a token used as a file name is redacted."""
-    from memsync.checks.secrets import redact
+    from memsync.checks.secrets import mask
 
-    return redact(path)
+    return mask(path)

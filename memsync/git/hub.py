@@ -28,7 +28,7 @@ class HubUrl:
 
     @property
     def display(self) -> str:
-        return redact(self.url)
+        return safe_url(self.url)
 
     @property
     def local_path(self) -> Path | None:
@@ -72,7 +72,7 @@ def embedded_hub_path() -> Path:
     return memsync_home() / "hub.git"
 
 
-def redact(url: str) -> str:
+def safe_url(url: str) -> str:
     """Hide any credential in a URL, pip-style: https://user:***@host/x, https://***@host/x,
     and scp-style user:***@host:path."""
     if "://" not in url:
@@ -105,13 +105,13 @@ def parse(raw: str, base: Path | None = None) -> HubUrl:
         scheme = parts.scheme.lower()
         if scheme not in SCHEMES:
             raise UsageError(
-                f"unsupported remote scheme {scheme!r} in {redact(text)}",
+                f"unsupported remote scheme {scheme!r} in {safe_url(text)}",
                 "use a path, file://, git://, http(s):// or ssh://",
             )
         if scheme == "file":
             return HubUrl(str(Path(parts.path).resolve()), "file")
         if not parts.hostname:
-            raise UsageError(f"remote URL {redact(text)} has no host",
+            raise UsageError(f"remote URL {safe_url(text)} has no host",
                              f"write it as {scheme}://HOST[:PORT]/PATH")
         password = None
         if scheme in ("http", "https", "ssh", "git") and "@" in parts.netloc:
@@ -149,7 +149,7 @@ def from_flag(flag: str) -> HubUrl:
     userinfo = urlsplit(flag.strip()).netloc.rpartition("@")[0] if "://" in flag else ""
     a_user_name = hub.kind == "http" and ":" not in userinfo and bool(get("MEMSYNC_TOKEN"))
     if hub.password is not None and not a_user_name:
-        raise UsageError(f"--remote {redact(flag)}: a credential on memsync's command line is "
+        raise UsageError(f"--remote {safe_url(flag)}: a credential on memsync's command line is "
                          "readable by every process on the machine (ps, /proc/PID/cmdline)",
                          "set MEMSYNC_TOKEN (HTTPS), or MEMSYNC_SSH_KEY or ssh-agent (SSH), and give "
                          "the URL without it (see docs/REMOTES.md)")

@@ -21,7 +21,7 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode, Option, RepositorySt
 
 from memsync.errors import RepoError
 from memsync.git import engine, hints
-from memsync.git.hub import redact
+from memsync.git.hub import safe_url
 from memsync.git.hubtree import tree_totals
 from memsync.git.workdiff import diff_to_workdir
 from memsync.util.fs import atomic_write
@@ -214,7 +214,7 @@ class GitRepo:
                 config[f"branch.{branch}.merge"] = ref
                 config["memsync.origin"] = "managed"
             else:
-                notes.append(f"kept this repository's own remote 'origin' ({redact(owned)}); memsync syncs "
+                notes.append(f"kept this repository's own remote 'origin' ({safe_url(owned)}); memsync syncs "
                              "with its hub directly")
         return notes
 

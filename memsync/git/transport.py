@@ -31,7 +31,7 @@ from memsync.errors import (
 from memsync.git import engine, hostkeys, interrupts, netlimits, sockets
 from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
-from memsync.git.hub import HubUrl, redact
+from memsync.git.hub import HubUrl, safe_url
 from memsync.git.repo import GitRepo
 
 ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objects total, bytes)
@@ -240,7 +240,7 @@ def translate(exc: Exception, hub: HubUrl, doing: str, guard: netlimits.Watch | 
     operation if one did (libgit2 then only saw its connection close)."""
     if guard is not None and guard.tripped is not None:
         return guard.tripped
-    text = redact(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = safe_url(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     text = netlimits.server_text(text)  # a server's message can be as long as it likes
     lowered = text.lower()
     where = hub.display

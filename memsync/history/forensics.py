@@ -28,7 +28,7 @@ from memsync.git.merge import ConflictCopy
 from memsync.git.trailers import first, parse, quote_path
 from memsync.history.log import FileState, LogEntry, LogResult, log, relative
 from memsync.sync import shallow
-from memsync.sync.exchange import Exchange, sync, unpushed
+from memsync.sync.exchange import Exchange, converge, unpushed
 from memsync.sync.hubs import ensure_hub
 from memsync.util.fs import in_the_way, place
 
@@ -262,7 +262,7 @@ def _prepare(mem: Memory) -> None:
 def _deliver(mem: Memory, result: Outcome, who: Attribution, verb: str) -> Outcome:
     """Push like `memsync push`; if that fails the new version stays local and the error says so."""
     try:
-        exchange: Exchange = sync(mem, who, lambda: _save_local(mem))
+        exchange: Exchange = converge(mem, who, lambda: _save_local(mem))
     except RemoteError as exc:
         where = f" as version {result.version[:8]}" if result.version else ""
         raise UnsavedWork(f"{verb} committed locally{where}, but the push failed: {exc.message}",

@@ -31,7 +31,7 @@ from memsync.git import hub as hubmod
 from memsync.git import rewrite, transport
 from memsync.git.trailers import compose
 from memsync.history import forensics
-from memsync.sync.exchange import hub_lock, sync
+from memsync.sync.exchange import converge, hub_lock
 from memsync.sync.redaction import BASE, BLOB, REWRITTEN, Decide
 from memsync.sync.redaction_log import Incoming
 from memsync.util.wording import count
@@ -96,7 +96,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         ensure_hub(mem.hub)
         who = operator("Save local changes before redacting")
         take(mem, who)
-        exchange = sync(mem, operator("Merge the remote memory before redacting"), lambda: _save(mem))
+        exchange = converge(mem, operator("Merge the remote memory before redacting"), lambda: _save(mem))
         head = mem.git.head_oid()
         if head is None or exchange.remote_head != head:
             raise RepoError("the memory has no version on the hub to redact", "push it first")
@@ -181,7 +181,7 @@ def follow(start: Path, decide: Decide, remote: str | None = None) -> Followed:
                                  "run `memsync redact --follow --yes` to accept it")
             return True
 
-        exchange = sync(mem, operator("Merge the remote memory"), lambda: _save(mem), push=False, follow=ask)
+        exchange = converge(mem, operator("Merge the remote memory"), lambda: _save(mem), push=False, follow=ask)
         if exchange.redaction is None:
             raise UsageError("no redaction to follow: this memory's history is not rewritten on the hub",
                              "`memsync status` says whether one was refused")

@@ -195,12 +195,12 @@ class MemorySession:
             return self._push()
 
     def _push(self) -> str | None:
-        from memsync.sync.exchange import sync
+        from memsync.sync.exchange import converge
 
         mem = self.memory
         who = self._who(f"Checkpoint of session {self.run_id}")
         try:
-            exchange = sync(mem, who, lambda: self._resnap(who))
+            exchange = converge(mem, who, lambda: self._resnap(who))
         except RemoteError as exc:
             self._push_error = exc.message
             return f"not pushed yet (kept locally, retried at the next checkpoint): {exc.message}"

@@ -29,7 +29,7 @@ from memsync.errors import LockBusy, MemsyncError, PushRejected, RemoteError, Un
 from memsync.git import transport
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
-from memsync.sync.exchange import Exchange, sync, unpushed
+from memsync.sync.exchange import Exchange, converge, unpushed
 from memsync.util.wording import count
 
 DEFAULT_DEBOUNCE = 2.0
@@ -248,7 +248,7 @@ class Watcher:
         """Fetch, merge (keep both), push; files merged in are announced to the monitor as ours."""
         git = self.mem.git
         before = git.head_oid()
-        result = sync(self.mem, MERGE, self._resnapshot)
+        result = converge(self.mem, MERGE, self._resnapshot)
         after = git.head_oid()
         if after is not None and after != before:
             updated = git.tree_changes(before, after)
@@ -378,7 +378,7 @@ def once(mem: Memory, report: Report) -> WatchSummary:
             report(WatchEvent(status, "still being written, left for the next cycle: "
                               + ", ".join(snap.pending[:5]), "warning"))
         try:
-            result = sync(mem, MERGE, lambda: _resnap(mem))
+            result = converge(mem, MERGE, lambda: _resnap(mem))
         except (RemoteError, PushRejected) as exc:
             left = unpushed(mem)
             if left:

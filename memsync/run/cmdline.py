@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 
-__all__ = ["REDACTED", "redact_args", "shown_command"]
+__all__ = ["REDACTED", "mask_args", "shown_command"]
 
 REDACTED = "<redacted>"
 
@@ -49,10 +49,10 @@ _INLINE_MYSQL_RE = re.compile(r"""(?<![\w\-])-p(?![\s'"])("[^"]*"|'[^']*'|[^\s'"
 
 def shown_command(argv: list[str]) -> str:
     """The command on one line, shell-quoted, with likely credentials redacted."""
-    return shlex.join(redact_args(argv)).replace("\r", "\\r").replace("\n", "\\n")
+    return shlex.join(mask_args(argv)).replace("\r", "\\r").replace("\n", "\\n")
 
 
-def redact_args(argv: list[str]) -> list[str]:
+def mask_args(argv: list[str]) -> list[str]:
     out: list[str] = []
     tool = ""  # the last mysql-family or sshpass program named: its -p takes a password
     expect = ""  # what the previous option says this argument is: "secret", "user" or ""
@@ -119,9 +119,9 @@ def _text(arg: str, *, mysql: bool) -> str:
             arg = _INLINE_MYSQL_RE.sub("-p" + REDACTED, arg)
         arg = _INLINE_USER_RE.sub(lambda m: m[0] if m[3].isdigit() or m[3].startswith("$")
                                   else f"{m[1]}{m[2]}:{REDACTED}", arg)
-    from memsync.checks.secrets import redact
+    from memsync.checks.secrets import mask
 
-    return redact(arg)  # the scanner's own formats, anywhere in the argument
+    return mask(arg)  # the scanner's own formats, anywhere in the argument
 
 
 def _url_userinfo(m: re.Match[str]) -> str:

@@ -46,7 +46,7 @@ from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
 from memsync.run import runas
 from memsync.run.record import RunTrust
-from memsync.sync.exchange import sync, unpushed
+from memsync.sync.exchange import converge, unpushed
 from memsync.util import sealed
 from memsync.util.names import check_name, check_run_id, env_var_for, new_run_id
 
@@ -146,7 +146,7 @@ class Mounted:
     outcome: MemoryOutcome
     base: str | None = None  # writable: the branch's version when the command started
     trust: RunTrust | None = None  # writable: the run's record and its checks (record.py)
-    guard: readonly.Guard | None = None  # read-only: the state the undo puts back
+    guard: readonly.Protection | None = None  # read-only: the state the undo puts back
     lent: runas.Lent | None = None  # --as-user: what was handed over
     checkpoints: int = 0
     last_who: Attribution | None = None  # the author of its last checkpoint (a deferred push's)
@@ -296,7 +296,7 @@ def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[O
         ensure_hub(mem.hub)
         if not read_only:
             take(mem, who)  # prepare() has settled what a dead run or the agent left
-        return sync(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back
+        return converge(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back
 
 
 def _set_writable(mem: Memory, writable: bool) -> None:
@@ -451,7 +451,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
     if remote and hubmod.parse(remote).password:
-        raise UsageError(f"--remote {hubmod.redact(remote)}: a credential on memsync's command line is "
+        raise UsageError(f"--remote {hubmod.safe_url(remote)}: a credential on memsync's command line is "
                          "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
                          "set MEMSYNC_TOKEN instead and give the URL without it")
     pacing.resolve(max_push_rate, None)  # a bad flag stops the run before anything is pulled
@@ -797,7 +797,7 @@ def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, qu
     from memsync.errors import RemoteError as _RemoteError
 
     try:
-        exchange = sync(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted,
+        exchange = converge(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted,
                         accept=_merge_later(mem) if hold_merges else None)
     except _MergeWaits as exc:
         if outcome.unpushed == []:  # said once, when the first checkpoint starts to wait

@@ -323,7 +323,7 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
                        previous.kept_modified + merged.kept_modified, merged.held_back)
 
 
-def sync(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
+def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
          progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None,
          vetted: Callable[[], list[str]] | None = None, depth: int = 0,
          follow: Decide | None = None) -> Exchange:
@@ -449,4 +449,4 @@ def unpushed(mem: Memory) -> list[str]:
     return [info.short for info in itertools.islice(mem.git.walk(head, hide=remote), 50)]
 
 
-__all__ = ["Exchange", "fetch", "sync", "unpushed"]
+__all__ = ["Exchange", "converge", "fetch", "unpushed"]

@@ -33,9 +33,9 @@ class Incoming:
     not_secrets: list[str] = field(default_factory=list)  # files where more than a secret is replaced
 
     def summary(self) -> str:
-        from memsync.util.textsafe import quote_path  # the names come from the hub
+        from memsync.util.textsafe import display_path  # the names come from the hub
 
-        shown = ", ".join(quote_path(p) for p in self.files[:5])
+        shown = ", ".join(display_path(p) for p in self.files[:5])
         shown += f" and {len(self.files) - 5} more" if len(self.files) > 5 else ""
         return (f"{len(self.files)} file(s) ({shown}), {self.bytes_removed} byte(s) replaced, "
                 f"{self.versions} version(s) rewritten")

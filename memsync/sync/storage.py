@@ -21,7 +21,7 @@ from memsync.git import transport
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.transport import ProgressFn
-from memsync.sync.exchange import Exchange, fetch, link_hub_objects, sync
+from memsync.sync.exchange import Exchange, converge, fetch, link_hub_objects
 from memsync.sync.hubs import LastRun, ensure_hub, last_run
 from memsync.sync.redaction_log import RedactionNote
 from memsync.sync.redaction_log import notes as redaction_notes
@@ -143,7 +143,7 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
             raise UsageError(f"{root} is already a memory of type {cfg.type!r}")
         if hub is not None and cfg.remote != hub.url:
             if cfg.remote:
-                raise UsageError(f"{cfg_file} already names the remote {hubmod.redact(cfg.remote)}",
+                raise UsageError(f"{cfg_file} already names the remote {hubmod.safe_url(cfg.remote)}",
                                  "edit `remote:` in storage.yaml to change it")
             _append_line(cfg_file, f"remote: {hub.url}")
             cfg.remote = hub.url
@@ -198,7 +198,7 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
         found = settle(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         try:
-            exchange = sync(mem, who, lambda: _resnap(mem, who), progress=progress)
+            exchange = converge(mem, who, lambda: _resnap(mem, who), progress=progress)
         except RemoteError as exc:
             _kept_locally(mem, exc)
             raise
@@ -253,7 +253,7 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
         _prepare(mem)
         settle(mem, refuse=False, by="pull")  # a dead run's leftovers are that run's, not the operator's
         snap = take(mem, who)
-        exchange = sync(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
+        exchange = converge(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
                         push=False, progress=progress)
         return PullResult(_version(mem.git, mem.git.head_oid()), snap, exchange,
                           remote_missing=exchange.remote_head is None)
@@ -300,7 +300,7 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         mem = Memory(staging, cfg, git, hub)
         with mem.locked():
             depth = 0 if full_history or hub.local_path is not None else 1
-            exchange = sync(mem, operator("Clone"), lambda: None, push=False, progress=progress, depth=depth)
+            exchange = converge(mem, operator("Clone"), lambda: None, push=False, progress=progress, depth=depth)
         from memsync.core.snapshot import Snapshot
 
         result = PullResult(_version(git, git.head_oid()), Snapshot(), exchange)

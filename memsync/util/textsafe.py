@@ -36,7 +36,7 @@ def _escape(match: re.Match[str]) -> str:
     return "".join(f"\\{b:03o}" for b in raw)
 
 
-def quote_path(path: str) -> str:
+def display_path(path: str) -> str:
     """A path as git shows it: unchanged if harmless, else C-quoted inside double quotes."""
     if _UNSAFE_PATH.search(path) is None:
         return path
@@ -56,4 +56,4 @@ def terminal(text: str, *, newlines: bool = False) -> str:
     return text if pattern.search(text) is None else pattern.sub(_escape, text)
 
 
-__all__ = ["clean", "quote_path", "terminal"]
+__all__ = ["clean", "display_path", "terminal"]
