@@ -4,6 +4,7 @@ without push, a refused version, and patience running out with the version kept.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,30 @@ def _sync(root: Path, **options: object) -> exchange.Exchange:
         return exchange.converge(mem, operator("sync"), lambda: None, **options)  # type: ignore[arg-type]
 
 
+def _rivals_before_each_push(monkeypatch: pytest.MonkeyPatch, memory: Path, other: Path,
+                             names: Iterator[str]) -> None:
+    """Before each push attempt of `memory` (the first, leased one and every later one), another
+    writer lands a version of its own on the hub, while names last."""
+    real_ahead, real_push = exchange._push_ahead, exchange._push_once
+
+    def rival_lands(mem: object) -> None:
+        name = next(names, None) if mem.root == memory else None  # type: ignore[attr-defined]
+        if name is not None:
+            _commit(other, f"notes/{name}.md", f"{name}\n")
+            assert _sync(other).pushed
+
+    def ahead_after_a_rival(*args: object, **kwargs: object) -> str | None:
+        rival_lands(args[0])
+        return real_ahead(*args, **kwargs)  # type: ignore[arg-type]
+
+    def push_after_a_rival(*args: object, **kwargs: object) -> None:
+        rival_lands(args[0])
+        real_push(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(exchange, "_push_ahead", ahead_after_a_rival)
+    monkeypatch.setattr(exchange, "_push_once", push_after_a_rival)
+
+
 @pytest.fixture
 def other(memory: Path, tmp_path: Path, cli: Cli) -> Path:
     dest = tmp_path / "other"
@@ -70,26 +95,8 @@ def test_retries_fold_into_one_merge(daemon_hub: Path, memory: Path, other: Path
     retries, and the hub gets one merge commit for our work, not one per retry. (On a git daemon:
     on a hub on this machine a retry holds the hub's lock, so nobody can land in between.)"""
     monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "60")
-    real_ahead, real_push = exchange._push_ahead, exchange._push_once
-    races = iter(["first", "second"])
-
-    def rival_lands(mem: object) -> None:
-        rival = next(races, None) if mem.root == memory else None  # type: ignore[attr-defined]
-        if rival is not None:
-            _commit(other, f"notes/{rival}.md", f"{rival}\n")
-            assert _sync(other).pushed
-
-    def ahead_after_a_rival(*args: object, **kwargs: object) -> str | None:
-        rival_lands(args[0])
-        return real_ahead(*args, **kwargs)  # type: ignore[arg-type]
-
-    def push_after_a_rival(*args: object, **kwargs: object) -> None:
-        rival_lands(args[0])
-        real_push(*args, **kwargs)  # type: ignore[arg-type]
-
     _commit(memory, "notes/mine.md", "mine\n")
-    monkeypatch.setattr(exchange, "_push_ahead", ahead_after_a_rival)
-    monkeypatch.setattr(exchange, "_push_once", push_after_a_rival)
+    _rivals_before_each_push(monkeypatch, memory, other, iter(["first", "second"]))
     result = _sync(memory)
     assert result.pushed
     merges = git("rev-list", "--merges", BRANCH, cwd=daemon_hub).split()
@@ -125,26 +132,8 @@ def test_a_refused_version_never_reaches_the_work_tree(memory: Path, other: Path
 def test_patience_running_out_keeps_the_version_local(daemon_hub: Path, memory: Path, other: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "0")
-    real_ahead, real_push = exchange._push_ahead, exchange._push_once
-    count = iter(range(1000))
-
-    def rival_lands(mem: object) -> None:
-        if mem.root == memory:  # type: ignore[attr-defined]
-            n = next(count)
-            _commit(other, f"notes/rival-{n}.md", f"{n}\n")
-            assert _sync(other).pushed
-
-    def ahead_after_a_rival(*args: object, **kwargs: object) -> str | None:
-        rival_lands(args[0])
-        return real_ahead(*args, **kwargs)  # type: ignore[arg-type]
-
-    def push_after_a_rival(*args: object, **kwargs: object) -> None:
-        rival_lands(args[0])
-        real_push(*args, **kwargs)  # type: ignore[arg-type]
-
     mine = _commit(memory, "notes/mine.md", "mine\n")
-    monkeypatch.setattr(exchange, "_push_ahead", ahead_after_a_rival)
-    monkeypatch.setattr(exchange, "_push_once", push_after_a_rival)
+    _rivals_before_each_push(monkeypatch, memory, other, (f"rival-{n}" for n in range(1000)))
     with pytest.raises(RepoError, match="kept moving"):
         _sync(memory)
     assert "notes/mine.md" not in hub_tree(hub=daemon_hub)
