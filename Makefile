@@ -21,9 +21,9 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q
 
-# the inner loop: no servers, no attack suites, no stress campaigns (make test runs them all)
+# the inner loop: no servers, attack suites, stress campaigns or timed waits (make test runs them all)
 test-fast: install
-	$(BIN)/python -m pytest -q -m "not stress and not attack and not server"
+	$(BIN)/python -m pytest -q -m "not stress and not attack and not server and not slow"
 
 lint: install
 	$(BIN)/ruff check memsync tests demo $(wildcard bench)

@@ -24,6 +24,8 @@ from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.helpers.agent_user import SYSTEM_PYTHON, end_all, live, skip_unless_root
 from tests.helpers.figures import Figures, figures
 
+pytestmark = [pytest.mark.attack, pytest.mark.slow]
+
 __all__ = ["figures"]
 
 # How long each in-process race loops (seconds); a campaign sets more (MEMSYNC_RACE_SECONDS=60)

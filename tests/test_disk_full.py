@@ -19,6 +19,8 @@ from tests.conftest import git, hub_path, memsync_cmd, write
 from tests.helpers.figures import Figures, figures, size
 from tests.test_reliability_checkout import fill, small_disk
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["figures"]
 
 

@@ -346,6 +346,7 @@ def test_restore_of_a_deleted_file_and_of_an_unknown_path(memory: Path, cli: Cli
     assert r.code == 2 and f"error: nope.md does not exist at version {v1[:8]}" in r.err
 
 
+@pytest.mark.slow
 def test_restore_keeps_the_commit_when_the_push_fails(memory: Path, tmp_path: Path, cli: Cli) -> None:
     v1 = head(memory)
     write(memory, "summary.md", "changed\n")

@@ -91,6 +91,7 @@ def test_no_automatic_maintenance_when_turned_off(memory: Path, cli: Cli, monkey
     assert pack.counts(hub_path()).packs >= 6
 
 
+@pytest.mark.slow
 def test_hub_maintenance_never_collides_with_pushes(memory: Path, tmp_path: Path, cli: Cli) -> None:
     """Eight clones push at once while each push repacks the hub (threshold 1 pack): every
     version arrives and both repositories stay sound."""

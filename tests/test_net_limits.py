@@ -40,7 +40,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float, int]:
-    """(the finished process, seconds it took, its peak memory in MB, from its own rusage)."""
+    """(the finished process, seconds it took, its peak memory in MB, from its own address space)."""
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "memsync", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -49,8 +49,10 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.Co
                for n, f in (("out", proc.stdout), ("err", proc.stderr))]
     for reader in readers:
         reader.start()
+    peak_kb = 0
     while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        peak_kb = max(peak_kb, _hwm_kb(proc.pid))
+        pid, status, _usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
         if time.monotonic() - started > HANG:
@@ -64,7 +66,20 @@ def _run(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.Co
     for reader in readers:
         reader.join()
     out, err = (output[n].decode(errors="replace") for n in ("out", "err"))
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), took, usage.ru_maxrss // 1024
+    # not usage.ru_maxrss: Linux carries the forking process's high-water mark (a long pytest
+    # session's) over exec into the child's; VmHWM is the child's own address space's
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), took, peak_kb // 1024
+
+
+def _hwm_kb(pid: int) -> int:
+    """The peak resident size of `pid`'s address space so far (0 once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _one_clear_error(proc: subprocess.CompletedProcess[str], says: str, code: int = 4) -> None:

@@ -120,6 +120,7 @@ def test_a_symlink_out_of_the_memory_is_reported(cli: Cli, memory: Path) -> None
     assert "inside is a symbolic link" not in r.err
 
 
+@pytest.mark.slow
 def test_watch_reports_a_run_once_and_exits_at_the_current_version(memory: Path) -> None:
     from tests.test_watch import wait_until, watching
 
@@ -147,6 +148,7 @@ def test_watch_reports_a_run_once_and_exits_at_the_current_version(memory: Path)
     assert f"at {head[:8]}" in last, (last, head)
 
 
+@pytest.mark.slow
 def test_the_demo_leaves_no_directory_behind(tmp_path: Path) -> None:
     scratch = tmp_path / "tmp"
     scratch.mkdir()

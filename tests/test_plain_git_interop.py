@@ -36,7 +36,7 @@ def _loose_objects(hub: Path) -> int:
     return sum(1 for fan in (hub / "objects").iterdir() if len(fan.name) == 2 for _ in fan.iterdir())
 
 
-@pytest.fixture(params=["local", "daemon"])
+@pytest.fixture(params=["local", pytest.param("daemon", marks=pytest.mark.server)])
 def hub(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, str]:
     """A bare hub on this machine (a path) or behind `git daemon` (git://): (its path, its URL)."""
     if request.param == "local":

@@ -14,6 +14,8 @@ import pytest
 from memsync.core.pacing import PushPacer, PushRate, parse_rate
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd
 
+pytestmark = pytest.mark.slow
+
 # Six writes, 0.5 s apart: with checkpoints after 0.2 s of quiet, each is its own checkpoint.
 WRITER = ("import os, pathlib, time\n"
           "mem = pathlib.Path(os.environ['MEMSYNC_MEMORY_DIR'])\n"

@@ -25,6 +25,8 @@ from tests.conftest import git, hub_path, memsync_cmd, write
 from tests.helpers.figures import Figures, figures, size
 from tests.test_checkout_journal import conflict_copies, content, head, hub_tip, publish
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["figures"]
 
 TRIALS = size(3, 40)

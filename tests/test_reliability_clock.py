@@ -16,8 +16,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import memsync_cmd
 from tests.helpers.figures import Figures, figures
+
+pytestmark = pytest.mark.slow
 
 __all__ = ["figures"]
 

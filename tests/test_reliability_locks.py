@@ -26,6 +26,8 @@ import pytest
 from tests.conftest import git, hub_tree, memsync_cmd, write
 from tests.helpers.figures import Figures, figures
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["figures"]
 
 SKEWED = str(Path(__file__).parent / "helpers" / "skewed_clock.py")

@@ -25,7 +25,7 @@ from tests.helpers.figures import Figures, figures
 
 __all__ = ["figures"]
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 ASKED = "asked to stop: finishing the push"
 

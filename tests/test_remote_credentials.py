@@ -12,6 +12,8 @@ import pytest
 from memsync.git import hub as hubmod
 from tests.conftest import Cli
 
+pytestmark = pytest.mark.slow
+
 SECRET = "pw" + "Zq7Lk2" * 4  # not a placeholder, long enough to be unmistakable
 
 # `.invalid` never resolves: a command that reaches the network fails fast, without a server

@@ -88,6 +88,7 @@ def test_command_that_cannot_start_is_recorded(memory: Path) -> None:
     assert (found["Memsync-Run-Id"], found["Memsync-Exit-Code"]) == ("missing-1", "127")
 
 
+@pytest.mark.slow
 def test_failed_run_quiet_before_exit_has_its_exit_code_on_the_hub(memory: Path) -> None:
     """The checkpoint saves every file; the run then fails after a quiet spell. Its exit code
     was nowhere before (no final commit was made); now the closing version carries it."""
@@ -186,6 +187,7 @@ def test_two_concurrent_runs_lose_nothing(memory: Path, tmp_path: Path, agent: P
     git("fsck", "--strict", cwd=hub_path())
 
 
+@pytest.mark.slow
 def test_eight_memories_one_read_only(tmp_path: Path) -> None:
     names = [f"mem-{i}" for i in range(8)]
     for name in names:
@@ -228,6 +230,7 @@ def test_eight_memories_one_read_only(tmp_path: Path) -> None:
     assert git("status", "--porcelain", cwd=work / "mnt" / ro) == ""
 
 
+@pytest.mark.slow
 def test_remote_down_before_the_run(tmp_path: Path) -> None:
     hub = tmp_path / "own-hub.git"
     git("init", "-q", "--bare", str(hub), cwd=tmp_path)
@@ -250,6 +253,7 @@ def test_remote_down_before_the_run(tmp_path: Path) -> None:
     assert git("log", "-1", "--format=%(trailers:key=Memsync-Actor,valueonly)", cwd=root).strip() == "run"
 
 
+@pytest.mark.slow
 def test_remote_down_after_the_run_keeps_the_commit(memory: Path, tmp_path: Path) -> None:
     hub = hub_path()
     moved = hub.with_name("hub.moved")
@@ -297,6 +301,7 @@ def test_sigterm_is_forwarded_and_the_work_saved(memory: Path, tmp_path: Path) -
         assert hub_tree()["got-signal.md"] == f"signal {int(sig)}\n".encode()
 
 
+@pytest.mark.slow
 def test_kill_minus_nine_keeps_checkpoints(memory: Path, tmp_path: Path) -> None:
     """kill -9 of the whole process group: what was written well before is on the hub."""
     script = ("import time, pathlib\n"
@@ -335,6 +340,7 @@ def test_kill_minus_nine_keeps_checkpoints(memory: Path, tmp_path: Path) -> None
     git("fsck", "--strict", cwd=hub_path())
 
 
+@pytest.mark.slow
 def test_checkpoint_skips_temp_files_being_written(memory: Path) -> None:
     script = ("import time, os, pathlib\n"
               "p = pathlib.Path('.tmp.summary.md')\n"
@@ -405,6 +411,7 @@ def test_second_ctrl_c_abandons_a_hanging_final_push(tmp_path: Path, hanging_ser
     assert "made-offline.md" in git("show", "--name-only", "HEAD", cwd=root)  # the commit stays local
 
 
+@pytest.mark.slow
 def test_steady_appends_still_checkpoint_every_interval(memory: Path) -> None:
     """An agent appending to one file every second: a checkpoint lands at least every interval,
     even though every checkpoint finds the file freshly written (it is retried once it settles)."""
@@ -465,6 +472,7 @@ def test_read_only_changes_are_reported_once_and_block_only_when_they_conflict(t
     assert (work / "ref" / "fact.md").read_text() == "edited locally\n"
 
 
+@pytest.mark.slow
 def test_memsync_lines_never_land_inside_the_command_output(tmp_path: Path) -> None:
     """The hub disappears mid-run while the command writes stderr a character at a time: the
     checkpoint's failure message waits until the command has exited."""

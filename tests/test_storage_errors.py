@@ -56,6 +56,7 @@ def test_unknown_key_is_a_warning(memory: Path, cli: Cli) -> None:
     assert r.err.count("unknown key 'colour' ignored") == 1
 
 
+@pytest.mark.slow
 def test_remote_that_does_not_exist(tmp_path: Path, cli: Cli) -> None:
     root = tmp_path / "research"
     root.mkdir()

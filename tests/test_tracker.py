@@ -296,6 +296,7 @@ for fd in os.listdir("/proc/self/fd"):
 
 
 @needs_peercred
+@pytest.mark.slow
 def test_served_runs_record_every_change_an_agent_makes(tmp_path: Path, memory: Path) -> None:
     from tests.test_serve import start_server, stop
 

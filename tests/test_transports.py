@@ -22,8 +22,8 @@ import pytest
 from tests.conftest import Cli, git, hub_path, memsync_cmd, write
 from tests.helpers.servers import install_reject_hook, make_bare_hub
 
-TRANSPORTS = ["file", "git", "http", "ssh"]
-NETWORK = ["git", "http", "ssh"]
+NETWORK = [pytest.param(kind, marks=pytest.mark.server) for kind in ("git", "http", "ssh")]  # each starts a server
+TRANSPORTS = ["file", *NETWORK]
 BRANCH = "memory/research"
 
 

@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.helpers.servers import make_bare_hub
 
+pytestmark = pytest.mark.slow
+
 DEBOUNCE = 0.5
 POLL = 1.0
 
