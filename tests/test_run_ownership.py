@@ -90,8 +90,11 @@ def test_second_run_proceeds_when_the_first_ends_within_the_wait(memory: Path, t
     second = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", "next", "--", "sh", "-c",
                                "echo next > next.md"], cwd=memory, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
-    time.sleep(1.0)
+    assert second.stderr is not None
+    waiting = second.stderr.readline()  # said as soon as it meets the first run's claim
+    assert "is in use by run owner-3" in waiting and "waiting up to" in waiting, waiting
     assert second.poll() is None, "the second run waits while the first owns the memory"
+    assert not (memory / "next.md").exists(), "its command has not started"
     _finish(proc, go)
     _, err = second.communicate(timeout=60)
     assert second.returncode == 0, err

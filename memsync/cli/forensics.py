@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,6 +12,12 @@ from memsync.cli.compat import TyperCommand
 from memsync.cli.output import Segment, err, out, print_json, styled, unified_diff, warn
 from memsync.util.textsafe import clean, display_path
 from memsync.util.wording import count
+
+if TYPE_CHECKING:  # the core is imported by each command when it runs (start-up stays lean)
+    from memsync.core.snapshot import Snapshot
+    from memsync.git.history import FilePatch
+    from memsync.history.forensics import Outcome
+    from memsync.history.log import LogEntry
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push to "
                                                "(default: the memory's).")]
@@ -135,7 +141,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
 
 
 # -- log -----------------------------------------------------------------------------------------
-def _log_line(e: Any) -> list[Segment]:
+def _log_line(e: LogEntry) -> list[Segment]:
     actor = clean(e.actor)  # trailers and names come from the hub: escaped (see textsafe)
     if e.run_id:
         actor = f"run {clean(e.run_id)}" + (f" checkpoint {clean(str(e.checkpoint))}" if e.checkpoint is not None
@@ -181,7 +187,7 @@ class _PathsAfterDashes(TyperCommand):
         return list(super().parse_args(ctx, args))
 
 
-def _print_stat(patches: list[Any]) -> None:
+def _print_stat(patches: list[FilePatch]) -> None:
     names = [display_path(p.path) for p in patches]
     width = max((len(name) for name in names), default=0)
     added = deleted = 0
@@ -195,14 +201,14 @@ def _print_stat(patches: list[Any]) -> None:
 
 
 # -- restore / revert --------------------------------------------------------------------------
-def _report_snapshot(snap: Any) -> None:
+def _report_snapshot(snap: Snapshot) -> None:
     from memsync.core.snapshot import describe
 
     for line in describe(snap):
         warn(line)
 
 
-def _report_push(result: Any) -> None:
+def _report_push(result: Outcome) -> None:
     if result.merged:
         err(f"merged {result.merged} newer remote version{'' if result.merged == 1 else 's'} before pushing")
     if result.pushed:

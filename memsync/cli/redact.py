@@ -4,13 +4,16 @@ redaction made elsewhere; drop the histories kept when following one."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err, out, warn
 from memsync.util.wording import count
+
+if TYPE_CHECKING:  # imported by the command when it runs
+    from memsync.history.redact import Plan
 
 
 def register(app: typer.Typer, guard: CommandWrapper) -> None:
@@ -57,7 +60,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
             _drop(Path.cwd(), yes)
             return
 
-        def confirm(plan: Any) -> bool:
+        def confirm(plan: Plan) -> bool:
             if yes:
                 return True
             err(f"This rewrites {count(plan.versions, 'version')} of the memory on {plan.hub}, replacing "

@@ -17,6 +17,7 @@ from memsync.git import checkoutjournal
 from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo, read_private, write_private
+from memsync.util import notices
 
 HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed
 REDACTION_BACKUPS = "refs/memsync/redaction-backup/"  # histories kept after following a redaction
@@ -204,6 +205,7 @@ def claim(mem: Memory, run_id: str) -> bool:
 
     wait = lock_timeout()
     deadline = time.monotonic() + wait
+    said = False
     while True:
         with mem.locked():
             mark = live_run(mem)
@@ -216,6 +218,10 @@ def claim(mem: Memory, run_id: str) -> bool:
                 return True
             if mark.run_id == run_id:
                 return False
+        if not said:  # a run waiting in silence looks hung
+            notices.warn(f"memory {mem.name!r} is in use by run {mark.run_id} (pid {mark.pid}); "
+                         f"waiting up to {wait:.0f}s for it to end")
+            said = True
         if time.monotonic() >= deadline:
             raise RunInProgress(mem.name, mark.run_id, mark.pid,
                                 f"waited {wait:.0f}s; runs in one memory directory take turns: give each its own "
