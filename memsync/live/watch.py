@@ -2,7 +2,7 @@
 
 One implementation of "commit settled changes": the ChangeMonitor (file events minus .git, .vm0
 and ignored paths) and the Checkpointer (quiet period + max interval) that `run` uses for its
-checkpoints, `snapshot.take` to commit and `exchange.sync` to merge (keep-both) and push.
+checkpoints, `snapshot.take` to commit and `exchange.converge` to merge (keep-both) and push.
 The Checkpointer's `extra` hook polls the hub: one ref advertisement, compared with the tracking
 ref; a fetch only when they differ. Everything that touches the repository runs on the
 Checkpointer's thread, under the memory's lock, held only for the operation and waited for only
