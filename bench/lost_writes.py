@@ -209,14 +209,14 @@ def concurrency_group(root: Path, jobs: int) -> list[Row]:
         (box / "notes" / f"job{job}.md").write_text(f"job{job}\n")
         gh.commit_and_push(box, tries=3)
     everything = _everything(gh.tree())
-    lost = sum(1 for j in range(jobs) if f"job{j}".encode() not in everything)
+    lost = sum(1 for j in range(jobs) if f"job{j}\n".encode() not in everything)
     rows.append(Row("1 concurrency group", "git + concurrency group", jobs, lost, 0,
                     f"{jobs - len(ran)} jobs cancelled while pending"))
 
     ms = Memsync(root / "group-memsync", {"README.md": "notes\n"})
     codes = _parallel(jobs, lambda j: ms.run(ms.work / f"job{j}", f"job{j}", NOTE_AGENT.format(key=f"job{j}")))
     everything = _everything(ms.tree())
-    lost = sum(1 for j in range(jobs) if f"job{j}".encode() not in everything)
+    lost = sum(1 for j in range(jobs) if f"job{j}\n".encode() not in everything)
     failed = sum(1 for c in codes if c != 0)
     rows.append(Row("1 concurrency group", "memsync (no group, all at once)", jobs, lost, failed,
                     f"{failed} runs exited non-zero"))
