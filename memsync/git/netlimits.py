@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memsync.errors import RemoteError, UsageError
+from memsync.git.sockets import peer_socket
 
 __all__ = ["AdvertisementTooLarge", "Limits", "NetLimitExceeded", "TooManyRefs", "Watch", "limits", "watch"]
 
@@ -201,7 +202,7 @@ class Watch:
         for ident, fd in _socket_fds():
             if ident in self._baseline or ident in found:
                 continue
-            sock = _peer_socket(fd, self.port)
+            sock = peer_socket(fd, self.port)
             if sock is None:
                 continue
             with _claims_lock:
@@ -312,26 +313,6 @@ def _socket_fds() -> Iterator[tuple[int, int]]:
 
 def _socket_ids() -> set[int]:
     return {ident for ident, _fd in _socket_fds()}
-
-
-def _peer_socket(fd: int, port: int) -> socket.socket | None:
-    try:
-        copy = os.dup(fd)
-    except OSError:
-        return None
-    try:
-        sock = socket.socket(fileno=copy)
-    except OSError:
-        os.close(copy)
-        return None
-    try:
-        if (sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
-                and sock.getpeername()[1] == port):
-            return sock
-    except OSError:
-        pass
-    sock.close()
-    return None
 
 
 def _byte_counts(sock: socket.socket) -> tuple[int, int] | None:

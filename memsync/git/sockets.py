@@ -17,7 +17,7 @@ import os
 import socket
 import stat
 
-__all__ = ["send_promptly"]
+__all__ = ["peer_socket", "send_promptly"]
 
 _FD_DIR = "/dev/fd"  # Linux (-> /proc/self/fd) and macOS
 
@@ -39,17 +39,34 @@ def _set_if_peer(fd: int, port: int) -> bool:
     try:
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
             return False
-        copy = os.dup(fd)
     except OSError:  # closed meanwhile, or the listing's own descriptor
         return False
+    sock = peer_socket(fd, port)
+    if sock is None:
+        return False
+    with sock, contextlib.suppress(OSError):  # closes the duplicate only: libgit2's descriptor stays
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return True
+    return False
+
+
+def peer_socket(fd: int, port: int) -> socket.socket | None:
+    """A duplicate of descriptor `fd` as a socket, if it is a TCP connection to `port` (the
+    caller closes it; libgit2's own descriptor stays as it is); else None."""
+    try:
+        copy = os.dup(fd)
+    except OSError:
+        return None
     try:
         sock = socket.socket(fileno=copy)
     except OSError:
         os.close(copy)
-        return False
-    with sock, contextlib.suppress(OSError):  # closes the duplicate only: libgit2's descriptor stays
+        return None
+    try:
         if (sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
                 and sock.getpeername()[1] == port):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return True
-    return False
+            return sock
+    except OSError:
+        pass
+    sock.close()
+    return None
