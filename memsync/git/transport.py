@@ -21,6 +21,7 @@ from pygit2.enums import ConfigLevel, Option
 
 from memsync.errors import (
     AuthFailed,
+    DiskFull,
     HostKeyError,
     MemsyncError,
     PushRejected,
@@ -252,8 +253,8 @@ def translate(exc: Exception, hub: HubUrl, doing: str, guard: netlimits.Watch | 
                            "(owned by another user)",
                            f"if you trust it, add an exception: git config --global --add safe.directory {path}")
     if "no space left" in lowered or "disk quota" in lowered or "file too large" in lowered:
-        return RepoError(f"{doing} {where}: a disk is full ({text})",
-                         "free some disk space and run the command again; nothing was lost")
+        # this machine's disk (the memory's .git, or a hub on this machine), not the hub's state
+        return DiskFull(hub.local_path or Path.cwd(), f"{doing} {where}: {text}")
     if "authentication" in lowered or "401" in lowered or "403" in lowered or "credentials" in lowered:
         return AuthFailed(f"{doing} {where}: authentication failed ({text})",
                           "check MEMSYNC_TOKEN / MEMSYNC_SSH_KEY (see README, Remotes)")

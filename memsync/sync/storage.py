@@ -393,7 +393,7 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             ensure_hub(mem.hub)
             fetch(mem)
         except (RemoteError, RepoError) as exc:
-            if "disk is full" in exc.message or isinstance(exc, DiskFull):
+            if isinstance(exc, DiskFull):
                 raise  # this machine's problem, not the hub's: not shown as "the remote's state is cached"
             error = exc.message
         git = mem.git
