@@ -83,7 +83,7 @@ def _ids(text: str) -> set[str]:
     return set(re.findall(r"^- (w\d+-r\d+)$", text, flags=re.M))
 
 
-@pytest.mark.timeout(size(150, 3600))
+@pytest.mark.timeout(size(150, 5400))
 @pytest.mark.parametrize("where", ["embedded", "git-daemon"])
 def test_many_sandboxes_run_one_memory(where: str, request: pytest.FixtureRequest, tmp_path: Path,
                                        figures: Figures) -> None:
@@ -102,7 +102,7 @@ def test_many_sandboxes_run_one_memory(where: str, request: pytest.FixtureReques
             cwd=base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results: dict[str, list[object]] = {}
     for p in procs:
-        out, errs = p.communicate(timeout=600)
+        out, errs = p.communicate(timeout=size(600, 5000))
         assert p.returncode == 0, errs
         results.update(json.loads(out))
     attempted = sorted(results)
