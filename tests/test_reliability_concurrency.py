@@ -72,9 +72,23 @@ def _seed(root: Path, remote: str | None) -> None:
 def _hub(where: str, request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, str | None]:
     if where == "embedded":
         return hub_path(), None
-    from tests.helpers.servers import make_bare_hub
+    from tests.helpers.servers import GitDaemon, make_bare_hub
 
-    daemon = request.getfixturevalue("git_daemon")
+    if WORKERS <= 32:
+        daemon = request.getfixturevalue("git_daemon")
+    else:
+        # Past its default 32 connections git daemon kills a live connection from the same address
+        # and sleeps a second before each new one: 128 sandboxes on one address then crawl at about a
+        # connection a second (docs/REMOTES.md). A fleet's daemon is run with room for all of them.
+        daemon = GitDaemon(tmp_path / "git-daemon-root", max_connections=4 * WORKERS)
+        daemon.base_path.mkdir()
+        daemon.start()
+
+        def stop() -> None:
+            daemon.stop()
+            daemon.cleanup()
+
+        request.addfinalizer(stop)
     bare = make_bare_hub(daemon.base_path / "hub.git")
     return bare, daemon.url("hub.git")
 
