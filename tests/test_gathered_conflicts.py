@@ -87,7 +87,7 @@ def test_one_conflict_is_gathered_with_its_run_version_blob_and_bytes(r: Repo) -
     theirs = r.commit({"notes/summary.md": b"theirs\n"}, [base])
     result = merge_keep_both(r.repo, ours, theirs, "run-7", now=WHEN)
     tree = r.repo[result.tree].peel(pygit2.Tree)
-    assert sorted(e.name for e in tree["notes"].peel(pygit2.Tree)) == ["summary.conflicts.md", "summary.md"]
+    assert sorted(str(e.name) for e in tree["notes"].peel(pygit2.Tree)) == ["summary.conflicts.md", "summary.md"]
     data = tree["notes/summary.conflicts.md"].peel(pygit2.Blob).data
     (entry,) = _entries(data).values()
     blob = str(r.repo.create_blob(b"theirs\n"))
@@ -199,8 +199,8 @@ def test_a_partial_fold_removes_only_that_entry(r: Repo) -> None:
     two = _gathered_with(r, first, r.files(first), 2)
     files = r.files(two)
     doc = gathered.parse(files["summary.conflicts.md"])
-    first = min(doc.entries.values(), key=lambda e: (e.time, e.id))
-    rest = gathered.Gathered(doc.preamble, {k: v for k, v in doc.entries.items() if k != first.id})
+    oldest = min(doc.entries.values(), key=lambda e: (e.time, e.id))
+    rest = gathered.Gathered(doc.preamble, {k: v for k, v in doc.entries.items() if k != oldest.id})
     trimmed = r.commit({**files, "summary.conflicts.md": gathered.render("summary.conflicts.md", rest)}, [two])
     more = _gathered_with(r, two, files, 3)
     _, merged = r.merge(trimmed, more)
