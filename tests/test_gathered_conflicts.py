@@ -95,6 +95,7 @@ def test_one_conflict_is_gathered_with_its_run_version_blob_and_bytes(r: Repo) -
     assert entry.field("run") == "run-7" and entry.field("version") == theirs and entry.blob == blob
     assert entry.path == "notes/summary.md" and entry.size == 7 and entry.inline() == b"theirs\n"
     assert f"memsync restore notes/summary.md --conflict {entry.id}" in data.decode()
+    assert data.startswith(b"# Versions of notes/summary.md that lost a concurrent edit\n")
     assert [(c.path, c.copy) for c in result.conflicts] == [("notes/summary.md", "notes/summary.conflicts.md")]
 
 
@@ -201,7 +202,7 @@ def test_a_partial_fold_removes_only_that_entry(r: Repo) -> None:
     doc = gathered.parse(files["summary.conflicts.md"])
     oldest = min(doc.entries.values(), key=lambda e: (e.time, e.id))
     rest = gathered.Gathered(doc.preamble, {k: v for k, v in doc.entries.items() if k != oldest.id})
-    trimmed = r.commit({**files, "summary.conflicts.md": gathered.render("summary.conflicts.md", rest)}, [two])
+    trimmed = r.commit({**files, "summary.conflicts.md": gathered.render(rest)}, [two])
     more = _gathered_with(r, two, files, 3)
     _, merged = r.merge(trimmed, more)
     got = _recovered(merged["summary.conflicts.md"])
@@ -211,11 +212,11 @@ def test_a_partial_fold_removes_only_that_entry(r: Repo) -> None:
 def test_merge3_cases() -> None:
     one = gathered.Loser("s.md", b"one\n", "a" * 40, "r1", "1" * 40, WHEN)
     two = gathered.Loser("s.md", b"two\n", "b" * 40, "r2", "2" * 40, WHEN)
-    base = gathered.add("s.md", None, [one])
-    both = gathered.add("s.md", base, [two])
-    assert gathered.merge3("s.md", base, None, base) is None  # deleted vs unchanged: deleted
-    assert gathered.merge3("s.md", base, None, None) is None
-    kept = gathered.merge3("s.md", base, None, both)
+    base = gathered.add(None, [one])
+    both = gathered.add(base, [two])
+    assert gathered.merge3(base, None, base) is None  # deleted vs unchanged: deleted
+    assert gathered.merge3(base, None, None) is None
+    kept = gathered.merge3(base, None, both)
     assert kept is not None and list(_entries(kept)) == [two.id]
-    assert gathered.merge3("s.md", None, base, base) == base  # both added the same entry
-    assert gathered.add("s.md", both, [one, two]) == both  # never twice
+    assert gathered.merge3(None, base, base) == base  # both added the same entry
+    assert gathered.add(both, [one, two]) == both  # never twice

@@ -14,6 +14,7 @@ import pytest
 from memsync.checks.merge_policy import DEFAULT_RULES, MergeRule, parse_rules, strategy_for
 from tests.conftest import Cli, hub_tree, memsync_cmd, write
 from tests.helpers.figures import Figures, figures, size
+from tests.helpers.gathered import losers
 
 __all__ = ["figures"]
 
@@ -66,10 +67,10 @@ def test_policy_from_storage_yaml(memory: Path, tmp_path: Path, cli: Cli, strate
               policy)
     tree = hub_tree()
     assert tree["notes/a.md"] == expected
-    kept = [p for p in tree if p.startswith("notes/a.conflict-")]
+    kept = losers(tree, "notes/a.md")
     assert len(kept) == copies
     if copies:
-        assert tree[kept[0]] == b"# Notes\ntheirs\n"
+        assert kept == [b"# Notes\ntheirs\n"]
 
 
 def test_a_rule_of_the_memory_overrides_the_default(memory: Path, tmp_path: Path, cli: Cli) -> None:
@@ -77,7 +78,7 @@ def test_a_rule_of_the_memory_overrides_the_default(memory: Path, tmp_path: Path
     _diverge(cli, memory, tmp_path, "e.jsonl", "a\n", "a\nmine\n", "a\ntheirs\n", policy)
     tree = hub_tree()
     assert tree["e.jsonl"] == b"a\nmine\n"
-    assert [p for p in tree if p.startswith("e.conflict-")]
+    assert losers(tree, "e.jsonl") == [b"a\ntheirs\n"]
 
 
 def test_modification_beats_deletion_whatever_the_policy(memory: Path, tmp_path: Path, cli: Cli) -> None:

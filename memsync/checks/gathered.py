@@ -173,23 +173,24 @@ def _marks(text: str) -> list[re.Match[str]]:
     return found
 
 
-def render(path: str, gathered: Gathered) -> bytes:
-    blocks = [e.text if e.text.endswith("\n") else e.text + "\n"
-              for e in sorted(gathered.entries.values(), key=lambda e: (e.time, e.id))]
-    preamble = gathered.preamble or header(path)
+def render(gathered: Gathered) -> bytes:
+    """The file: its preamble (the header, when it has none), then the entries by (time, id)."""
+    entries = sorted(gathered.entries.values(), key=lambda e: (e.time, e.id))
+    blocks = [e.text if e.text.endswith("\n") else e.text + "\n" for e in entries]
+    preamble = gathered.preamble or header(next((e.path for e in entries if e.path), "the file beside it"))
     return (preamble + "".join(blocks)).encode("utf-8", errors="surrogateescape")
 
 
-def add(path: str, existing: bytes | None, losers: list[Loser]) -> bytes:
+def add(existing: bytes | None, losers: list[Loser]) -> bytes:
     """`existing` (or a new file) with `losers` added; one already there is not added twice."""
-    current = parse(existing) if existing is not None else Gathered(header(path), {})
+    current = parse(existing) if existing is not None else Gathered("", {})
     entries = dict(current.entries)
     for loser in losers:
         entries.setdefault(loser.id, entry_for(loser))
-    return render(path, Gathered(current.preamble, entries))
+    return render(Gathered(current.preamble, entries))
 
 
-def merge3(path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None) -> bytes | None:
+def merge3(base: bytes | None, ours: bytes | None, theirs: bytes | None) -> bytes | None:
     """Three-way merge of a gathered file, entry by entry (None: the file is deleted).
 
     An entry either side added is kept; one a side removed (folded) that the other left as it
@@ -210,7 +211,7 @@ def merge3(path: str, base: bytes | None, ours: bytes | None, theirs: bytes | No
     preamble = _pick_text(b.preamble if b else None, o.preamble if o else None, t.preamble if t else None)
     if not merged and (o is None or t is None):
         return None
-    return render(path, Gathered(preamble or header(path), merged))
+    return render(Gathered(preamble or "", merged))
 
 
 def _pick(was: Entry | None, mine: Entry | None, other: Entry | None) -> Entry | None:

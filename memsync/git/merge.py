@@ -86,7 +86,7 @@ def _by_entries(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs:
 
 def _merge_gathered(repo: pygit2.Repository, path: str, *sides: pygit2.IndexEntry | None) -> pygit2.IndexEntry | None:
     base, mine, other = (None if e is None else repo[e.id].peel(pygit2.Blob).data for e in sides)
-    merged = gathered.merge3(path, base, mine, other)
+    merged = gathered.merge3(base, mine, other)
     return None if merged is None else pygit2.IndexEntry(path, repo.create_blob(merged), pygit2.enums.FileMode.BLOB)
 
 
@@ -252,7 +252,7 @@ def _gather(repo: pygit2.Repository, index: pygit2.Index, result: MergeResult,
         by_file.setdefault(gathered_name(loser.path), []).append(loser)
     for name, found in by_file.items():
         existing = repo[index[name].id].peel(pygit2.Blob).data if name in index else None
-        blob = repo.create_blob(gathered.add(name, existing, found))
+        blob = repo.create_blob(gathered.add(existing, found))
         index.add(pygit2.IndexEntry(name, blob, pygit2.enums.FileMode.BLOB))
     gathered_at = {loser.path: name for name, found in by_file.items() for loser in found}
     result.conflicts[:] = [ConflictCopy(c.path, gathered_at.get(c.copy, c.copy), c.reason) for c in result.conflicts]
