@@ -124,3 +124,12 @@ def test_a_binary_loser_comes_back_in_a_shallow_clone(daemon_hub: Path, cli: Cli
     r = cli("restore", "img.bin", "--conflict", entry_id, cwd=sandbox)
     assert r.code == 0, r.err
     assert (sandbox / "img.bin").read_bytes() == blob
+
+
+def test_the_contract_tells_the_next_agent_where_and_how_to_fold(tmp_path: Path, cli: Cli) -> None:
+    r = cli("contract", cwd=tmp_path)
+    assert r.code == 0, r.err
+    text = " ".join(r.out.split())
+    assert "`summary.md` -> `summary.conflicts.md`" in text
+    assert "Fold what matters into the file, then delete the whole `.conflicts.md` file" in text
+    assert "NAME.conflict-<run>-<time>.EXT" in text  # old copies still explained
