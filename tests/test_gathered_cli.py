@@ -133,3 +133,23 @@ def test_the_contract_tells_the_next_agent_where_and_how_to_fold(tmp_path: Path,
     assert "`summary.md` -> `summary.conflicts.md`" in text
     assert "Fold what matters into the file, then delete the whole `.conflicts.md` file" in text
     assert "NAME.conflict-<run>-<time>.EXT" in text  # old copies still explained
+
+
+def test_a_forged_entry_reads_only_a_blob_of_this_memory_and_only_for_its_path(memory: Path, cli: Cli) -> None:
+    """The gathered file is anyone's to write (an agent, a hub writer): an entry naming a tree or
+    commit id, or another path, restores nothing."""
+    tree_id = git("rev-parse", "HEAD^{tree}", cwd=memory).strip()
+    commit_id = git("rev-parse", "HEAD", cwd=memory).strip()
+    runs_blob = git("rev-parse", "HEAD:runs/first.md", cwd=memory).strip()
+    forged = gathered.header("summary.md")
+    targets = [("summary.md", tree_id), ("summary.md", commit_id), ("runs/first.md", runs_blob)]
+    for n, (path, blob) in enumerate(targets):
+        forged += (f"<!-- memsync-conflict f{n}-00000000 20261126T010203Z -->\n"
+                   f"- path: `{path}`\n- blob: `{blob}`\n- size: 10 bytes\n\n")
+    write(memory, "summary.conflicts.md", forged)
+    before = (memory / "summary.md").read_bytes()
+    for n, code, words in [(0, 7, "is not in this memory's history"), (1, 7, "is not in this memory's history"),
+                           (2, 2, "is a version of runs/first.md, not of summary.md")]:
+        r = cli("restore", "summary.md", "--conflict", f"f{n}", cwd=memory)
+        assert r.code == code and words in r.err and "hint:" in r.err and "Traceback" not in r.err, r.err
+    assert (memory / "summary.md").read_bytes() == before

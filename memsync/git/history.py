@@ -185,6 +185,16 @@ def read_blob(git: GitRepo, oid: str) -> bytes:
     return data
 
 
+def blob_by_id(git: GitRepo, oid: str) -> bytes | None:
+    """The bytes of blob `oid`; None when this repository holds no blob by that id (absent, or a
+    tree, commit or tag)."""
+    try:
+        obj = git._repo.get(oid)
+    except (ValueError, pygit2.GitError):
+        return None
+    return obj.data if isinstance(obj, pygit2.Blob) else None
+
+
 def tree_files(git: GitRepo, tree: str) -> dict[str, tuple[str, int]]:
     """path -> (blob id, mode) for every file of a tree."""
     repo = git._repo

@@ -9,6 +9,7 @@ history was rewritten) are the inlined bytes used, and then only if they hash to
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from memsync.checks import gathered
@@ -64,11 +65,16 @@ def _gathered_bytes(mem: Memory, rel: str, name: str) -> bytes:
 
 
 def _bytes_of(mem: Memory, entry: gathered.Entry) -> bytes:
+    """The entry's blob from history; the file is anyone's to write, so `blob` is only ever read
+    as a blob of this memory (a tree or commit id there, or no id, falls back to the inline copy)."""
     blob = entry.blob or ""
+    if not re.fullmatch(r"[0-9a-f]{40}", blob):
+        blob = ""
     if blob and not mem.git.has_object(blob):
         shallow.complete(mem)  # a shallow clone may lack the version it came from
-    if blob and mem.git.has_object(blob):
-        return history.read_blob(mem.git, blob)
+    found = history.blob_by_id(mem.git, blob) if blob else None
+    if found is not None:
+        return found
     inline = entry.inline()
     if inline is not None and blob_id(inline) == blob:
         return inline
