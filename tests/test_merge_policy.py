@@ -50,7 +50,7 @@ def test_jsonl_appends_merge_by_union_by_default(memory: Path, tmp_path: Path, c
     _diverge(cli, memory, tmp_path, "events.jsonl", base, base + '{"n": "mine"}\n', base + '{"n": "theirs"}\n')
     tree = hub_tree()
     assert tree["events.jsonl"] == b'{"n": 0}\n{"n": "mine"}\n{"n": "theirs"}\n'
-    assert not [p for p in tree if ".conflict-" in p]
+    assert not [p for p in tree if ".conflict" in p]
     assert [json.loads(line) for line in tree["events.jsonl"].splitlines()]  # still valid JSON lines
 
 
@@ -156,7 +156,7 @@ def test_concurrent_runs_append_jsonl_and_notes_without_conflict_copies(
     assert sorted(events) == sorted(f"w{i}" for i in range(writers))
     notes = tree["notes/shared.md"].decode().splitlines()
     assert notes[0] == "# Shared notes" and sorted(notes[1:]) == sorted(f"- note of w{i}" for i in range(writers))
-    copies = [p for p in tree if ".conflict-" in p]
+    copies = [p for p in tree if ".conflict" in p]
     figures.add("structured-merge writers", writers)
     figures.add("jsonl lines appended", writers)
     figures.add("jsonl lines present", len(set(events) & {f"w{i}" for i in range(writers)}))

@@ -43,7 +43,7 @@ def test_the_merge_rule_the_contract_promises_needs_no_file_in_the_tree(tmp_path
     assert r.code == 0, r.err
     merged = hub_tree("memory/fresh")
     assert set(merged["log.md"].decode().splitlines()) == {"start", "from the first writer", "from the second writer"}
-    assert not [name for name in merged if ".conflict-" in name]
+    assert not [name for name in merged if ".conflict" in name]
     # a memory's own .gitattributes is left as it is (init never writes one)
     (root / ".gitattributes").write_text("*.md merge=union\n")
     assert cli("init", cwd=root).code == 0
