@@ -172,6 +172,7 @@ def test_many_pushes_at_once_on_the_embedded_hub(tmp_path: Path, figures: Figure
     assert len(on_hub) == len(heads)
     tree = hub_tree()
     assert all(tree[f"pushes/p{i}.md"] == f"push {i}\n".encode() for i in range(PUSHERS))
-    summaries = [v for k, v in tree.items() if k.startswith("summary")]
+    summaries = [tree["summary.md"], *losers(tree, "summary.md")]
     assert {f"# summary from clone {i}\n".encode() for i in range(PUSHERS)} <= set(summaries)
+    assert sorted(k for k in tree if k.startswith("summary")) == ["summary.conflicts.md", "summary.md"]
     git("fsck", "--strict", cwd=hub_path())
