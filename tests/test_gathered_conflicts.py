@@ -220,3 +220,13 @@ def test_merge3_cases() -> None:
     assert kept is not None and list(_entries(kept)) == [two.id]
     assert gathered.merge3(None, base, base) == base  # both added the same entry
     assert gathered.add(both, [one, two]) == both  # never twice
+
+
+def test_a_path_an_entry_cannot_name_keeps_the_old_sibling_copy(r: Repo) -> None:
+    base = r.commit({"we`ird.md": b"base\n"}, [])
+    ours = r.commit({"we`ird.md": b"ours\n"}, [base])
+    theirs = r.commit({"we`ird.md": b"theirs\n"}, [base])
+    _, files = r.merge(ours, theirs, "run-9")
+    assert files["we`ird.md"] == b"ours\n"
+    assert files["we`ird.conflict-run-9-20261126T010203Z.md"] == b"theirs\n"
+    assert not [p for p in files if is_gathered(p)]

@@ -104,6 +104,12 @@ def header(path: str) -> str:
             f"One version back exactly: `memsync restore {path} --conflict ID`.\n\n")
 
 
+def can_name(path: str) -> bool:
+    """Whether an entry can name `path` in its one-line fields: a path holding a backtick or a line
+    break keeps the old sibling copy instead (git allows both in names)."""
+    return not any(c in path for c in "`\n\r")
+
+
 def text_of(data: bytes) -> str | None:
     """`data` as text when it can be inlined byte for byte; None for binary or non-UTF-8 bytes."""
     if b"\0" in data:

@@ -273,7 +273,7 @@ def _place(index: pygit2.Index, resolved: list[tuple[pygit2.IndexEntry, str, boo
     losers: list[tuple[pygit2.IndexEntry, str]] = []
     for entry, tag, as_copy in [*resolved, *clashes]:
         path = str(entry.path)
-        if as_copy and entry.mode in _REGULAR and gathered_name(path) not in dirs:
+        if as_copy and entry.mode in _REGULAR and gathered_name(path) not in dirs and gathered.can_name(path):
             losers.append((entry, tag))
             continue
         if as_copy:
