@@ -211,7 +211,7 @@ def _hook(verb: str, opts: dict[str, str], payload: dict[str, Any]) -> None:
     if not (result.pulled or result.pushed or result.committed):
         what.append("up to date")
     if result.conflicts:
-        what.append(f"{result.conflicts} conflict copies kept")
+        what.append(f"{result.conflicts} losing versions kept to fold")
     for line in result.warnings:
         err(f"memsync: warning: {line}")
     err(f"memsync: {verb}: {', '.join(what)}; version {(result.version or 'none')[:8]}")

@@ -88,7 +88,8 @@ def _summarise(report: Any, no_push: bool) -> None:
         version = f" {head[:8]}" if head else ""
         extra = f", {_n(m.checkpoints, 'checkpoint', 'checkpoints')}" if m.checkpoints else ""
         merged = f", merged {_n(m.merged, 'remote version', 'remote versions')}" if m.merged else ""
-        conflicts = f", {_n(len(m.conflicts), 'conflict copy', 'conflict copies')} kept" if m.conflicts else ""
+        conflicts = (f", {_n(len(m.conflicts), 'losing version', 'losing versions')} kept to fold"
+                     if m.conflicts else "")
         err(f"memsync: {m.name}{version}: {state}{extra}{merged}{conflicts}")
         if m.unpushed:
             err(f"memsync: {m.name}: unpushed versions kept locally: {', '.join(m.unpushed)}; "

@@ -11,6 +11,7 @@ from memsync.checks.merge_policy import rule_file_line
 from memsync.cli import completing
 from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err, human_size, out, print_json, warn
+from memsync.util.names import where_kept
 from memsync.util.textsafe import clean, display_path
 from memsync.util.wording import count
 
@@ -42,7 +43,8 @@ def _report_merges(exchange: Any) -> None:
             warn(f"conflict at {display_path(c.path)}: a file and a directory; the directory stays there, the file "
                  f"is kept as {display_path(c.copy)}")
         else:
-            warn(f"conflict in {display_path(c.path)}: kept yours there, the remote's as {display_path(c.copy)}")
+            kept = where_kept(display_path(c.copy))
+            warn(f"conflict in {display_path(c.path)}: kept yours there, the remote's {kept}")
     for path in exchange.rule_files:
         warn(rule_file_line(path))
     for held in exchange.held_back:
@@ -292,9 +294,17 @@ def _print_status(r: Any) -> None:
     else:
         out("Uncommitted: none")
     _print_left_out(r)
-    if r.conflicts:
-        copies = "conflict copy" if len(r.conflicts) == 1 else "conflict copies"
-        out(f"Conflicts: {len(r.conflicts)} {copies} to review")
+    if r.to_fold:
+        versions = sum(f.versions for f in r.to_fold)
+        out(f"Conflicts: {count(versions, 'version')} from other writers to fold, in "
+            f"{count(len(r.to_fold), 'file')}")
+        for f in r.to_fold:
+            of = ", ".join(display_path(p) for p in f.paths) or "?"
+            out(f"  {display_path(f.file)}: {count(f.versions, 'version')} of {of}")
+        out("  fold what is worth keeping into the file, then delete the conflict file; "
+            "`memsync restore PATH --conflict ID` brings one version back whole")
+    elif r.conflicts:
+        out(f"Conflicts: {count(len(r.conflicts), 'file')} to review")
         for path in r.conflicts:
             out(f"  {display_path(path)}")
     else:
