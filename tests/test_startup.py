@@ -107,3 +107,15 @@ def test_the_hot_verbs_start_without_typer(memory: Path, args: tuple[str, ...]) 
     assert not {name.split(".")[0] for name in loaded} & {"typer", "click", "rich", "pydantic"}, sorted(loaded)
     assert not loaded & {"memsync.cli.app", "memsync.cli.storage", "memsync.cli.forensics", "memsync.cli.watch",
                          "memsync.cli.hooks", "memsync.cli.run", "memsync.history.log", "memsync.integrations"}
+
+
+def test_status_imports_only_what_reading_a_memory_needs(memory: Path) -> None:
+    """HTTPS credentials (netrc, the git credential helper's subprocess), SSH host keys (cffi's
+    Python part, hmac) and run ids (secrets) are imported where they are used: a status on a
+    memory whose hub is on this machine uses none of them."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsync", "status"], cwd=memory,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    unused = {"netrc", "subprocess", "cffi", "hmac", "secrets"}
+    assert not loaded & unused, sorted(loaded & unused)
