@@ -217,6 +217,50 @@ def items_table(res: Results) -> str:
     return "\n".join(lines)
 
 
+README = HERE.parent / "docs" / "PERFORMANCE.md"
+START, END = "<!-- coldpath:start -->", "<!-- coldpath:end -->"
+
+
+def readme(results: Path) -> int:
+    """docs/PERFORMANCE.md's cold-path section from a results file (runs nothing)."""
+    doc = json.loads(results.read_text(encoding="utf-8"))
+    names = list(doc["candidates"])
+    before = "memsync before" in names
+    head = "| target | at | limit | memsync | " + ("before | " if before else "") + "verdict |"
+    lines = [head, "|---|---|---:|---:|" + ("---:|" if before else "") + "---|"]
+    for r in doc["targets"]:
+        shown = [f"{r['memsync']['ms']:.0f} ms ({r['memsync']['ratio']}x)" if r["memsync"]["ms"] else "-"]
+        if before:
+            b = r["memsync before"]
+            shown.append(f"{b['ms']:.0f} ms ({b['ratio']}x)" if b["ms"] else "-")
+        met = r["memsync"]["met"]
+        limit = "-" if r["limit_ms"] is None else f"{r['limit_ms']:.0f} ms"
+        lines.append(f"| {r['target']} | {r['formula']} | {limit} | {' | '.join(shown)} | "
+                     f"{'-' if met is None else 'met' if met else 'NOT met'} |")
+    m = doc["machine"]
+    block = "\n".join([
+        START,
+        "Cold (a new Python per command, no server), medians of alternating rounds; ratios to `python -c",
+        '"import pygit2"` (the floor) for the 2-file rows, to the git CLI for the others.' +
+        ("\n`before`: the code before issue 24's changes, in the same rounds." if before else ""),
+        "",
+        *lines,
+        "",
+        f"Machine: {m['cpus']} CPUs, Python {m['python']}, {m['git']}; run of {doc['when']} "
+        f"(`bench/coldpath.py {' '.join(doc['argv'])}`, {doc['elapsed_s']:.0f} s).",
+        "Regenerated from `bench/results/coldpath.json` by `python bench/coldpath.py --readme`.",
+        END,
+    ])
+    text = README.read_text(encoding="utf-8")
+    if START in text:
+        text = text[:text.index(START)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n## The cold path a sandbox gets\n\n" + block + "\n"
+    README.write_text(text, encoding="utf-8")
+    print(f"rewrote the cold-path section of {README}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", type=Path, help="another checkout (or its memsync/ package) measured too")
@@ -228,7 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "coldpath.json")
+    parser.add_argument("--readme", action="store_true",
+                        help="runs nothing: docs/PERFORMANCE.md's cold-path section from --out")
     args = parser.parse_args(argv)
+    if args.readme:
+        return readme(args.out)
     started = time.perf_counter()
 
     def say(msg: str) -> None:
