@@ -1,6 +1,6 @@
 """The cold path a sandbox gets (issue 24): memsync started fresh for every command, no server.
 
-    python bench/coldpath.py                                      # this checkout (~4-6 minutes on 2 cores)
+    python bench/coldpath.py                                      # this checkout: ~2 minutes on a quiet 2-core machine
     git archive main memsync | tar -x -C /tmp/before
     python bench/coldpath.py --before /tmp/before                 # and an older memsync, alternating
     python bench/coldpath.py --rounds 3 --boot-rounds 1 --versions 500   # a quick look
