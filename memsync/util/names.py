@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import socket
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
@@ -57,6 +56,8 @@ def valid_branch(branch: str) -> bool:
 def new_run_id(now: datetime | None = None) -> str:
     """Sortable (to the millisecond), unique across machines (48 random bits), safe as a file
     name: 20261122T101500123Z-3f9a1c0b7e2d."""
+    import secrets  # a run id's suffix only: not every command's start-up
+
     when = now or datetime.now(timezone.utc)
     return f"{when:%Y%m%dT%H%M%S}{when.microsecond // 1000:03d}Z-{secrets.token_hex(6)}"
 
