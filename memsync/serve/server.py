@@ -163,10 +163,11 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
         stopping.append(signum)
         raise _Stop
 
+    # a stop signal waits (blocked) until the loop below can take it: one that comes during the
+    # set-up, or while the server restarted (held blocked across the exec), lands in the `try`
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     for signum in _STOP_SIGNALS:
         signal.signal(signum, stop)
-    # a stop signal that came while the server restarted (held blocked across the exec) lands now
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
     say(f"serving on {path} (pid {os.getpid()}); commands use it when MEMSYNC_SERVER={path}")
     restart = False
@@ -180,6 +181,7 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
     last = time.monotonic()
     spare_due = last  # the first spare at once
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         while True:
             now = time.monotonic()
             if now >= spare_due and not workers.replenish():
