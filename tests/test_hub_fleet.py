@@ -11,6 +11,7 @@ fast-forward is ever written.
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 from pathlib import Path
 
@@ -222,3 +223,53 @@ def test_network_hub_with_thousands_of_refs(git_daemon: GitDaemon, cli: Cli, tmp
     assert r.code != 0
     assert "MEMSYNC_MAX_REFS" in r.err
     fsck(hub)
+
+
+def _pages(cli: Cli, *args: str) -> list[list[str]]:
+    """Every page of `memsync list --json ARGS`, following more_after."""
+    import json
+
+    pages: list[list[str]] = []
+    after: list[str] = []
+    while True:
+        r = cli("list", "--json", *args, *after)
+        assert r.code == 0, r.err
+        got = json.loads(r.out)
+        pages.append([m["name"] for m in got["memories"]])
+        if got["more_after"] is None:
+            return pages
+        after = ["--after", got["more_after"]]
+
+
+def test_list_pages_and_prefix_on_a_crowded_hub(crowded: tuple[Path, dict[str, str]], cli: Cli) -> None:
+    pages = _pages(cli, "--prefix", "fleet-0012", "--limit", "40")
+    assert [len(p) for p in pages] == [40, 40, 20]
+    assert [n for page in pages for n in page] == [f"fleet-{i:06d}" for i in range(1200, 1300)]
+    r = cli("list", "--prefix", "fleet-00299", "--limit", "4")
+    assert r.code == 0, r.err
+    assert [line.split()[0] for line in r.out.splitlines()[1:]] == [f"fleet-00299{i}" for i in range(4)]
+    assert "memsync list --prefix fleet-00299 --limit 4 --after fleet-002993" in r.err
+    r = cli("list", "--prefix", "research")
+    assert r.code == 0 and r.out.split()[6] == "research", r.out
+    r = cli("list", "--prefix", "nobody-")
+    assert r.code == 0 and "match" in r.out
+
+
+@pytest.mark.parametrize("args", [("--prefix", "Fleet"), ("--prefix", "../x"), ("--limit", "0"),
+                                  ("--after", "a b")])
+def test_list_refuses_bad_pages(memory: Path, cli: Cli, args: tuple[str, str]) -> None:
+    r = cli("list", *args)
+    assert r.code == 2, (r.code, r.err)
+    assert r.err.startswith("error: ") and "\nhint: " in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.server
+def test_list_pages_over_git_daemon(git_daemon: GitDaemon, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = make_bare_hub(git_daemon.base_path / "fleet.git")
+    crowd(hub)
+    monkeypatch.setenv("MEMSYNC_REMOTE", git_daemon.url("fleet.git"))
+    pages = _pages(cli, "--prefix", "fleet-0020", "--limit", "30")
+    assert [n for page in pages for n in page] == [f"fleet-{i:06d}" for i in range(2000, 2100)]
+    cache = next((Path(os.environ["MEMSYNC_HOME"]) / "cache").glob("*.git"))
+    cached = git("for-each-ref", "--format=%(refname)", cwd=cache).split()
+    assert len(cached) == 100, "the cache fetched more than the prefix names"
