@@ -155,7 +155,7 @@ def _on_hub(name: str, remote: str | None) -> bool:
     from memsync.sync.hubs import ensure_hub
     from memsync.sync.listing import _cache_repo
 
-    hub = hubmod.resolve(remote, None)
+    hub = hubmod.resolve(remote, None, name)
     ensure_hub(hub)
     heads = {h.ref for h in transport.list_heads(_cache_repo(hub), hub)}
     return any(f"refs/heads/{k}/{name}" in heads for k in ("memory", "artifact"))
