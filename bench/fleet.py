@@ -85,9 +85,10 @@ class Bench:
         self.work = Path(args.workdir or tempfile.mkdtemp(prefix="memsync-fleet-"))
         self.work.mkdir(parents=True, exist_ok=True)
         self.env = self._env()
-        self.candidates = {"memsync": str(ROOT)}
+        subject = str(Path(args.subject).resolve()) if args.subject else str(ROOT)
+        self.candidates = {"memsync": subject}
         if args.baseline:
-            self.candidates = {"before": str(Path(args.baseline).resolve()), "memsync": str(ROOT)}
+            self.candidates = {"before": str(Path(args.baseline).resolve()), "memsync": subject}
         self.hubs: dict[str, Path] = {}
         self.daemon: procs.GitDaemon | None = None
         self.http: HttpGitServer | None = None
@@ -257,6 +258,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--transports", default="file,git,http", type=lambda s: s.split(","))
     parser.add_argument("--baseline", help="another memsync checkout (its root) measured alongside")
+    parser.add_argument("--subject", help="the memsync checkout measured (default: this one)")
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "fleet.json"))
