@@ -218,6 +218,11 @@ def test_network_hub_with_thousands_of_refs(git_daemon: GitDaemon, cli: Cli, tmp
     r = cli("status", cwd=root)
     assert r.code == 0, r.err
     assert theirs[:8] in r.out
+    r = cli("clone", "research", str(tmp_path / "copy"))
+    assert r.code == 0, r.err
+    assert (tmp_path / "copy" / "b.md").read_text() == "b\n"
+    r = cli("clone", "fleet-00012", str(tmp_path / "nothing"))  # not a memory: the near names suggested
+    assert r.code != 0 and "fleet-000012" in r.err, r.err
     monkeypatch.setenv("MEMSYNC_MAX_REFS", "100")  # the advertisement's cap still counts every ref
     r = cli("pull", cwd=root)
     assert r.code != 0

@@ -29,6 +29,7 @@ import pygit2
 from pygit2.enums import ObjectType, SortMode
 
 from memsync.errors import RemoteError
+from memsync.git import transport
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo
 from memsync.git.transport import NotFastForward, open_local_hub, translate
@@ -46,6 +47,15 @@ def branch_tip(hub: HubUrl, ref: str) -> str | None:
         return None
     target = found.resolve().target
     return str(target) if isinstance(target, pygit2.Oid) else None
+
+
+def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
+    """The tips of `refs` on any hub, each read alone: in place on this machine, else from one
+    connection's advertisement (transport.branch_tips)."""
+    if hub.local_path is None:
+        return transport.branch_tips(git, hub, refs)
+    transport.check_local(hub)
+    return {ref: tip for ref in refs if (tip := branch_tip(hub, ref)) is not None}
 
 
 def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None) -> int:
@@ -124,4 +134,4 @@ def _move_ref(hub_repo: pygit2.Repository, ref: str, new: str, expected: str | N
         raise
 
 
-__all__ = ["branch_tip", "push"]
+__all__ = ["branch_tip", "branch_tips", "push"]

@@ -338,6 +338,28 @@ def list_heads(git: GitRepo, hub: HubUrl) -> list[RemoteHead]:
     return [RemoteHead(h.name, str(h.oid)) for h in heads if h.name and h.name.startswith("refs/heads/")]
 
 
+def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
+    """The tips of `refs` among the hub's ones (absent: not there), from one connection's ref
+    advertisement, without a Python object per advertised ref (see `advertised`); a hub on
+    this machine has them read in place by localhub.branch_tip instead."""
+    check_local(hub)
+    with _watch(hub, "cannot list") as guard:
+        cb = Callbacks(hub, guard=guard)
+        try:
+            remote = _anonymous(git._repo, hub)
+            remote.connect(callbacks=cb)
+            found: dict[str, str] = {}
+            count = 0
+            for ref in refs:
+                count, tip = advertised(remote, ref)
+                if tip is not None:
+                    found[ref] = tip
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            raise translate(exc, hub, "cannot list", guard) from exc
+    netlimits.check_refs(count, hub.display, "cannot list", guard.limits.max_refs)
+    return found
+
+
 UNSHALLOW = 2**31 - 1  # libgit2's GIT_FETCH_DEPTH_UNSHALLOW: the whole history behind a shallow clone
 
 

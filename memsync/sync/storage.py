@@ -286,12 +286,15 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         raise explain(exc, [target.parent]) or RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
         git = GitRepo.init(staging, f"memory/{name}")
-        heads = {h.ref for h in transport.list_heads(git, hub)}
+        from memsync.git import localhub
+
+        heads = localhub.branch_tips(git, hub, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")])
         kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
         if kind is None:
             from memsync.sync.listing import memory_names
 
-            raise _not_found(name, hub, memory_names(heads))
+            everything = {h.ref for h in transport.list_heads(git, hub)}  # for the names it suggests
+            raise _not_found(name, hub, memory_names(everything))
         from memsync.core.hubbind import recordable
 
         cfg = StorageConfig(name=name, type=kind, remote=recordable(hub))  # the memory's hub from now on
