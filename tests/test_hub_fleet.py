@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -112,8 +113,9 @@ def test_a_push_writes_only_what_the_hub_lacks(memory: Path, cli: Cli) -> None:
     fsck(hub)
 
 
+@pytest.mark.parametrize("with_git", [True, False])
 def test_a_lost_race_is_refused_and_retried(memory: Path, cli: Cli, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                            monkeypatch: pytest.MonkeyPatch, with_git: bool) -> None:
     """Another writer (plain git, which takes no memsync lock) moves the branch after memsync
     read the hub's tip and before it moves the ref: the compare-and-swap refuses, memsync fetches,
     merges and pushes again, and the hub only ever fast-forwards."""
@@ -122,6 +124,8 @@ def test_a_lost_race_is_refused_and_retried(memory: Path, cli: Cli, tmp_path: Pa
     git("config", "core.logAllRefUpdates", "always", cwd=hub)
     real = localhub._move_ref
     raced: list[str] = []
+    if not with_git:  # no git installed: libgit2 moves the ref
+        monkeypatch.setattr(shutil, "which", lambda _name: None)
 
     def racing(hub_repo, ref, new, expected):  # type: ignore[no-untyped-def]
         if not raced:
@@ -154,7 +158,11 @@ def _repo_with_commits(tmp_path: Path, hub: Path) -> tuple[GitRepo, list[str]]:
     return GitRepo.open(work), made
 
 
-def test_compare_and_swap_refuses_a_stale_expectation(memory: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_git", [True, False])
+def test_compare_and_swap_refuses_a_stale_expectation(memory: Path, tmp_path: Path, with_git: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    if not with_git:
+        monkeypatch.setattr(shutil, "which", lambda _name: None)
     hub = hub_path()
     url = HubUrl(str(hub), "file")
     before = git("rev-parse", BRANCH, cwd=hub).strip()
