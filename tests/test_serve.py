@@ -417,3 +417,37 @@ def test_a_client_that_gives_up_before_go_never_has_its_command_run(tmp_path: Pa
     assert not marker.exists()
     _ask(server, argv, memory, go=True)  # the same request, with go: it runs
     assert marker.read_text() == "x"
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_restart_stops_the_server(tmp_path: Path) -> None:
+    """A SIGTERM that lands while the server starts again with changed code (after it declined a
+    client, around its exec) stops it: it is never swallowed by the restart. Trials spread the
+    signal over the window, from at once to after the new process is listening."""
+    import memsync.util.names as touched
+
+    path = Path(touched.__file__)
+    st = path.stat()
+    kept_serving = []
+    try:
+        for trial, delay in enumerate([0.0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008, 0.012, 0.02, 0.05,
+                                       0.1, 0.3, 0.0, 0.001, 0.004]):
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            server = start_server(tmp_path / f"r{trial}.sock")
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect(str(server.socket))
+                # a reset: start_server's own probe set off the restart first, ours was in its backlog
+                with contextlib.suppress(ConnectionResetError):
+                    assert b"declined" in probe.recv(64), "the changed code was not seen"
+            time.sleep(delay)
+            server.proc.send_signal(signal.SIGTERM)
+            try:
+                server.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                kept_serving.append(delay)
+                server.proc.kill()
+                server.proc.wait()
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert not kept_serving, f"SIGTERM ignored at delays {kept_serving}"

@@ -24,8 +24,6 @@ is sent again: harmless, and rare.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pygit2
@@ -124,6 +122,9 @@ def _move_ref(hub_repo: pygit2.Repository, ref: str, new: str, expected: str | N
     libgit2. Both take the ref's lock file, check the value under it and write; libgit2 parses
     the whole packed-refs file to do so (~45-95 ms on a hub of 100,000 memories), git reads the
     one entry it needs (a few ms, the process's start included)."""
+    import shutil
+    import subprocess  # (only here: a status imports no subprocess)
+
     exe = shutil.which("git")
     if exe is None:
         _move_ref_libgit2(hub_repo, ref, new, expected)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -319,6 +318,8 @@ def push_patience() -> float:
 def _backoff(lost: int) -> float:
     """Full jitter on a doubling ceiling (AWS's analysis of contended retries): writers that lost
     together do not come back together."""
+    import random  # a lost race only
+
     return random.uniform(0.0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(lost, 16)))
 
 
@@ -407,6 +408,8 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
             network_failures += 1
             if network_failures >= NETWORK_TRIES:
                 raise
+            import random
+
             time.sleep(0.5 * 2 ** (network_failures - 1) + random.uniform(0, 0.25))
             continue
         break

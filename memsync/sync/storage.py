@@ -26,7 +26,7 @@ from memsync.sync.hubs import LastRun, ensure_hub, last_run
 from memsync.sync.redaction_log import RedactionNote
 from memsync.sync.redaction_log import notes as redaction_notes
 from memsync.util.fs import pid_alive
-from memsync.util.names import check_name, check_type, is_conflict_copy
+from memsync.util.names import check_name, check_type, conflict_copy_source, is_conflict_file, is_gathered
 from memsync.util.timefmt import rfc3339
 
 if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs none of it
@@ -83,6 +83,35 @@ class PullResult:
 
 
 @dataclass
+class ToFold:
+    """A conflict file in the tree: which paths its versions belong to, how many, what to do."""
+
+    file: str
+    paths: list[str]
+    versions: int
+    how: str
+
+
+def _to_fold(root: Path, files: list[str]) -> list[ToFold]:
+    from memsync.checks import gathered
+
+    found = []
+    for name in files:
+        if is_gathered(name):
+            try:
+                entries = gathered.parse((root / name).read_bytes()).entries.values()
+            except OSError:
+                continue  # not checked out (held back) or unreadable: still listed in conflicts
+            paths = sorted({e.path for e in entries if e.path})
+            versions = len(entries)
+        else:
+            paths, versions = [conflict_copy_source(name)], 1
+        into = " and ".join(paths) or "the file it is beside"
+        found.append(ToFold(name, paths, versions, f"fold what is worth keeping into {into}, then delete {name}"))
+    return found
+
+
+@dataclass
 class StatusReport:
     name: str
     type: str
@@ -95,7 +124,8 @@ class StatusReport:
     ahead: int
     behind: int
     uncommitted: list[WorkChange] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # files holding versions to fold (gathered or copies)
+    to_fold: list[ToFold] = field(default_factory=list)
     remote_error: str | None = None
     too_large: list[str] = field(default_factory=list)  # changed files over max_file_size: never committed
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
@@ -410,8 +440,9 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
         elif head:
             ahead = sum(1 for _ in git.walk(head))
         changes = git.scan()
-        conflicts = sorted({p for p in git.tracked_paths_containing(".conflict-") if is_conflict_copy(p)}
-                           | {c.path for c in changes if is_conflict_copy(c.path) and c.kind != "deleted"})
+        gone = {c.path for c in changes if c.kind == "deleted"}  # folded, not yet pushed
+        conflicts = sorted({p for p in git.tracked_paths_containing(".conflict") if is_conflict_file(p)}
+                           - gone | {c.path for c in changes if is_conflict_file(c.path) and c.kind != "deleted"})
         try:
             remote_version = _version(git, remote_oid)
         except RepoError as exc:  # a hub version past memsync's limits (hubtree.TreeTooLarge)
@@ -420,7 +451,8 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
             branch=mem.branch, remote_version=remote_version,
             last_run=_last_run_of(git, remote_oid) if remote_oid else None, local_version=head,
-            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
+            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts,
+            to_fold=_to_fold(mem.root, conflicts), remote_error=error,
             too_large=_too_large(mem, changes), ignored=list(git.ignored),
             remote_cached=error is not None and remote_oid is not None, running=live_run(mem),
             redactions=redaction_notes(mem))
