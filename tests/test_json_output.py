@@ -54,7 +54,8 @@ LIST = _obj({"remote": {"type": "string"}, "memories": {"type": "array", "items"
     "name": {"type": "string"}, "type": {"enum": ["memory", "artifact"]}, "version": SHORT,
     "files": {"type": "integer"}, "size": {"type": "integer"}, "updated": TIME,
     "last_run": {"type": ["string", "null"]}, "last_exit_code": EXIT,
-    "error": {"type": ["string", "null"]}}, optional=("error",))}})
+    "error": {"type": ["string", "null"]}}, optional=("error",))},
+    "more_after": {"type": ["string", "null"]}})
 FILE_STATE = _obj({"path": {"type": "string"}, "state": {"enum": ["added", "modified", "deleted"]},
                    "size": {"type": ["integer", "null"]}, "sha256": {"type": ["string", "null"]}})
 STRINGS = {"type": "array", "items": {"type": "string"}}

@@ -9,7 +9,7 @@ import typer
 
 from memsync.cli import completing, syncing
 from memsync.cli.base import CommandWrapper
-from memsync.cli.output import human_size, out, print_json, warn
+from memsync.cli.output import err, human_size, out, print_json, warn
 from memsync.util.wording import count
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL: a path, file://, git://, "
@@ -106,17 +106,27 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
 
     @app.command("list")
     @guard
-    def list_(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
+    def list_(json: JsonOpt = False, remote: RemoteOpt = None,
+              prefix: Annotated[str, typer.Option("--prefix", help="Only memories whose names start "
+                                                  "with this.")] = "",
+              limit: Annotated[int | None, typer.Option("--limit", help="At most this many memories "
+                                                        "(a page).")] = None,
+              after: Annotated[str | None, typer.Option("--after", help="Start after this name (the "
+                                                        "last of the previous page).")] = None) -> None:
         """Every memory on the remote: NAME TYPE SIZE FILES UPDATED LAST-RUN."""
         from memsync.cli.output import table
         from memsync.sync import listing
 
-        where, found = listing.list_memories(remote)
+        page = listing.list_page(remote, prefix=prefix, after=after, limit=limit)
+        where, found = page.hub, page.memories
         if json:
-            print_json({"remote": where, "memories": found})
+            print_json({"remote": where, "memories": found, "more_after": page.more})
             return
         if not found:
-            out(f"No memories on {where} yet. Create one with `memsync init` and `memsync push`.")
+            if prefix or after:
+                out(f"No memories on {where} match.")
+            else:
+                out(f"No memories on {where} yet. Create one with `memsync init` and `memsync push`.")
             return
         table(["NAME", "TYPE", "SIZE", "FILES", "UPDATED", "LAST-RUN"],
               [[m.name, m.type, "refused" if m.error else human_size(m.size), "-" if m.error else str(m.files),
@@ -124,3 +134,6 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         for m in found:
             if m.error:
                 warn(f"{m.name}: {m.error}")
+        if page.more is not None:
+            again = " ".join(x for x in (f"--prefix {prefix}" if prefix else "", f"--limit {limit}") if x)
+            err(f"more memories follow: memsync list {again} --after {page.more}")

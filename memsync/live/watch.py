@@ -26,7 +26,7 @@ from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory, refuse_during_run, run_in_progress
 from memsync.core.snapshot import Snapshot, take
 from memsync.errors import LockBusy, MemsyncError, PushRejected, RemoteError, UnsavedWork, UsageError
-from memsync.git import transport
+from memsync.git import localhub
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
 from memsync.sync.exchange import Exchange, converge, unpushed
@@ -225,8 +225,8 @@ class Watcher:
             self._say(f"pushed {result.remote_head[:8]} to {self.mem.hub.display}")
 
     def _remote_tip(self) -> str | None:
-        heads = transport.list_heads(self.mem.git, self.mem.hub)
-        return next((h.oid for h in heads if h.ref == f"refs/heads/{self.mem.branch}"), None)
+        ref = f"refs/heads/{self.mem.branch}"
+        return localhub.branch_tips(self.mem.git, self.mem.hub, [ref]).get(ref)
 
     def _snapshot(self, settle: float | None = None) -> Snapshot:
         run_id = run_in_progress(self.mem)

@@ -450,7 +450,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
-    if remote and hubmod.parse(remote).password:
+    if remote and hubmod.parse(remote, name=hubmod.TEMPLATE_PROBE).password:
         raise UsageError(f"--remote {hubmod.safe_url(remote)}: a credential on memsync's command line is "
                          "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
                          "set MEMSYNC_TOKEN instead and give the URL without it")

@@ -154,13 +154,14 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     if cfg_file.is_dir():
         raise ConfigError(f"{cfg_file} is a directory, not a file", "remove it, then run `memsync init` again")
     created = not cfg_file.exists()
-    hub = hubmod.from_flag(remote) if remote else None
+    hub = hubmod.from_flag(remote, hubmod.TEMPLATE_PROBE) if remote else None  # refused early: a credential
     if created:
         chosen = root.name if name is None else name
         try:
             check_name(chosen)
         except InvalidName as exc:
             raise InvalidName(exc.name, exc.problem, exc.suggestion, how="try --name {}") from None
+        hub = hubmod.from_flag(remote, chosen) if remote else None
         cfg = StorageConfig(name=chosen, type=check_type(kind or "memory"),
                             remote=hub.url if hub else None)
         _write_config(root, cfgmod.render(cfg))
@@ -171,6 +172,7 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
                              f"edit {cfg_file} to rename it, or init another directory")
         if kind is not None and kind != cfg.type:
             raise UsageError(f"{root} is already a memory of type {cfg.type!r}")
+        hub = hubmod.from_flag(remote, cfg.name) if remote else None
         if hub is not None and cfg.remote != hub.url:
             if cfg.remote:
                 raise UsageError(f"{cfg_file} already names the remote {hubmod.safe_url(cfg.remote)}",
@@ -180,10 +182,10 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     adopted = not created and not (root / ".git").exists()
     try:
         git = GitRepo.init(root, cfg.hub_branch)
-        notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
+        notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote, cfg.name).url)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
-    resolved = hubmod.resolve(None, cfg.remote)
+    resolved = hubmod.resolve(None, cfg.remote, cfg.name)
     return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes, adopted)
 
 
@@ -232,7 +234,7 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
         except RemoteError as exc:
             _kept_locally(mem, exc)
             raise
-        own = None if mem.tracking == "origin" else hubmod.resolve(None, mem.config.remote).display
+        own = None if mem.tracking == "origin" else hubmod.resolve(None, mem.config.remote, mem.name).display
         return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange,
                           adopted, found, own)
 
@@ -300,7 +302,7 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} already exists and is not empty",
                          "choose another DEST, or `memsync pull` inside it if it is this memory")
-    hub = hubmod.resolve(remote, None)
+    hub = hubmod.resolve(remote, None, name)
     ensure_hub(hub)
     staging = target.parent / f".memsync-clone-{name}-{os.getpid()}"
     try:
@@ -314,12 +316,15 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         raise explain(exc, [target.parent]) or RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
         git = GitRepo.init(staging, f"memory/{name}")
-        heads = {h.ref for h in transport.list_heads(git, hub)}
+        from memsync.git import localhub
+
+        heads = localhub.branch_tips(git, hub, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")])
         kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
         if kind is None:
             from memsync.sync.listing import memory_names
 
-            raise _not_found(name, hub, memory_names(heads))
+            everything = {h.ref for h in transport.list_heads(git, hub)}  # for the names it suggests
+            raise _not_found(name, hub, memory_names(everything))
         from memsync.core.hubbind import recordable
 
         cfg = StorageConfig(name=name, type=kind, remote=recordable(hub))  # the memory's hub from now on
