@@ -172,7 +172,7 @@ _TOKEN_RULES: tuple[tuple[str, LazyRe[str], int], ...] = (
         "github-token",
         LazyRe(
             rf"gh[pousr]_(?<![{_W}]gh[pousr]_)(?P<body>[A-Za-z0-9]{{36,251}})(?![{_W}])",
-            "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+            "gh",
         ),
         2,
     ),
@@ -186,7 +186,7 @@ _TOKEN_RULES: tuple[tuple[str, LazyRe[str], int], ...] = (
         "slack-token",
         LazyRe(
             rf"xox[abprs]-(?<![{_WD}]xox[abprs]-)(?P<body>[0-9]{{1,16}}-[A-Za-z0-9\-]{{8,250}})(?![{_WD}])",
-            "xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-",
+            "xox",
         ),
         2,
     ),
@@ -247,7 +247,7 @@ _TOKEN_RULES: tuple[tuple[str, LazyRe[str], int], ...] = (
         "shopify-token",
         LazyRe(
             rf"shp(?:at|ca|pa|ss)_(?<![{_W}]shp[a-z]{{2}}_)(?P<body>[a-fA-F0-9]{{32}})(?![{_W}])",
-            "shpat_", "shpca_", "shppa_", "shpss_",
+            "shp",
         ),
         0,
     ),
@@ -340,7 +340,7 @@ _PASSWORD_TAIL_RE = LazyRe(rf"(?P<rest>{_KEY_TAIL})(?:{_OPERATOR}|(?i:{_PROSE_OP
 _KEYWORD_RES: tuple[tuple[LazyRe[str], LazyRe[str], int], ...] = (
     (LazyRe(r"secret" + _ASSIGN_AHEAD, "secret"), _ASSIGN_TAIL_RE, _MIN_GENERIC_LEN),
     (LazyRe(r"token" + _ASSIGN_AHEAD, "token"), _ASSIGN_TAIL_RE, _MIN_GENERIC_LEN),
-    (LazyRe(r"passw(?:or)?d" + _PASSWORD_AHEAD, "passwd", "password"), _PASSWORD_TAIL_RE, _MIN_PASSWORD_LEN),
+    (LazyRe(r"passw(?:or)?d" + _PASSWORD_AHEAD, "passw"), _PASSWORD_TAIL_RE, _MIN_PASSWORD_LEN),
     (
         LazyRe(
             r"key(?:(?<=apikey)|(?<=api_key)|(?<=api-key)|(?<=accesskey)|(?<=access_key)"
@@ -354,7 +354,7 @@ _CAMEL_BOUNDARY_RE = LazyRe(r"(?<=[a-z0-9])(?=[A-Z])")
 _NON_ALNUM_RE = LazyRe(r"[^a-z0-9]+")
 _KEY_KEYWORD_RE = LazyRe(
     r"(?:api_?key|access_?key|private_?key|secret|token|passw(?:or)?d)(?=_|$)",
-    "key", "secret", "token", "passwd", "password",
+    "key", "secret", "token", "passw",
 )
 # Key components (after the keyword) that mean "metadata about a secret".
 _KEY_METADATA_WORDS = frozenset(
