@@ -242,7 +242,8 @@ def readme(results: Path) -> int:
         START,
         "Cold (a new Python per command, no server), medians of alternating rounds; ratios to `python -c",
         '"import pygit2"` (the floor) for the 2-file rows, to the git CLI for the others.' +
-        ("\n`before`: the code before issue 24's changes, in the same rounds." if before else ""),
+        ("\n`before`: the code given as `--before` (the text above says which), in the same rounds." if before
+         else ""),
         "",
         *lines,
         "",

@@ -119,3 +119,23 @@ def test_status_imports_only_what_reading_a_memory_needs(memory: Path) -> None:
     loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     unused = {"netrc", "subprocess", "cffi", "hmac", "secrets"}
     assert not loaded & unused, sorted(loaded & unused)
+    # the gathered-conflict reader (a memory without a gathered file), push pacing (only a push
+    # or a run paces), the secret scanner (a status scans nothing),
+    # and OpenSSL's hashes (SSH host keys, a second hub's tracking name)
+    unused = {"memsync.checks.gathered", "memsync.core.pacing", "memsync.checks.secrets", "memsync.checks.secret_rules",
+              "hashlib"}
+    assert not loaded & unused, sorted(loaded & unused)
+
+
+def test_a_plain_run_imports_no_read_only_user_switch_or_history_reader(memory: Path) -> None:
+    """`run -- CMD` with a writable memory, no --as-user and nothing failing: the read-only undo
+    (and the history reader it uses), the user switch and the disk-full explainer are imported
+    where those cases are met."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsync", "run", "--offline", "--", "true"],
+                          cwd=memory, env=dict(os.environ), capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "memsync.run.execute" in loaded
+    unused = {"memsync.core.readonly", "memsync.run.runas", "memsync.git.history", "memsync.git.diskfull"}
+    assert not loaded & unused, sorted(loaded & unused)

@@ -113,7 +113,8 @@ characters and bodies made of at most two distinct characters.
 
 import binascii
 import math
-import re
+
+from memsync.util.lazyre import LazyRe
 
 __all__ = ["RULE_IDS", "Candidate", "candidates", "secret_name"]
 
@@ -161,90 +162,102 @@ _MIN_GENERIC_LEN = 20
 _W = r"A-Za-z0-9_"  # word characters
 _WD = r"A-Za-z0-9_\-"  # word characters and dash
 
-_TOKEN_RULES: tuple[tuple[str, re.Pattern[str], int], ...] = (
+_TOKEN_RULES: tuple[tuple[str, LazyRe[str], int], ...] = (
     (
         "aws-access-key",
-        re.compile(r"A(?:KIA|SIA)(?<![A-Za-z0-9]A[KS]IA)(?P<body>[A-Z2-7]{16})(?![A-Za-z0-9])"),
+        LazyRe(r"A(?:KIA|SIA)(?<![A-Za-z0-9]A[KS]IA)(?P<body>[A-Z2-7]{16})(?![A-Za-z0-9])", "AKIA", "ASIA"),
         0,
     ),
     (
         "github-token",
-        re.compile(rf"gh[pousr]_(?<![{_W}]gh[pousr]_)(?P<body>[A-Za-z0-9]{{36,251}})(?![{_W}])"),
+        LazyRe(
+            rf"gh[pousr]_(?<![{_W}]gh[pousr]_)(?P<body>[A-Za-z0-9]{{36,251}})(?![{_W}])",
+            "gh",
+        ),
         2,
     ),
     (
         "github-token",
-        re.compile(rf"github_pat_(?<![{_W}]github_pat_)(?P<body>[A-Za-z0-9_]{{50,244}})(?![{_W}])"),
+        LazyRe(rf"github_pat_(?<![{_W}]github_pat_)(?P<body>[A-Za-z0-9_]{{50,244}})(?![{_W}])", "github_pat_"),
         2,
     ),
-    ("gitlab-token", re.compile(rf"glpat-(?<![{_WD}]glpat-)(?P<body>[{_WD}]{{20,200}})(?![{_WD}])"), 2),
+    ("gitlab-token", LazyRe(rf"glpat-(?<![{_WD}]glpat-)(?P<body>[{_WD}]{{20,200}})(?![{_WD}])", "glpat-"), 2),
     (
         "slack-token",
-        re.compile(
-            rf"xox[abprs]-(?<![{_WD}]xox[abprs]-)(?P<body>[0-9]{{1,16}}-[A-Za-z0-9\-]{{8,250}})(?![{_WD}])"
+        LazyRe(
+            rf"xox[abprs]-(?<![{_WD}]xox[abprs]-)(?P<body>[0-9]{{1,16}}-[A-Za-z0-9\-]{{8,250}})(?![{_WD}])",
+            "xox",
         ),
         2,
     ),
-    ("google-api-key", re.compile(rf"AIza(?<![{_WD}]AIza)(?P<body>[{_WD}]{{35}})(?![{_WD}])"), 2),
+    ("google-api-key", LazyRe(rf"AIza(?<![{_WD}]AIza)(?P<body>[{_WD}]{{35}})(?![{_WD}])", "AIza"), 2),
     # "k_live_" is the literal; the leading s/r is checked by look-behind.
     (
         "stripe-live-key",
-        re.compile(
-            rf"k_live_(?<=[sr]k_live_)(?<![{_W}][sr]k_live_)(?P<body>[A-Za-z0-9]{{24,247}})(?![{_W}])"
+        LazyRe(
+            rf"k_live_(?<=[sr]k_live_)(?<![{_W}][sr]k_live_)(?P<body>[A-Za-z0-9]{{24,247}})(?![{_W}])", "k_live_"
         ),
         2,
     ),
     # "sk-ant-..." is Anthropic, any other "sk-..." OpenAI (see _prefixed_tokens).
-    ("openai-api-key", re.compile(rf"sk-(?<![{_WD}]sk-)(?P<body>[{_WD}]{{32,300}})(?![{_WD}])"), 3),
+    ("openai-api-key", LazyRe(rf"sk-(?<![{_WD}]sk-)(?P<body>[{_WD}]{{32,300}})(?![{_WD}])", "sk-"), 3),
     (
         "slack-token",
-        re.compile(
-            rf"xapp-(?<![{_WD}]xapp-)(?P<body>[0-9]-[A-Z0-9]{{8,16}}-[0-9]{{8,16}}-[A-Za-z0-9]{{32,128}})(?![{_WD}])"
+        LazyRe(
+            rf"xapp-(?<![{_WD}]xapp-)(?P<body>[0-9]-[A-Z0-9]{{8,16}}-[0-9]{{8,16}}-[A-Za-z0-9]{{32,128}})(?![{_WD}])",
+            "xapp-",
         ),
         2,
     ),
     (
         "slack-webhook",
-        re.compile(
+        LazyRe(
             r"hooks\.slack\.com/(?:services|workflows|triggers)/"
-            r"(?P<body>T[A-Z0-9]{6,12}/[AB][A-Z0-9]{6,12}/[A-Za-z0-9]{20,40})(?![A-Za-z0-9])"
+            r"(?P<body>T[A-Z0-9]{6,12}/[AB][A-Z0-9]{6,12}/[A-Za-z0-9]{20,40})(?![A-Za-z0-9])", "hooks.slack.com/"
         ),
         0,
     ),
-    ("sendgrid-api-key", re.compile(rf"SG\.(?<![{_WD}.]SG\.)(?P<body>[{_WD}]{{22}}\.[{_WD}]{{43}})(?![{_WD}])"), 2),
+    ("sendgrid-api-key", LazyRe(rf"SG\.(?<![{_WD}.]SG\.)(?P<body>[{_WD}]{{22}}\.[{_WD}]{{43}})(?![{_WD}])", "SG."), 2),
     (
         "azure-storage-key",
-        re.compile(r"AccountKey=(?P<body>[A-Za-z0-9+/]{40,100}={0,2})(?![A-Za-z0-9+/=])"),
+        LazyRe(r"AccountKey=(?P<body>[A-Za-z0-9+/]{40,100}={0,2})(?![A-Za-z0-9+/=])", "AccountKey="),
         3,
     ),
     (
         "azure-storage-key",
-        re.compile(r"SharedAccessKey=(?P<body>[A-Za-z0-9+/]{40,100}={0,2})(?![A-Za-z0-9+/=])"),
+        LazyRe(r"SharedAccessKey=(?P<body>[A-Za-z0-9+/]{40,100}={0,2})(?![A-Za-z0-9+/=])", "SharedAccessKey="),
         3,
     ),
-    ("google-oauth-secret", re.compile(rf"GOCSPX-(?<![{_WD}]GOCSPX-)(?P<body>[{_WD}]{{28}})(?![{_WD}])"), 2),
+    ("google-oauth-secret", LazyRe(rf"GOCSPX-(?<![{_WD}]GOCSPX-)(?P<body>[{_WD}]{{28}})(?![{_WD}])", "GOCSPX-"), 2),
     (
         "digitalocean-token",
-        re.compile(rf"_v1_(?<=do[por]_v1_)(?<![{_W}]do[por]_v1_)(?P<body>[a-f0-9]{{64}})(?![{_W}])"),
+        LazyRe(rf"_v1_(?<=do[por]_v1_)(?<![{_W}]do[por]_v1_)(?P<body>[a-f0-9]{{64}})(?![{_W}])", "_v1_"),
         0,
     ),
     # "AgEIcHlwaS5vcmc" is the start of every upload token's macaroon (base64 of "...pypi.org").
     (
         "pypi-token",
-        re.compile(rf"pypi-AgEIcHlwaS5vcmc(?<![{_WD}]pypi-AgEIcHlwaS5vcmc)(?P<body>[{_WD}]{{50,400}})(?![{_WD}])"),
+        LazyRe(
+            rf"pypi-AgEIcHlwaS5vcmc(?<![{_WD}]pypi-AgEIcHlwaS5vcmc)(?P<body>[{_WD}]{{50,400}})(?![{_WD}])",
+            "pypi-AgEIcHlwaS5vcmc",
+        ),
         2,
     ),
     (
         "shopify-token",
-        re.compile(rf"shp(?:at|ca|pa|ss)_(?<![{_W}]shp[a-z]{{2}}_)(?P<body>[a-fA-F0-9]{{32}})(?![{_W}])"),
+        LazyRe(
+            rf"shp(?:at|ca|pa|ss)_(?<![{_W}]shp[a-z]{{2}}_)(?P<body>[a-fA-F0-9]{{32}})(?![{_W}])",
+            "shp",
+        ),
         0,
     ),
-    ("huggingface-token", re.compile(rf"hf_(?<![{_W}]hf_)(?P<body>[A-Za-z0-9]{{30,60}})(?![{_W}])"), 4),
-    ("npm-token", re.compile(rf"npm_(?<![{_W}]npm_)(?P<body>[A-Za-z0-9]{{36}})(?![{_W}])"), 2),
+    ("huggingface-token", LazyRe(rf"hf_(?<![{_W}]hf_)(?P<body>[A-Za-z0-9]{{30,60}})(?![{_W}])", "hf_"), 4),
+    ("npm-token", LazyRe(rf"npm_(?<![{_W}]npm_)(?P<body>[A-Za-z0-9]{{36}})(?![{_W}])", "npm_"), 2),
     (
         "jwt",
-        re.compile(
-            rf"eyJ(?<![{_WD}]eyJ)(?P<body>[{_WD}]{{8,4000}}\.ey[{_WD}]{{8,8000}}\.[{_WD}]{{8,2000}}={{0,2}})(?![{_WD}=])"
+        LazyRe(
+            rf"eyJ(?<![{_WD}]eyJ)(?P<body>[{_WD}]{{8,4000}}\.ey[{_WD}]{{8,8000}}\.[{_WD}]{{8,2000}}={{0,2}})(?![{_WD}=])",
+            "eyJ",
         ),
         0,
     ),
@@ -253,20 +266,20 @@ _TOKEN_RULES: tuple[tuple[str, re.Pattern[str], int], ...] = (
 # --------------------------------------------------------------------------
 # Private keys.
 
-_PEM_BEGIN_RE = re.compile(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END_RE = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_BEGIN_RE = LazyRe(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----", "-----BEGIN")
+_PEM_END_RE = LazyRe(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----", "-----END")
 # Key material right after the header on the same line, e.g. JSON "\n"-escaped.
-_PEM_INLINE_BODY_RE = re.compile(r"(?:\\r|\\n|\s|[\"'`])*[A-Za-z0-9+/=]{32}")
-_PEM_HEADER_LINE_RE = re.compile(r"[\s>#*/\"'`]*[A-Za-z][A-Za-z-]*: ")
-_PEM_BODY_LINE_RE = re.compile(r"[\s>#*/\"'`]*[A-Za-z0-9+/=]{32}")
+_PEM_INLINE_BODY_RE = LazyRe(r"(?:\\r|\\n|\s|[\"'`])*[A-Za-z0-9+/=]{32}")
+_PEM_HEADER_LINE_RE = LazyRe(r"[\s>#*/\"'`]*[A-Za-z][A-Za-z-]*: ")
+_PEM_BODY_LINE_RE = LazyRe(r"[\s>#*/\"'`]*[A-Za-z0-9+/=]{32}")
 _PEM_LOOKAHEAD_LINES = 8
 
 # --------------------------------------------------------------------------
 # URLs with credentials.  Matched from the literal "://"; the scheme is found
 # by walking back.
 
-_URL_AUTH_RE = re.compile(
-    r"://(?P<user>[^\s:@/?#'\"`<>]{0,256}):(?P<pw>[^\s@/?#'\"`]{1,256})@(?P<host>[^\s/?#@'\"`<>)\]]{1,253})"
+_URL_AUTH_RE = LazyRe(
+    r"://(?P<user>[^\s:@/?#'\"`<>]{0,256}):(?P<pw>[^\s@/?#'\"`]{1,256})@(?P<host>[^\s/?#@'\"`<>)\]]{1,253})", "://"
 )
 _MIN_URL_PASSWORD_LEN = 4  # "a:b@", "abc:xyz@" are documentation examples
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
@@ -291,7 +304,7 @@ _PLACEHOLDER_PASSWORDS = frozenset(
         "x-oauth-basic",
     }
 )
-_PLACEHOLDER_PASSWORD_RE = re.compile(r"[*xX.•…_\-]+|[<$%{\[].*|.*(?:\$\{|\{\{|xxx|XXX|\*\*\*).*")
+_PLACEHOLDER_PASSWORD_RE = LazyRe(r"[*xX.•…_\-]+|[<$%{\[].*|.*(?:\$\{|\{\{|xxx|XXX|\*\*\*).*")
 
 # --------------------------------------------------------------------------
 # Generic "key = high-entropy value" assignments.  Keywords are found on a
@@ -322,24 +335,27 @@ _PASSWORD_AHEAD = (
 )
 _IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _VALUE = rf"""(?:(?P<q>["'`])(?P<qv>[^"'`\s]{{1,1000}})(?P=q)|(?P<bv>{_BARE_VALUE}{{1,1000}}))"""
-_ASSIGN_TAIL_RE = re.compile(rf"(?P<rest>{_KEY_TAIL}){_OPERATOR}{_VALUE}")
-_PASSWORD_TAIL_RE = re.compile(rf"(?P<rest>{_KEY_TAIL})(?:{_OPERATOR}|(?i:{_PROSE_OPERATOR})){_VALUE}")
-_KEYWORD_RES: tuple[tuple[re.Pattern[str], re.Pattern[str], int], ...] = (
-    (re.compile(r"secret" + _ASSIGN_AHEAD), _ASSIGN_TAIL_RE, _MIN_GENERIC_LEN),
-    (re.compile(r"token" + _ASSIGN_AHEAD), _ASSIGN_TAIL_RE, _MIN_GENERIC_LEN),
-    (re.compile(r"passw(?:or)?d" + _PASSWORD_AHEAD), _PASSWORD_TAIL_RE, _MIN_PASSWORD_LEN),
+_ASSIGN_TAIL_RE = LazyRe(rf"(?P<rest>{_KEY_TAIL}){_OPERATOR}{_VALUE}")
+_PASSWORD_TAIL_RE = LazyRe(rf"(?P<rest>{_KEY_TAIL})(?:{_OPERATOR}|(?i:{_PROSE_OPERATOR})){_VALUE}")
+_KEYWORD_RES: tuple[tuple[LazyRe[str], LazyRe[str], int], ...] = (
+    (LazyRe(r"secret" + _ASSIGN_AHEAD, "secret"), _ASSIGN_TAIL_RE, _MIN_GENERIC_LEN),
+    (LazyRe(r"token" + _ASSIGN_AHEAD, "token"), _ASSIGN_TAIL_RE, _MIN_GENERIC_LEN),
+    (LazyRe(r"passw(?:or)?d" + _PASSWORD_AHEAD, "passw"), _PASSWORD_TAIL_RE, _MIN_PASSWORD_LEN),
     (
-        re.compile(
+        LazyRe(
             r"key(?:(?<=apikey)|(?<=api_key)|(?<=api-key)|(?<=accesskey)|(?<=access_key)"
-            r"|(?<=access-key)|(?<=privatekey)|(?<=private_key)|(?<=private-key))" + _ASSIGN_AHEAD
+            r"|(?<=access-key)|(?<=privatekey)|(?<=private_key)|(?<=private-key))" + _ASSIGN_AHEAD, "key"
         ),
         _ASSIGN_TAIL_RE,
         _MIN_GENERIC_LEN,
     ),
 )
-_CAMEL_BOUNDARY_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NON_ALNUM_RE = re.compile(r"[^a-z0-9]+")
-_KEY_KEYWORD_RE = re.compile(r"(?:api_?key|access_?key|private_?key|secret|token|passw(?:or)?d)(?=_|$)")
+_CAMEL_BOUNDARY_RE = LazyRe(r"(?<=[a-z0-9])(?=[A-Z])")
+_NON_ALNUM_RE = LazyRe(r"[^a-z0-9]+")
+_KEY_KEYWORD_RE = LazyRe(
+    r"(?:api_?key|access_?key|private_?key|secret|token|passw(?:or)?d)(?=_|$)",
+    "key", "secret", "token", "passw",
+)
 # Key components (after the keyword) that mean "metadata about a secret".
 _KEY_METADATA_WORDS = frozenset(
     {
@@ -413,15 +429,15 @@ _KEY_METADATA_WORDS = frozenset(
         "present",
     }
 )
-_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-_HEX_RE = re.compile(r"[0-9a-fA-F]+")
-_DIGITS_RE = re.compile(r"[0-9]+")
-_DOTTED_IDENT_RE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_UUID_RE = LazyRe(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_HEX_RE = LazyRe(r"[0-9a-fA-F]+")
+_DIGITS_RE = LazyRe(r"[0-9]+")
+_DOTTED_IDENT_RE = LazyRe(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 # "GITHUB_TOKEN_2", "prod-db-password-2024", "projects/my-proj/secrets/db/versions/3":
 # every segment is all letters or all digits.
-_LABEL_RE = re.compile(r"(?:[A-Za-z]+|[0-9]+)(?:[_.\-/:](?:[A-Za-z]+|[0-9]+))+")
-_CAMEL_WORDS_RE = re.compile(r"_*[A-Za-z][a-z]+(?:[A-Z][a-z]+)+")
-_WINDOWS_PATH_RE = re.compile(r"[A-Za-z]:[\\/]")
+_LABEL_RE = LazyRe(r"(?:[A-Za-z]+|[0-9]+)(?:[_.\-/:](?:[A-Za-z]+|[0-9]+))+")
+_CAMEL_WORDS_RE = LazyRe(r"_*[A-Za-z][a-z]+(?:[A-Z][a-z]+)+")
+_WINDOWS_PATH_RE = LazyRe(r"[A-Za-z]:[\\/]")
 
 # --------------------------------------------------------------------------
 # Placeholders.
@@ -453,10 +469,10 @@ _GENERIC_PLACEHOLDER_WORDS: tuple[str, ...] = (
     "<",
     ">",
 )
-_SAME_CHAR_RUN_RE = re.compile(r"(.)\1{5}")
-_UPPER_RE = re.compile(r"[A-Z]")
-_LOWER_RE = re.compile(r"[a-z]")
-_DIGIT_RE = re.compile(r"[0-9]")
+_SAME_CHAR_RUN_RE = LazyRe(r"(.)\1{5}")
+_UPPER_RE = LazyRe(r"[A-Z]")
+_LOWER_RE = LazyRe(r"[a-z]")
+_DIGIT_RE = LazyRe(r"[0-9]")
 
 # Priorities when several rules match overlapping text (lower wins).
 _PRIO_PRIVATE_KEY = 0
@@ -646,7 +662,7 @@ _WEAK_PASSWORD_WORDS: tuple[str, ...] = (
     "123456",
     "abc123",
 )
-_SYMBOL_RE = re.compile(r"[^A-Za-z0-9_.\-]")
+_SYMBOL_RE = LazyRe(r"[^A-Za-z0-9_.\-]")
 
 
 def _short_password_ok(value: str) -> bool:
@@ -665,7 +681,7 @@ def _short_password_ok(value: str) -> bool:
     return classes >= 3 and _shannon_entropy(value) >= math.log2(len(value)) - 0.5
 
 
-_AWS_SECRET_VALUE_RE = re.compile(r"[A-Za-z0-9/+]{40}")
+_AWS_SECRET_VALUE_RE = LazyRe(r"[A-Za-z0-9/+]{40}")
 
 
 def _assignments(text: str, out: list[Candidate]) -> None:
@@ -721,11 +737,11 @@ _MIN_B64_RUN = 24
 _B64_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-"
 _B64_MASK = bytes(ord("a") if chr(i) in _B64_ALPHABET else ord(" ") for i in range(256))
 _B64_RUN_NEEDLE = b"a" * _MIN_B64_RUN
-_MASK_RUN_RE = re.compile(rb"a+")
+_MASK_RUN_RE = LazyRe(rb"a+")
 _MAX_B64_RUN = 64 * 1024  # of a longer run (an embedded image) only the start is decoded
 _URLSAFE_TO_STD = bytes.maketrans(b"-_", b"+/")
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\t\r\n"
-_USER_PASS_RE = re.compile(r"([^:\s]{0,256}):(\S{1,256})")
+_USER_PASS_RE = LazyRe(r"([^:\s]{0,256}):(\S{1,256})")
 
 
 def _base64_wrapped(text: str, out: list[Candidate]) -> None:

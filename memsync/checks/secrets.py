@@ -52,12 +52,12 @@ and host for URLs (``postgres://…:…(12 chars)@db:5432``; the user name is
 hidden because it is sometimes a token), and the header for private keys.
 """
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from memsync.checks.secret_rules import RULE_IDS, Candidate, candidates, secret_name
+from memsync.util.lazyre import LazyRe
 
 __all__ = ["CHUNK_BYTES", "PRAGMA", "RULE_IDS", "Finding", "mask", "scan_bytes", "scan_file", "scan_path",
            "secret_name"]
@@ -117,7 +117,7 @@ _SNIFF_BYTES = 4096
 # UTF-16LE text inside binary data: printable ASCII bytes ("a" in the mask) each followed by NUL ("z").
 _UTF16_MASK = bytes(ord("a") if 0x20 <= i <= 0x7E else ord("z") if i == 0 else ord(" ") for i in range(256))
 _UTF16_NEEDLE = b"az" * 16
-_UTF16_RUN_RE = re.compile(rb"(?:az)+")
+_UTF16_RUN_RE = LazyRe(rb"(?:az)+")
 
 
 def _encoding(head: bytes) -> tuple[str, int]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from memsync.checks.merge_policy import rule_file_line
 from memsync.cli.output import err, human_size, out, print_json, transfer_progress, warn
 from memsync.util.names import where_kept
 from memsync.util.textsafe import clean, display_path
@@ -95,6 +94,8 @@ def report_merges(exchange: Any) -> None:
             kept = where_kept(display_path(c.copy))
             warn(f"conflict in {display_path(c.path)}: kept yours there, the remote's {kept}")
     for path in exchange.rule_files:
+        from memsync.checks.merge_policy import rule_file_line
+
         warn(rule_file_line(path))
     for held in exchange.held_back:
         warn(f"not checked out: {display_path(held.path)} ({human_size(held.size)}, larger than max_file_size); "

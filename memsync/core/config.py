@@ -9,13 +9,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memsync.checks.merge_policy import MergeRule
-from memsync.core.pacing import PushRate
 from memsync.errors import ConfigError
 from memsync.util import fs
 from memsync.util.names import check_name, check_type, valid_branch
+
+if TYPE_CHECKING:  # imported where a configuration sets them: a status reads neither
+    from memsync.checks.merge_policy import MergeRule
+    from memsync.core.pacing import PushRate
 
 CONFIG_DIR = ".vm0"
 CONFIG_FILE = "storage.yaml"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -115,6 +114,8 @@ def tracking_name(hub: HubUrl, configured: str | None, name: str | None = None) 
     key = hub_key(hub)
     if key == hub_key(hubmod.resolve(None, configured, name)):
         return "origin"
+    import hashlib  # a second hub only (OpenSSL's hashes cost ~2 ms to load)
+
     return "hub-" + hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import os
 import re
 import struct
@@ -95,6 +94,8 @@ class ServerIdentity:
 
 def fingerprint(blob: bytes) -> str:
     """`SHA256:...` as `ssh-keygen -l` prints it."""
+    import hashlib  # SSH only (and OpenSSL's hashes cost ~2 ms to load)
+
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
@@ -130,6 +131,7 @@ class _Entry:
 def _pattern_matches(pattern: str, name: str) -> bool:
     if pattern.startswith("|1|"):
         try:
+            import hashlib
             import hmac  # hashed known_hosts lines only
 
             _, _, salt, digest = pattern.split("|", 3)
@@ -222,6 +224,8 @@ def _read_identity(cert_i: Any, valid: int, host: Any) -> ServerIdentity:
     if not cert.type & _SSH_RAW or not 0 < cert.hostkey_len <= _MAX_KEY_LEN or cert.hostkey == _full.NULL:
         return ServerIdentity("ssh", name, False, error="libgit2 did not provide the raw host key")
     blob = bytes(_full.buffer(cert.hostkey, cert.hostkey_len))
+    import hashlib
+
     if cert.type & _SSH_SHA256 and hashlib.sha256(blob).digest() != bytes(cert.hash_sha256):
         return ServerIdentity("ssh", name, False, error="the host key read from libgit2 is inconsistent")
     return ServerIdentity("ssh", name, bool(valid), key=blob)

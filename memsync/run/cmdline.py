@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 import shlex
 
+from memsync.util.lazyre import LazyRe
+
 __all__ = ["REDACTED", "mask_args", "shown_command"]
 
 REDACTED = "<redacted>"
@@ -33,18 +35,19 @@ _MYSQL = frozenset({"mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlsho
                     "mysqlpump", "mysqlsh", "mariadb", "mariadb-dump", "mariadb-admin"})
 _USER_OPTIONS = frozenset({"-u", "--user", "--proxy-user"})
 
-_HEADER_RE = re.compile(
+_HEADER_RE = LazyRe(
     r"(?i)\b((?:proxy-)?authorization|x-api-key|api-key|x-auth-token|x-access-token|private-token"
     r"|x-goog-api-key|cookie)([ \t]*:[ \t]*)((?:bearer|basic|token|bot|digest|negotiate)[ \t]+)?"
-    r"""([^'"\r\n]+)"""
+    r"""([^'"\r\n]+)""",
+    ":",
 )
-_URL_USERINFO_RE = re.compile(r"\b([A-Za-z][A-Za-z0-9+.\-]*)://([^\s/@'\"<>]+)@")
-_ASSIGNMENT_RE = re.compile(r"""(?<![\w.\-$])([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']*'|[^\s'";&|)]+)""")
-_INLINE_OPTION_RE = re.compile(
-    r"""(?<![\w\-])(--?[A-Za-z][A-Za-z0-9_\-]*)(=|[ \t]+)("[^"]*"|'[^']*'|[^\s'";&|)]+)"""
+_URL_USERINFO_RE = LazyRe(r"\b([A-Za-z][A-Za-z0-9+.\-]*)://([^\s/@'\"<>]+)@", "://")
+_ASSIGNMENT_RE = LazyRe(r"""(?<![\w.\-$])([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']*'|[^\s'";&|)]+)""", "=")
+_INLINE_OPTION_RE = LazyRe(
+    r"""(?<![\w\-])(--?[A-Za-z][A-Za-z0-9_\-]*)(=|[ \t]+)("[^"]*"|'[^']*'|[^\s'";&|)]+)""", "-"
 )
-_INLINE_USER_RE = re.compile(r"""(?<![\w\-])(-u[ \t]*|--user[= \t]+)([^\s:'"]+):([^\s'"]+)""")
-_INLINE_MYSQL_RE = re.compile(r"""(?<![\w\-])-p(?![\s'"])("[^"]*"|'[^']*'|[^\s'";&|)]+)""")
+_INLINE_USER_RE = LazyRe(r"""(?<![\w\-])(-u[ \t]*|--user[= \t]+)([^\s:'"]+):([^\s'"]+)""", "-u")  # "--user" holds "-u"
+_INLINE_MYSQL_RE = LazyRe(r"""(?<![\w\-])-p(?![\s'"])("[^"]*"|'[^']*'|[^\s'";&|)]+)""", "-p")
 
 
 def shown_command(argv: list[str]) -> str:

@@ -18,11 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memsync.checks.merge_policy import rule_file_line
 from memsync.core import config as cfgmod
-from memsync.core import memory, pacing, readonly
+from memsync.core import memory, pacing
 from memsync.core.attribution import Attribution, acting, operator
 from memsync.core.memory import Memory, open_memory, running
 from memsync.core.snapshot import Snapshot, describe, take
@@ -38,17 +37,19 @@ from memsync.errors import (
     RepoError,
     UsageError,
 )
-from memsync.git import diskfull
 from memsync.git import hub as hubmod
-from memsync.git.hubtree import Oversize
-from memsync.git.merge import ConflictCopy
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
-from memsync.run import runas
 from memsync.run.record import RunTrust
 from memsync.sync.exchange import converge, unpushed
 from memsync.util import sealed
 from memsync.util.names import check_name, check_run_id, env_var_for, new_run_id, where_kept
+
+if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
+    from memsync.core import readonly
+    from memsync.git.hubtree import Oversize
+    from memsync.git.merge import ConflictCopy
+    from memsync.run import runas
 
 DEFAULT_CHECKPOINT = 30.0
 
@@ -301,6 +302,8 @@ def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[O
 
 def _set_writable(mem: Memory, writable: bool) -> None:
     """Read-only memories: files are made non-writable for the run where the OS allows."""
+    from memsync.core import readonly
+
     for rel in mem.git.tracked_paths():
         path = mem.root / rel
         try:
@@ -455,8 +458,11 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
                          "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
                          "set MEMSYNC_TOKEN instead and give the URL without it")
     pacing.resolve(max_push_rate, None)  # a bad flag stops the run before anything is pulled
-    user = runas.resolve(as_user) if as_user is not None else None
-    if user is not None:
+    user = None
+    if as_user is not None:
+        from memsync.run import runas
+
+        user = runas.resolve(as_user)
         _end_processes(user, say)  # one a past run left behind must not race the pre-run save
     sealed.make_undumpable()
     with sealed.seal():
@@ -482,6 +488,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: 
     # read-only memories: everything the command does there is undone (storage.yaml included)
     for m in mounted:
         if m.mem.name in read_only:
+            from memsync.core import readonly
+
             m.guard = readonly.protect(m.mem, rid)
     with running(memories, rid):  # the run owns its memories: watch, push, pull... leave it its files
         shown = shown_command(command)
@@ -539,6 +547,8 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: 
             held_say.hold()
             env = environment(rid, memories, o.keep_ssh_agent)
             if o.user is not None:
+                from memsync.run import runas
+
                 for m in writable:
                     m.lent = runas.hand_over(m.mem.root, o.user)
             extra: dict[str, Any] = o.user.popen_args() if o.user else {}
@@ -633,6 +643,8 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
 def _hand_back(writable: list[Mounted], user: runas.RunAs | None, say: Say) -> None:
     for m in writable:
         if m.lent is not None and user is not None:
+            from memsync.run import runas
+
             try:
                 runas.hand_back(m.mem.root, m.lent, user)
             except MemsyncError as exc:
@@ -643,6 +655,8 @@ def _hand_back(writable: list[Mounted], user: runas.RunAs | None, say: Say) -> N
 
 
 def _end_processes(user: runas.RunAs, say: Say) -> None:
+    from memsync.run import runas
+
     try:
         left = runas.end_processes(user)
     except OSError as exc:
@@ -660,6 +674,8 @@ def _undo_read_only(mounted: list[Mounted], say: Say) -> None:
         if m.guard is None:
             continue
         mem, outcome = m.mem, m.outcome
+        from memsync.core import readonly
+
         try:
             done = readonly.undo(mem, m.guard)
         except (OSError, MemsyncError) as exc:  # the writable memories are saved all the same
@@ -733,6 +749,8 @@ def _finish(report: RunReport, writable: list[Mounted], no_push: bool, say: Say,
             with contextlib.suppress(MemsyncError):
                 outcome.unpushed = unpushed(mem)
         except Exception as exc:  # libgit2 or the OS refusing a write: a full disk is an ordinary failure
+            from memsync.git import diskfull
+
             full = diskfull.explain(exc, [mem.git.git_dir])
             if outcome.final_commit is None:
                 mem.run_unrecorded = report.exit_code
@@ -820,6 +838,8 @@ def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, qu
     for c in exchange.conflicts:
         say(f"conflict in {mem.name}/{c.path}: kept this run's version there, the other {where_kept(c.copy)}")
     for path in exchange.rule_files:
+        from memsync.checks.merge_policy import rule_file_line
+
         say(f"warning: {mem.name}: {rule_file_line(path)}")
 
 

@@ -93,11 +93,11 @@ class ToFold:
 
 
 def _to_fold(root: Path, files: list[str]) -> list[ToFold]:
-    from memsync.checks import gathered
-
     found = []
     for name in files:
         if is_gathered(name):
+            from memsync.checks import gathered  # not for a status with no gathered file (~3 ms)
+
             try:
                 entries = gathered.parse((root / name).read_bytes()).entries.values()
             except OSError:
