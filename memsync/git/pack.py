@@ -84,7 +84,7 @@ def repack(git_dir: Path) -> RepackResult:
     loose = _loose_files(objects)
     if len(old_packs) <= 1 and not loose:  # already one pack (or empty): nothing to do, not an error
         return RepackResult(0, len(old_packs), 0, time.monotonic() - started)
-    repo = engine.repository(git_dir)
+    repo = engine.for_packing(git_dir)
     # every object of every backend (loose and packed), reachable or not; an object stored twice
     # (in two packs, or packed and loose) is listed once per copy
     ids = list(dict.fromkeys(repo.odb))

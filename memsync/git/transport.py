@@ -363,11 +363,12 @@ def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
     """Push of one ref, never forced except by `memsync redact` (which checks the hub's tip
     first); with a `lease`, only if the hub's ref is where the lease says (else NotFastForward,
     nothing sent). Raises NotFastForward, PushRejected or RemoteError."""
-    repo = git._repo
     check_local(hub)
     with _watch(hub, "cannot push to") as guard:
         cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease), guard)
         try:
+            # a handle of its own, whose pack builder keeps no delta cache (engine.for_packing)
+            repo = engine.for_packing(git._repo.path)
             _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot push to", guard) from exc
