@@ -369,7 +369,8 @@ def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
         try:
             # a handle of its own, whose pack builder keeps no delta cache (engine.for_packing)
             repo = engine.for_packing(git._repo.path)
-            _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
+            with engine.uncached():  # the handle must not cache again what git's handle holds
+                _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot push to", guard) from exc
     if cb.rejected:
