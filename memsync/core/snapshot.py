@@ -103,6 +103,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run")
     rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
+    judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
     with Tree(mem.root) as tree:
         for change in found:
             if only is not None and change.path not in only:
@@ -111,7 +112,6 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
             if item is None or _secret_blocked(mem, item, snap):
                 continue
             if not any(rule.matches(item.change.path) for rule in rules):
-                judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
                 item = _store(mem, item, run_base, judge, stored_flags)
             staged.append(item)
     if only is None:
