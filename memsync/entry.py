@@ -2,7 +2,8 @@
 
 A Ctrl-C during start-up (importing typer and pygit2 takes a moment) exits 130 with one line, as
 it does later, even when it lands inside a C extension's import and surfaces as its failure;
-`memsync --version` answers without importing the CLI at all. With MEMSYNC_SERVER set, the
+`memsync --version` answers without importing the CLI at all, and the hot verbs (push, pull,
+status, run, `hooks run`) without typer (cli/fastpath.py). With MEMSYNC_SERVER set, the
 command goes to a resident `memsync serve` (handoff.py) when one is there.
 """
 
@@ -38,12 +39,18 @@ def main() -> None:
                 if served is not None:
                     sys.stdout.flush()
                     os._exit(served)
-        from memsync.cli import base
-        from memsync.cli.app import main as cli_main
-        from memsync.serve.start import resident_server
+        from memsync.cli.fastpath import dispatch
 
-        base.resident_server = resident_server
-        code = cli_main()
+        fast = dispatch(sys.argv[1:])  # the hot verbs without typer's command tree; None: typer's CLI
+        if fast is not None:
+            code = fast
+        else:
+            from memsync.cli import base
+            from memsync.cli.app import main as cli_main
+            from memsync.serve.start import resident_server
+
+            base.resident_server = resident_server
+            code = cli_main()
     except KeyboardInterrupt:
         _say_interrupted()
     except Exception:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from memsync.checks import gathered
 from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
+from tests.helpers.gathered import losers
 
 RUN1, RUN2, RUN3 = "story4-run-1", "story4-run-2", "story4-run-3"
-CONFLICT_REVERT = re.compile(r"^summary\.conflict-revert-\d{8}T\d{6}Z\.md$")
 
 
 def notes(size: int, topic: str) -> bytes:
@@ -250,7 +251,7 @@ def test_log_of_a_deleted_file_and_of_a_merge_with_conflict_copies(memory: Path,
     r = cli("log", "--json", "-n", "1", cwd=memory)
     [merge] = json.loads(r.out)["versions"]
     assert merge["merge"] is True and len(merge["copies"]) == 1
-    assert merge["copies"][0].startswith("summary.conflict-")
+    assert merge["copies"] == ["summary.conflicts.md"]
     assert "merge by operator" in cli("log", "-n", "1", cwd=memory).out
 
 
@@ -389,12 +390,16 @@ def test_revert_with_a_later_conflicting_edit_keeps_both(memory: Path, cli: Cli)
     r = cli("revert", target[:8], cwd=memory)
     assert r.code == 0, r.err
     assert (memory / "summary.md").read_text() == "# Summary\n\nline a changed again\nline b\n"
-    [copy] = [p.name for p in memory.iterdir() if ".conflict-" in p.name]
-    assert CONFLICT_REVERT.match(copy)
-    assert (memory / copy).read_text() == "# Summary\n\nline a\nline b\n"
-    assert f"kept the current content there, the reverted one as {copy}" in r.err
-    assert hub_tree()[copy] == b"# Summary\n\nline a\nline b\n"
+    [copy] = [p.name for p in memory.iterdir() if ".conflict" in p.name]
+    assert copy == "summary.conflicts.md"  # the reverted content is gathered like any losing version
+    (entry,) = gathered.parse((memory / copy).read_bytes()).entries.values()
+    assert entry.inline() == b"# Summary\n\nline a\nline b\n" and entry.field("run") == "revert"
+    assert f"kept the current content there, the reverted one added to {copy}" in r.err
+    assert losers(hub_tree(), "summary.md") == [b"# Summary\n\nline a\nline b\n"]
     assert "kept both: " + copy in cli("log", "-n", "1", cwd=memory).out
+    r = cli("restore", "summary.md", "--conflict", entry.id, cwd=memory)
+    assert r.code == 0, r.err
+    assert (memory / "summary.md").read_text() == "# Summary\n\nline a\nline b\n"
 
 
 def test_revert_refuses_over_uncommitted_changes(memory: Path, cli: Cli) -> None:

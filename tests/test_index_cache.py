@@ -96,3 +96,16 @@ def test_status_rewrites_the_index_only_when_it_refreshed_stat_data(memory: Path
     write(memory, "notes/a.md", "a, edited\n")
     assert "notes/a.md" in cli("status", cwd=memory).out
     assert git("status", "--porcelain", cwd=memory) == " M notes/a.md\n"
+
+
+def test_a_command_uses_one_index_of_its_repository(memory: Path) -> None:
+    """libgit2 keeps one index per repository; GitRepo hands out one wrapper of it, so every step
+    of a command sees what the others staged, and a change git makes on disk is still read."""
+    from memsync.git.repo import GitRepo
+
+    repo = GitRepo.open(memory)
+    assert repo.index is repo.index
+    write(memory, "notes/by-git.md", "staged by git\n")
+    git("add", "notes/by-git.md", cwd=memory)  # the file on disk changes under the open repository
+    repo.index.read(force=False)
+    assert "notes/by-git.md" in [entry.path for entry in repo.index]

@@ -38,6 +38,9 @@ STATUS = _obj({
     "uncommitted": {"type": "array", "items": _obj({"path": {"type": "string"},
                                                     "kind": {"enum": ["added", "modified", "deleted"]}})},
     "conflicts": {"type": "array", "items": {"type": "string"}},
+    "to_fold": {"type": "array", "items": _obj({"file": {"type": "string"}, "paths": {"type": "array",
+                                                "items": {"type": "string"}},
+                                                "versions": {"type": "integer"}, "how": {"type": "string"}})},
     "remote_error": {"type": ["string", "null"]}, "remote_cached": {"type": "boolean"},
     "running": _nullable(_obj({"run_id": {"type": "string"}, "pid": {"type": "integer"},
                                "started": {"type": ["string", "null"]}})),
@@ -51,7 +54,8 @@ LIST = _obj({"remote": {"type": "string"}, "memories": {"type": "array", "items"
     "name": {"type": "string"}, "type": {"enum": ["memory", "artifact"]}, "version": SHORT,
     "files": {"type": "integer"}, "size": {"type": "integer"}, "updated": TIME,
     "last_run": {"type": ["string", "null"]}, "last_exit_code": EXIT,
-    "error": {"type": ["string", "null"]}}, optional=("error",))}})
+    "error": {"type": ["string", "null"]}}, optional=("error",))},
+    "more_after": {"type": ["string", "null"]}})
 FILE_STATE = _obj({"path": {"type": "string"}, "state": {"enum": ["added", "modified", "deleted"]},
                    "size": {"type": ["integer", "null"]}, "sha256": {"type": ["string", "null"]}})
 STRINGS = {"type": "array", "items": {"type": "string"}}

@@ -1,5 +1,6 @@
 """The keep-both merge itself (memsync/git/merge.py), on real repositories: both sides of every
-conflict stay in the tree (ours at the path, theirs as a named sibling copy, byte for byte), a
+conflict stay in the tree (ours at the path, theirs in the path's gathered NAME.conflicts.md,
+byte for byte), a
 modification beats a deletion, a file and a directory at one path both survive, and clean
 three-way merges stay clean."""
 
@@ -12,8 +13,10 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode
 
+from memsync.checks import gathered
 from memsync.errors import RepoError
 from memsync.git.merge import merge_keep_both
+from tests.helpers.gathered import losers
 
 WHEN = datetime(2026, 11, 26, 1, 2, 3, tzinfo=timezone.utc)
 SIG = pygit2.Signature("t", "t@example.invalid", 1_700_000_000, 0)
@@ -56,8 +59,8 @@ def test_both_modified_keeps_ours_at_the_path_and_theirs_beside_it(r: Repo) -> N
     result = merge_keep_both(r.repo, ours, theirs, "run-7", now=WHEN)
     files = r.files(result.tree)
     assert files["summary.md"] == b"ours\n"
-    copy = "summary.conflict-run-7-20261126T010203Z.md"
-    assert files[copy] == b"theirs\n"
+    copy = "summary.conflicts.md"
+    assert losers(files, "summary.md") == [b"theirs\n"]
     assert [(c.path, c.copy, c.reason) for c in result.conflicts] == [("summary.md", copy, "both modified")]
     assert files["other.md"] == b"o\n"
 
@@ -68,7 +71,7 @@ def test_both_added_is_a_conflict_too(r: Repo) -> None:
     theirs = r.commit({"a.md": b"a\n", "new.md": b"yours\n"}, [base])
     result = merge_keep_both(r.repo, ours, theirs, "x", now=WHEN)
     files = r.files(result.tree)
-    assert files["new.md"] == b"mine\n" and files["new.conflict-x-20261126T010203Z.md"] == b"yours\n"
+    assert files["new.md"] == b"mine\n" and losers(files, "new.md") == [b"yours\n"]
     assert result.conflicts[0].reason == "both added"
 
 
@@ -98,7 +101,9 @@ def test_binary_files_are_kept_both(r: Repo) -> None:
     ours = r.commit({"img.bin": b"\0ours"}, [base])
     theirs = r.commit({"img.bin": b"\0theirs"}, [base])
     files = r.files(merge_keep_both(r.repo, ours, theirs, "x", now=WHEN).tree)
-    assert files["img.bin"] == b"\0ours" and files["img.conflict-x-20261126T010203Z.bin"] == b"\0theirs"
+    assert files["img.bin"] == b"\0ours"
+    (entry,) = gathered.parse(files["img.bin.conflicts.md"]).entries.values()
+    assert entry.inline() is None and entry.blob == str(pygit2.hash(b"\0theirs"))  # binary: by blob id
 
 
 def test_changes_to_different_lines_merge_cleanly(r: Repo) -> None:
@@ -109,13 +114,23 @@ def test_changes_to_different_lines_merge_cleanly(r: Repo) -> None:
     assert r.files(result.tree) == {"s.md": b"one\n2\n3\n4\nfive\n"} and result.conflicts == []
 
 
-def test_a_copy_name_already_taken_gets_a_number(r: Repo) -> None:
+def test_an_old_style_copy_stays_and_a_new_loser_is_gathered(r: Repo) -> None:
     copy = "s.conflict-x-20261126T010203Z.md"
     base = r.commit({"s.md": b"base\n", copy: b"an older copy\n"}, [])
     ours = r.commit({"s.md": b"ours\n", copy: b"an older copy\n"}, [base])
     theirs = r.commit({"s.md": b"theirs\n", copy: b"an older copy\n"}, [base])
     files = r.files(merge_keep_both(r.repo, ours, theirs, "x", now=WHEN).tree)
-    assert files[copy] == b"an older copy\n" and files[f"{copy}.2"] == b"theirs\n"
+    assert files[copy] == b"an older copy\n" and losers(files, "s.md") == [b"theirs\n"]
+
+
+def test_a_folder_where_the_gathered_file_would_go_gets_a_numbered_sibling_copy(r: Repo) -> None:
+    folder = "s.conflicts.md/readme.md"
+    copy = "s.conflict-x-20261126T010203Z.md"
+    base = r.commit({"s.md": b"base\n", folder: b"f\n", copy: b"an older copy\n"}, [])
+    ours = r.commit({"s.md": b"ours\n", folder: b"f\n", copy: b"an older copy\n"}, [base])
+    theirs = r.commit({"s.md": b"theirs\n", folder: b"f\n", copy: b"an older copy\n"}, [base])
+    files = r.files(merge_keep_both(r.repo, ours, theirs, "x", now=WHEN).tree)
+    assert files[copy] == b"an older copy\n" and files[f"{copy}.2"] == b"theirs\n" and files[folder] == b"f\n"
 
 
 def test_unrelated_histories_are_refused(r: Repo) -> None:

@@ -14,6 +14,7 @@ import pytest
 from memsync.checks.merge_policy import DEFAULT_RULES, MergeRule, parse_rules, strategy_for
 from tests.conftest import Cli, hub_tree, memsync_cmd, write
 from tests.helpers.figures import Figures, figures, size
+from tests.helpers.gathered import losers
 
 __all__ = ["figures"]
 
@@ -49,7 +50,7 @@ def test_jsonl_appends_merge_by_union_by_default(memory: Path, tmp_path: Path, c
     _diverge(cli, memory, tmp_path, "events.jsonl", base, base + '{"n": "mine"}\n', base + '{"n": "theirs"}\n')
     tree = hub_tree()
     assert tree["events.jsonl"] == b'{"n": 0}\n{"n": "mine"}\n{"n": "theirs"}\n'
-    assert not [p for p in tree if ".conflict-" in p]
+    assert not [p for p in tree if ".conflict" in p]
     assert [json.loads(line) for line in tree["events.jsonl"].splitlines()]  # still valid JSON lines
 
 
@@ -66,10 +67,10 @@ def test_policy_from_storage_yaml(memory: Path, tmp_path: Path, cli: Cli, strate
               policy)
     tree = hub_tree()
     assert tree["notes/a.md"] == expected
-    kept = [p for p in tree if p.startswith("notes/a.conflict-")]
+    kept = losers(tree, "notes/a.md")
     assert len(kept) == copies
     if copies:
-        assert tree[kept[0]] == b"# Notes\ntheirs\n"
+        assert kept == [b"# Notes\ntheirs\n"]
 
 
 def test_a_rule_of_the_memory_overrides_the_default(memory: Path, tmp_path: Path, cli: Cli) -> None:
@@ -77,7 +78,7 @@ def test_a_rule_of_the_memory_overrides_the_default(memory: Path, tmp_path: Path
     _diverge(cli, memory, tmp_path, "e.jsonl", "a\n", "a\nmine\n", "a\ntheirs\n", policy)
     tree = hub_tree()
     assert tree["e.jsonl"] == b"a\nmine\n"
-    assert [p for p in tree if p.startswith("e.conflict-")]
+    assert losers(tree, "e.jsonl") == [b"a\ntheirs\n"]
 
 
 def test_modification_beats_deletion_whatever_the_policy(memory: Path, tmp_path: Path, cli: Cli) -> None:
@@ -155,7 +156,7 @@ def test_concurrent_runs_append_jsonl_and_notes_without_conflict_copies(
     assert sorted(events) == sorted(f"w{i}" for i in range(writers))
     notes = tree["notes/shared.md"].decode().splitlines()
     assert notes[0] == "# Shared notes" and sorted(notes[1:]) == sorted(f"- note of w{i}" for i in range(writers))
-    copies = [p for p in tree if ".conflict-" in p]
+    copies = [p for p in tree if ".conflict" in p]
     figures.add("structured-merge writers", writers)
     figures.add("jsonl lines appended", writers)
     figures.add("jsonl lines present", len(set(events) & {f"w{i}" for i in range(writers)}))

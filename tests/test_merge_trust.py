@@ -20,8 +20,10 @@ import pytest
 import yaml
 
 from memsync.checks import structured
+from memsync.util.names import is_gathered
 from tests.conftest import Cli, git, hub_tree, memsync_cmd, write
 from tests.helpers.figures import Figures, figures
+from tests.helpers.gathered import losers
 
 __all__ = ["figures"]
 
@@ -51,8 +53,10 @@ def _diverge(cli: Cli, memory: Path, tmp_path: Path, files: dict[str, str], mine
     assert result.code == 0, result.err
 
 
-def _copies(tree: dict[str, bytes], stem: str) -> list[str]:
-    return [p for p in tree if p.startswith(f"{stem}.conflict-")]
+def _copies(tree: dict[str, bytes], stem: str) -> list[bytes]:
+    """The losing versions of the file named `stem`.EXT, from its gathered conflict file."""
+    return [data for p in tree if p.startswith(f"{stem}.") and is_gathered(p)
+            for data in losers(tree, next(f for f in tree if f.startswith(f"{stem}.") and not is_gathered(f)))]
 
 
 @pytest.mark.stress  # the security suite: counted in the reliability figures
@@ -67,9 +71,9 @@ def test_a_union_rule_in_the_tree_cannot_merge_json_into_garbage(memory: Path, t
     tree = hub_tree()
     assert json.loads(tree["config.json"]) == {"model": "x"}  # ours at the path: it parses
     copies = _copies(tree, "config")
-    assert len(copies) == 1 and json.loads(tree[copies[0]]) == {"model": "y"}  # theirs beside it
+    assert len(copies) == 1 and json.loads(copies[0]) == {"model": "y"}  # theirs beside it
     status = cli("status", cwd=memory)
-    assert "Conflicts: none" not in status.out and copies[0] in status.out, status.out
+    assert "Conflicts: none" not in status.out and "config.json.conflicts.md" in status.out, status.out
     figures.add("security attacks refused")
 
 
@@ -92,7 +96,7 @@ def test_an_agent_cannot_choose_the_merge_driver_either(memory: Path, tmp_path: 
     tree = hub_tree()
     assert tree["summary.md"] == b"# Summary\n\nmine\n"
     copies = _copies(tree, "summary")
-    assert len(copies) == 1 and tree[copies[0]] == b"# Summary\n\ntheirs\n"
+    assert len(copies) == 1 and copies[0] == b"# Summary\n\ntheirs\n"
     figures.add("security attacks refused")
 
 
@@ -116,7 +120,7 @@ def test_a_clean_line_merge_with_a_duplicate_key_keeps_both(memory: Path, tmp_pa
     tree = hub_tree()
     assert json.loads(tree["s.json"])["k"] == "mine"
     copies = _copies(tree, "s")
-    assert len(copies) == 1 and json.loads(tree[copies[0]])["k"] == "theirs"
+    assert len(copies) == 1 and json.loads(copies[0])["k"] == "theirs"
 
 
 def test_yaml_merges_by_structure(memory: Path, tmp_path: Path, cli: Cli) -> None:
@@ -233,7 +237,7 @@ def test_concurrent_runs_rewriting_one_json_file_lose_nothing(memory: Path, tmp_
         assert p.returncode == 0, err
     tree = hub_tree()
     state = json.loads(tree["state.json"])
-    versions = [state] + [json.loads(tree[c]) for c in _copies(tree, "state")]
+    versions = [state] + [json.loads(c) for c in _copies(tree, "state")]
     assert {f"r{i}" for i in range(3)} <= {k for v in versions for k in v}
     assert {v["model"] for v in versions} == {f"r{i}" for i in range(3)}
 

@@ -130,7 +130,8 @@ def test_conflict_reports_quote_hostile_paths(memory: Path, tmp_path: Path, figu
     assert_safe("push stdout", proc.stdout)
     status = memsync_cmd("status", cwd=memory)
     assert_safe("status", status.stdout)
-    assert "Conflicts: 1 conflict copy" in status.stdout
+    assert "Conflicts: 1 version from other writers to fold, in 1 file" in status.stdout
+    assert "notes-\\033[31mred" in status.stdout  # the gathered file is named, quoted
     figures.add("security attacks refused")
 
 

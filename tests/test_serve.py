@@ -417,3 +417,41 @@ def test_a_client_that_gives_up_before_go_never_has_its_command_run(tmp_path: Pa
     assert not marker.exists()
     _ask(server, argv, memory, go=True)  # the same request, with go: it runs
     assert marker.read_text() == "x"
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_restart_stops_the_server(tmp_path: Path) -> None:
+    """A SIGTERM that lands while the server starts again with changed code (after it declined a
+    client, around its exec) stops it: it is never swallowed by the restart. Trials spread the
+    signal over the window, from at once to after the new process is listening."""
+    import memsync.util.names as touched
+
+    path = Path(touched.__file__)
+    st = path.stat()
+    kept_serving: list[float] = []
+    failed: list[str] = []
+    try:
+        for trial, delay in enumerate([0.0, 0.0002, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008, 0.05]):
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            server = start_server(tmp_path / f"r{trial}.sock")
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect(str(server.socket))
+                # a reset: start_server's own probe set off the restart first, ours was in its backlog
+                with contextlib.suppress(ConnectionResetError):
+                    assert b"declined" in probe.recv(64), "the changed code was not seen"
+            time.sleep(delay)
+            server.proc.send_signal(signal.SIGTERM)
+            try:
+                _, said = server.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                kept_serving.append(delay)
+                server.proc.kill()
+                server.proc.communicate()
+                continue
+            if server.proc.returncode not in (0, -signal.SIGTERM) or "unexpected" in said:
+                failed.append(f"{delay}: exit {server.proc.returncode}, {said.strip().splitlines()[-1:]}")
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert not kept_serving, f"SIGTERM ignored at delays {kept_serving}"
+    assert not failed, failed

@@ -60,14 +60,15 @@ def test_the_integrations_cost_the_core_commands_nothing(memory: Path) -> None:
                           env=dict(os.environ), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "memsync.cli.storage" in loaded
+    assert "memsync.cli.syncing" in loaded
     assert not loaded & {"memsync.cli.hooks", "memsync.cli.mcp", "memsync.cli.redact"}
     # nor does status load what only committing and merging use
     assert not loaded & {"memsync.core.snapshot", "memsync.checks.guard", "memsync.core.unverified",
                          "memsync.git.integrate"}
 
 
-def test_a_ctrl_c_surfacing_as_an_import_failure_is_still_a_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("module", "verb"), [("memsync.cli.app", "list"), ("memsync.cli.syncing", "status")])
+def test_a_ctrl_c_surfacing_as_an_import_failure_is_still_a_ctrl_c(tmp_path: Path, module: str, verb: str) -> None:
     """A SIGINT that lands inside a C extension's import (CPython's PyCapsule_Import) comes out as
     an ImportError ("PyCapsule_Import could not import module _socket"), not a KeyboardInterrupt;
     it used to end in a traceback and exit 1. Here the import of memsync's CLI receives a real
@@ -76,7 +77,7 @@ def test_a_ctrl_c_surfacing_as_an_import_failure_is_still_a_ctrl_c(tmp_path: Pat
         "import os, signal, sys\n"
         "class Interrupted:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'memsync.cli.app':\n"
+        f"        if name == {module!r}:\n"
         "            try:\n"
         "                os.kill(os.getpid(), signal.SIGINT)\n"
         "            except KeyboardInterrupt:\n"
@@ -84,10 +85,37 @@ def test_a_ctrl_c_surfacing_as_an_import_failure_is_still_a_ctrl_c(tmp_path: Pat
         "            raise ImportError('PyCapsule_Import could not import module \"_socket\"')\n"
         "        return None\n"
         "sys.meta_path.insert(0, Interrupted())\n"
-        "sys.argv = ['memsync', 'status']\n"
+        f"sys.argv = ['memsync', {verb!r}]\n"
         "from memsync.entry import main\n"
         "main()\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 130, proc.stderr
     assert proc.stderr == "error: interrupted\n"
+
+
+@pytest.mark.parametrize("args", [("status",), ("push",), ("pull",), ("run", "--offline", "--no-push", "--", "true"),
+                                  ("hooks", "run", "stop")])
+def test_the_hot_verbs_start_without_typer(memory: Path, args: tuple[str, ...]) -> None:
+    """push, pull, status, run and `hooks run` are dispatched by cli/fastpath.py: typer's import
+    and its command tree (~60 ms of a cold command) are not paid, nor the other verbs' modules."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsync", *args], cwd=memory,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "memsync.cli.fastpath" in loaded
+    assert not {name.split(".")[0] for name in loaded} & {"typer", "click", "rich", "pydantic"}, sorted(loaded)
+    assert not loaded & {"memsync.cli.app", "memsync.cli.storage", "memsync.cli.forensics", "memsync.cli.watch",
+                         "memsync.cli.hooks", "memsync.cli.run", "memsync.history.log", "memsync.integrations"}
+
+
+def test_status_imports_only_what_reading_a_memory_needs(memory: Path) -> None:
+    """HTTPS credentials (netrc, the git credential helper's subprocess), SSH host keys (cffi's
+    Python part, hmac) and run ids (secrets) are imported where they are used: a status on a
+    memory whose hub is on this machine uses none of them."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsync", "status"], cwd=memory,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    unused = {"netrc", "subprocess", "cffi", "hmac", "secrets"}
+    assert not loaded & unused, sorted(loaded & unused)

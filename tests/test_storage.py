@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Cli, git, hub_path, hub_tree, write
+from tests.helpers.gathered import losers
 
 
 def test_init_creates_a_memory(tmp_path: Path, cli: Cli) -> None:
@@ -42,7 +43,7 @@ def test_the_merge_rule_the_contract_promises_needs_no_file_in_the_tree(tmp_path
     assert r.code == 0, r.err
     merged = hub_tree("memory/fresh")
     assert set(merged["log.md"].decode().splitlines()) == {"start", "from the first writer", "from the second writer"}
-    assert not [name for name in merged if ".conflict-" in name]
+    assert not [name for name in merged if ".conflict" in name]
     # a memory's own .gitattributes is left as it is (init never writes one)
     (root / ".gitattributes").write_text("*.md merge=union\n")
     assert cli("init", cwd=root).code == 0
@@ -209,8 +210,9 @@ def test_conflicting_edits_keep_both_sides(memory: Path, tmp_path: Path, cli: Cl
     assert r.code == 0, r.err
     assert "conflict in summary.md" in r.err
     assert (memory / "summary.md").read_text() == "# Summary\n\nOURS\n"
-    copies = list(memory.glob("summary.conflict-*.md"))
-    assert len(copies) == 1 and copies[0].read_text() == "# Summary\n\nTHEIRS\n"
+    copies = list(memory.glob("summary.conflict*.md"))
+    assert [p.name for p in copies] == ["summary.conflicts.md"]
+    assert losers({"summary.conflicts.md": copies[0].read_bytes()}, "summary.md") == [b"# Summary\n\nTHEIRS\n"]
     assert cli("push", cwd=memory).code == 0
     assert cli("pull", cwd=other).code == 0
     assert sorted(p.name for p in other.iterdir()) == sorted(p.name for p in memory.iterdir())
@@ -308,8 +310,9 @@ def test_two_copies_converge(memory: Path, tmp_path: Path, cli: Cli) -> None:
             if p.is_file() and ".git" not in p.parts and ".vm0" not in p.parts
         }
     assert files(memory) == files(other) == hub_tree()
-    contents = {v for k, v in files(memory).items() if k.startswith("summary")}
-    assert contents == {b"mine\n", b"theirs\n"}
+    tree = files(memory)
+    assert {tree["summary.md"], *losers(tree, "summary.md")} == {b"mine\n", b"theirs\n"}
+    assert sorted(k for k in tree if k.startswith("summary")) == ["summary.conflicts.md", "summary.md"]
     git("fsck", "--strict", cwd=hub_path())
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+from tests.helpers.gathered import losers
 from tests.helpers.servers import make_bare_hub
 
 pytestmark = pytest.mark.slow
@@ -141,12 +142,12 @@ def test_concurrent_edits_of_one_file_keep_both(memory: Path, tmp_path: Path) ->
     memsync_cmd("push", cwd=other, check=True)
     write(memory, "summary.md", "# Summary\n\nlocal wording\n")
     with watching(memory) as w:
-        wait_until(lambda: any(".conflict-" in p for p in hub_files()), 10, "a conflict copy on the hub")
+        wait_until(lambda: "summary.conflicts.md" in hub_files(), 10, "a gathered conflict file on the hub")
         tree = hub_tree()
-        copies = [p for p in tree if p.startswith("summary.conflict-")]
+        assert [p for p in tree if ".conflict" in p] == ["summary.conflicts.md"]
         assert tree["summary.md"] == b"# Summary\n\nlocal wording\n"
-        assert len(copies) == 1 and tree[copies[0]] == b"# Summary\n\nremote wording\n"
-        assert (memory / copies[0]).read_bytes() == b"# Summary\n\nremote wording\n"
+        assert losers(tree, "summary.md") == [b"# Summary\n\nremote wording\n"]
+        assert (memory / "summary.conflicts.md").read_bytes() == tree["summary.conflicts.md"]
         assert (memory / "summary.md").read_text() == "# Summary\n\nlocal wording\n"
         wait_until(lambda: "conflict in summary.md" in w.text(), 5, "the conflict report")
         # watch keeps syncing after the conflict

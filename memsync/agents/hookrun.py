@@ -151,14 +151,13 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
 
 def _on_hub(name: str, remote: str | None) -> bool:
     from memsync.git import hub as hubmod
-    from memsync.git import transport
+    from memsync.git import localhub
     from memsync.sync.hubs import ensure_hub
     from memsync.sync.listing import _cache_repo
 
-    hub = hubmod.resolve(remote, None)
+    hub = hubmod.resolve(remote, None, name)
     ensure_hub(hub)
-    heads = {h.ref for h in transport.list_heads(_cache_repo(hub), hub)}
-    return any(f"refs/heads/{k}/{name}" in heads for k in ("memory", "artifact"))
+    return bool(localhub.branch_tips(_cache_repo(hub), hub, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")]))
 
 
 def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None) -> None:

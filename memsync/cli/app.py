@@ -18,8 +18,9 @@ import typer
 
 from memsync import __version__
 from memsync.cli import compat
+from memsync.cli.failures import Stop, call_guarded, interrupt, unexpected
 from memsync.cli.output import err, warn
-from memsync.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Interrupted, MemsyncError
+from memsync.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemsyncError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,72 +37,16 @@ app = typer.Typer(
 
 
 def handle_errors(func: F) -> F:
-    """The one place where errors become `error:`/`hint:` lines and exit codes."""
+    """The one place where errors become `error:`/`hint:` lines and exit codes (failures.py)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from memsync.util import notices
-
-        notices.handler = warn
-        notices.reset()
         try:
-            from memsync.util.envcheck import check_environment
-
-            check_environment()
-            return func(*args, **kwargs)
-        except MemsyncError as raised:
-            exc = raised
-            if raised.__cause__ is not None:  # "cannot write X: No space left on device" says the disk is full
-                from memsync.git.diskfull import renamed
-
-                exc = renamed(raised)
-            err(f"error: {exc.message}")
-            if exc.hint:
-                err(f"hint: {exc.hint}")
-            if os.environ.get("MEMSYNC_DEBUG") == "1":
-                raise
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            err("error: interrupted")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        except Exception as exc:  # libgit2 refusing what a user's git wrote, or a full disk: not a bug
-            refused = _git_feature_refusal(exc) or disk_full(exc)
-            if refused is None or os.environ.get("MEMSYNC_DEBUG") == "1":
-                raise
-            err(f"error: {refused.message}")
-            if refused.hint:
-                err(f"hint: {refused.hint}")
-            raise typer.Exit(refused.exit_code) from None
+            return call_guarded(func, *args, **kwargs)
+        except Stop as stop:
+            raise typer.Exit(stop.code) from None
 
     return wrapper  # type: ignore[return-value]
-
-
-def _git_feature_refusal(exc: Exception) -> MemsyncError | None:
-    if "unsupported mandatory extension" not in str(exc):
-        return None
-    from pathlib import Path
-
-    from memsync.core import config as cfgmod
-    from memsync.git.indexext import refusal
-
-    return refusal(exc, cfgmod.find_root(Path.cwd()) or Path.cwd())
-
-
-def disk_full(exc: BaseException) -> MemsyncError | None:
-    """A library error that is a full disk (git/diskfull.py), as the error to show; else None."""
-    from pathlib import Path
-
-    from memsync.core import config as cfgmod
-    from memsync.git import diskfull
-    from memsync.git.hub import memsync_home
-
-    try:
-        cwd = Path.cwd()
-        root = cfgmod.find_root(cwd)
-    except (OSError, MemsyncError):
-        return None
-    places = ([root / ".git"] if root is not None else []) + [cwd, memsync_home()]
-    return diskfull.explain(exc, places)
 
 
 def _version(value: bool) -> None:
@@ -211,13 +156,6 @@ def _help_options(command: Any, parent: Any = None) -> None:
         _help_options(sub, ctx)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """Ctrl-C as a memsync error rather than KeyboardInterrupt: pygit2's callbacks pass an
-    Exception through libgit2 (aborting the transfer), but a KeyboardInterrupt raised inside one
-    is swallowed by cffi and the interrupt is lost."""
-    raise Interrupted("interrupted")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: typer's own usage errors also become one `error:` line and exit code 2."""
     words = sys.argv[1:] if argv is None else argv
@@ -225,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         compat.completion_init()
     if not words:  # bare `memsync`: the help, on stdout, as success
         words = argv = ["--help"]
-    previous = signal.signal(signal.SIGINT, _interrupt) if threading.current_thread() is threading.main_thread() \
+    previous = signal.signal(signal.SIGINT, interrupt) if threading.current_thread() is threading.main_thread() \
         else None
     try:
         code = _command_for(_app_for(words))(args=argv, prog_name="memsync", standalone_mode=False)
@@ -248,9 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE if exc.exit_code == 2 else int(exc.exit_code)
         if os.environ.get("MEMSYNC_DEBUG") == "1":
             raise
-        err(f"error: unexpected {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        err("hint: this is a bug; rerun with MEMSYNC_DEBUG=1 for a traceback and report it")
-        return EXIT_FAILURE
+        return unexpected(exc)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

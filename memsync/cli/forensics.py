@@ -10,6 +10,7 @@ from memsync.cli import completing
 from memsync.cli.base import CommandWrapper
 from memsync.cli.compat import TyperCommand
 from memsync.cli.output import Segment, err, out, print_json, styled, unified_diff, warn
+from memsync.util.names import where_kept
 from memsync.util.textsafe import clean, display_path
 from memsync.util.wording import count
 
@@ -85,19 +86,23 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
     @guard
     def restore(
         paths: Annotated[list[str], typer.Argument(help="Files or folders to put back.")],
-        at: Annotated[str, typer.Option("--at", help="The version to take them from "
-                                        "(sha, HEAD~2, run:<id>).", autocompletion=completing.run_revs)],
+        at: Annotated[str | None, typer.Option("--at", help="The version to take them from "
+                                               "(sha, HEAD~2, run:<id>).", autocompletion=completing.run_revs)] = None,
+        conflict: Annotated[str | None, typer.Option(
+            "--conflict", help="Instead of --at: the id of a version another writer lost to PATH, "
+            "as listed in PATH's gathered NAME.conflicts.md.")] = None,
         force: Annotated[bool, typer.Option("--force", help="Even if PATH has uncommitted changes (they are "
                                             "committed first, so they stay in history).")] = False,
         remote: RemoteOpt = None,
     ) -> None:
         """Put files back byte for byte as they were at a version, as a new version by the operator
-        (pushed). Works for files deleted since; never rewrites history."""
+        (pushed). Works for files deleted since; never rewrites history. With --conflict ID: PATH
+        gets the version with that id from its gathered conflict file, byte for byte."""
         from pathlib import Path
 
         from memsync.history import forensics
 
-        result = forensics.restore(Path.cwd(), paths, at, force=force, remote=remote)
+        result = forensics.restore(Path.cwd(), paths, at, force=force, remote=remote, conflict=conflict)
         if result.saved_first:
             err(f"saved your uncommitted changes first as version {result.saved_first[:8]}")
         _report_snapshot(result.snapshot)
@@ -118,7 +123,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
     ) -> None:
         """Undo a version or a whole run as one new version (pushed); never rewrites history. Where
         later versions changed the same lines, both are kept: the current content at the path, the
-        reverted one beside it as NAME.conflict-revert-<UTC>.EXT."""
+        reverted one added to its gathered conflict file, NAME.conflicts.md."""
         from pathlib import Path
 
         from memsync.history import forensics
@@ -134,7 +139,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
             out(f"  {f.state:<8} {display_path(f.path)}")
         for c in result.conflicts:
             warn(f"{display_path(c.path)} changed since {what}: kept the current content there, "
-                 f"the reverted one as {display_path(c.copy)}")
+                 f"the reverted one {where_kept(display_path(c.copy))}")
         for p in result.kept_modified:
             warn(f"{display_path(p)} changed since {what}: kept the current content (a change beats a deletion)")
         _report_push(result)
@@ -163,7 +168,7 @@ def _log_line(e: LogEntry) -> list[Segment]:
     for policy in e.policies:
         parts.append((f"  POLICY {clean(policy)}", "bold magenta"))
     if e.copies:
-        parts.append((f"  kept both: {', '.join(display_path(c) for c in e.copies)}", "cyan"))
+        parts.append((f"  kept both: {', '.join(display_path(c) for c in e.copies)} (to fold, then delete)", "cyan"))
     for restored in e.restored_from:
         sha, _, path = restored.partition(" ")
         parts.append((f"  restored {display_path(path)} from {clean(sha[:8])}", "green"))

@@ -70,17 +70,18 @@ def resolve_for(config: StorageConfig, git: GitRepo, flag: str | None) -> HubUrl
     from memsync.util.sealed import get
 
     if flag:
-        return hubmod.from_flag(flag)  # explicit (a mirror when not the memory's own); never with a credential
+        # explicit (a mirror when not the memory's own); never with a credential
+        return hubmod.from_flag(flag, config.name)
     env = get("MEMSYNC_REMOTE")
     if config.remote:
-        own = hubmod.parse(config.remote)
+        own = hubmod.parse(config.remote, name=config.name)
         if env:
-            given = hubmod.parse(env)
+            given = hubmod.parse(env, name=config.name)
             if hub_key(given) != hub_key(own):
                 raise HubChanged(config.name, own, given, "MEMSYNC_REMOTE")
             return given  # the same hub, with the account or token the variable carries
         return own
-    hub = hubmod.resolve(None, None)
+    hub = hubmod.resolve(None, None, config.name)
     earlier = came_from(git, config.hub_branch)
     if earlier is not None and hub_key(earlier) != hub_key(hub):
         why = "MEMSYNC_REMOTE" if env else "the default (the embedded hub)"

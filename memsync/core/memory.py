@@ -99,7 +99,7 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
     from memsync.core.hubbind import resolve_for
 
     hub = resolve_for(config, git, remote)
-    mem = Memory(root, config, git, hub, tracking_name(hub, config.remote))
+    mem = Memory(root, config, git, hub, tracking_name(hub, config.remote, config.name))
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only
         from memsync.core.readonly import recover
 
@@ -107,13 +107,13 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
     return mem
 
 
-def tracking_name(hub: HubUrl, configured: str | None) -> str:
+def tracking_name(hub: HubUrl, configured: str | None, name: str | None = None) -> str:
     """"origin" when `hub` is the memory's own (configured, else the default; a hub on this
     machine however its path is spelled), else a name derived from its address."""
     from memsync.core.hubbind import hub_key
 
     key = hub_key(hub)
-    if key == hub_key(hubmod.resolve(None, configured)):
+    if key == hub_key(hubmod.resolve(None, configured, name)):
         return "origin"
     return "hub-" + hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 

@@ -27,11 +27,8 @@ of hashed certificates) is added to the trusted CAs before each operation.
 from __future__ import annotations
 
 import base64
-import netrc
 import os
 import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -182,6 +179,8 @@ def origin(url: str) -> tuple[str, str, int | None]:
 
 
 def _from_netrc(host: str, wanted_user: str | None) -> HttpSecret | None:
+    import netrc  # HTTPS credentials only: not every command's start-up
+
     path = Path(os.environ.get("NETRC") or Path.home() / ".netrc").expanduser()
     if not path.is_file():
         return None
@@ -198,6 +197,9 @@ def _from_netrc(host: str, wanted_user: str | None) -> HttpSecret | None:
 
 
 def _from_git_helper(scheme: str, host: str, wanted_user: str | None) -> HttpSecret | None:
+    import subprocess  # HTTPS credentials only: not every command's start-up
+    import tempfile
+
     git = shutil.which("git")
     if git is None or not host:
         return None

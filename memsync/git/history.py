@@ -20,6 +20,7 @@ from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
 from memsync.git.merge import ConflictCopy, follow_policy_only, keep_both
 from memsync.git.repo import GitRepo, file_entry
 from memsync.git.treediff import DeltaKind
+from memsync.util.names import is_gathered
 
 REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
 
@@ -48,7 +49,7 @@ class VersionChanges:
     time: int
     author: str
     deltas: list[PathDelta]
-    created: list[str]  # paths in none of the parents (conflict copies a merge made live here)
+    created: list[str]  # conflict files a merge made or added versions to (in no parent as they are here)
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,7 @@ def _version_changes(repo: pygit2.Repository, c: pygit2.Commit) -> VersionChange
     parents = [p.tree for p in c.parents]
     old = parents[0] if parents else None
     deltas = _tree_deltas(repo, old, c.tree)
-    created = [d.path for d in deltas if d.kind == "added"
-               and not any(_in_tree(t, d.path) for t in parents[1:])] if len(parents) > 1 else []
+    created = [d.path for d in deltas if _made_here(c.tree, parents, d)] if len(parents) > 1 else []
     return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
                           c.author.name, deltas, created)
 
@@ -183,6 +183,16 @@ def read_blob(git: GitRepo, oid: str) -> bytes:
     repo = git._repo
     data: bytes = repo[oid].peel(pygit2.Blob).data
     return data
+
+
+def blob_by_id(git: GitRepo, oid: str) -> bytes | None:
+    """The bytes of blob `oid`; None when this repository holds no blob by that id (absent, or a
+    tree, commit or tag)."""
+    try:
+        obj = git._repo.get(oid)
+    except (ValueError, pygit2.GitError):
+        return None
+    return obj.data if isinstance(obj, pygit2.Blob) else None
 
 
 def tree_files(git: GitRepo, tree: str) -> dict[str, tuple[str, int]]:
@@ -289,6 +299,17 @@ def _size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
 def _entry_id(tree: pygit2.Tree, path: str) -> str | None:
     entry = file_entry(tree, path)
     return None if entry is None else f"{entry.id}:{int(entry.filemode)}"
+
+
+def _made_here(tree: pygit2.Tree, parents: list[pygit2.Tree], d: PathDelta) -> bool:
+    """A merge made this file: a conflict copy in none of the parents, or a gathered conflict
+    file (names.is_gathered) the merge added versions to, so no parent had it as it is now."""
+    if d.kind == "added" and not any(_in_tree(t, d.path) for t in parents[1:]):
+        return True
+    if d.kind == "deleted" or not is_gathered(d.path):
+        return False
+    mine = _entry_id(tree, d.path)
+    return all(_entry_id(t, d.path) != mine for t in parents[1:])
 
 
 def _in_tree(tree: pygit2.Tree, path: str) -> bool:

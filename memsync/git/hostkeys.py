@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import hmac
 import os
 import re
 import struct
@@ -39,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cffi  # type: ignore[import-untyped]
 from pygit2 import callbacks as pygit2_callbacks
 from pygit2.ffi import ffi
 
@@ -54,8 +52,11 @@ _MAX_KEY_LEN = 16384
 
 
 @functools.cache
-def _full_ffi() -> cffi.FFI:
-    """Built on first use: parsing a cdef loads pycparser (~40 ms), so not at start-up."""
+def _full_ffi() -> Any:  # a cffi.FFI
+    """Built on first use: parsing a cdef loads pycparser (~40 ms), so not at start-up (nor cffi's
+    own Python part: an SSH host key is the only user)."""
+    import cffi  # type: ignore[import-untyped]
+
     full = cffi.FFI()
     full.cdef(_CERT_CDEF)
     return full
@@ -129,6 +130,8 @@ class _Entry:
 def _pattern_matches(pattern: str, name: str) -> bool:
     if pattern.startswith("|1|"):
         try:
+            import hmac  # hashed known_hosts lines only
+
             _, _, salt, digest = pattern.split("|", 3)
             mac = hmac.new(base64.b64decode(salt), name.encode(), hashlib.sha1).digest()
             return hmac.compare_digest(mac, base64.b64decode(digest))

@@ -3,6 +3,11 @@
 Resolution order (BRIEF): --remote flag, storage.yaml `remote`, MEMSYNC_REMOTE, embedded hub.
 A credential written into a URL is split off here: it is used for the operation and never stored
 or shown.
+
+A remote may be a template holding `{name}` (one repository per memory, as some hosts prefer):
+it is filled with the memory's name before anything else reads it. A name is lowercase letters,
+digits and hyphens (util/names.py), so it cannot climb out of a path or change a URL's scheme,
+host or account; `{name}` is still refused there (before the path), and so is any other brace.
 """
 
 from __future__ import annotations
@@ -95,9 +100,44 @@ def safe_url(url: str) -> str:
     return url
 
 
-def parse(raw: str, base: Path | None = None) -> HubUrl:
-    """Classify and normalise a remote given by a user."""
-    text = raw.strip()
+TEMPLATE_FIELD = "{name}"
+TEMPLATE_PROBE = "any-memory"  # fills a template to check what holds for every name (a credential)
+
+
+def is_template(raw: str) -> bool:
+    return TEMPLATE_FIELD in raw
+
+
+def expand(raw: str, name: str | None) -> str:
+    """`raw` with `{name}` replaced by the memory's name; `raw` itself when it holds none."""
+    if "{" not in raw and "}" not in raw:
+        return raw
+    shown = safe_url(raw)
+    rest = raw.replace(TEMPLATE_FIELD, "")
+    if "{" in rest or "}" in rest:
+        raise UsageError(f"the remote {shown} has a brace that is not {TEMPLATE_FIELD}",
+                         f"the only field a remote may hold is {TEMPLATE_FIELD}, e.g. "
+                         f"https://git.example.com/memories/{TEMPLATE_FIELD}.git")
+    before = raw[:raw.index(TEMPLATE_FIELD)]
+    if "://" in raw:
+        if "/" not in before.partition("://")[2]:
+            raise UsageError(f"the remote {shown} puts {TEMPLATE_FIELD} before the URL's path",
+                             "a memory's name may only name the repository, never the scheme, host or account")
+    elif not raw.startswith(("/", "~", ".")) and _SCP_RE.match(raw.replace(TEMPLATE_FIELD, "x")) and ":" not in before:
+        raise UsageError(f"the remote {shown} puts {TEMPLATE_FIELD} before the path (host:path)",
+                         "a memory's name may only name the repository, never the host or account")
+    if name is None:
+        raise UsageError(f"the remote {shown} is a template ({TEMPLATE_FIELD}): one repository per memory, "
+                         "and this command names no memory",
+                         "give the repository itself with --remote (e.g. for `memsync list`)")
+    from memsync.util.names import check_name
+
+    return raw.replace(TEMPLATE_FIELD, check_name(name))
+
+
+def parse(raw: str, base: Path | None = None, name: str | None = None) -> HubUrl:
+    """Classify and normalise a remote given by a user (a template filled with `name`)."""
+    text = expand(raw.strip(), name)
     if not text:
         raise UsageError("the remote URL is empty", "give a path, file://, git://, http(s):// or ssh:// URL")
     if "://" in text:
@@ -138,14 +178,14 @@ def parse(raw: str, base: Path | None = None) -> HubUrl:
     return HubUrl(str(path.resolve()), "file")
 
 
-def from_flag(flag: str) -> HubUrl:
+def from_flag(flag: str, name: str | None = None) -> HubUrl:
     """A hub given on memsync's command line (`--remote`), which must not carry a credential:
     every process on the machine can read a command line (ps, /proc/PID/cmdline).
     `https://NAME@host` names a user when MEMSYNC_TOKEN is set, else it is a bare token
     (as git/credentials.py reads it)."""
     from memsync.util.sealed import get
 
-    hub = parse(flag)
+    hub = parse(flag, name=name)
     userinfo = urlsplit(flag.strip()).netloc.rpartition("@")[0] if "://" in flag else ""
     a_user_name = hub.kind == "http" and ":" not in userinfo and bool(get("MEMSYNC_TOKEN"))
     if hub.password is not None and not a_user_name:
@@ -156,14 +196,15 @@ def from_flag(flag: str) -> HubUrl:
     return hub
 
 
-def resolve(flag: str | None, configured: str | None) -> HubUrl:
+def resolve(flag: str | None, configured: str | None, name: str | None = None) -> HubUrl:
     """The hub for an operation, in the documented order. `flag` is the command line's
-    `--remote`, refused if it holds a credential (see from_flag)."""
+    `--remote`, refused if it holds a credential (see from_flag). `name`: the memory's, for a
+    remote that is a template."""
     from memsync.util.sealed import get
 
     if flag:
-        return from_flag(flag)
+        return from_flag(flag, name)
     for candidate in (configured, get("MEMSYNC_REMOTE")):
         if candidate:
-            return parse(candidate)
+            return parse(candidate, name=name)
     return HubUrl(str(embedded_hub_path()), "file")

@@ -5,8 +5,11 @@ a conflict it leaves in a file whose merge policy (storage.yaml `merge:`, see me
 union, ours or theirs is resolved by merging that file again with that favour; JSON, JSON lines
 and YAML files both sides changed merge by structure, and a result that does not parse is never
 kept (structured.py); every other conflict is resolved by keeping the local (ours) version at the
-path and the other side as a sibling `NAME.conflict-<tag>-<UTC>.EXT`. A modification beats a
-deletion.
+path and adding the other side to the path's one gathered file (`summary.md` ->
+`summary.conflicts.md`, checks/gathered.py), however many runs conflict; a gathered file that both
+sides changed merges entry by entry and never splits in two. A modification beats a deletion.
+Only what cannot be a file's version in Markdown (a symlink, a file where the other side made a
+folder) still goes beside it as `NAME.conflict-<tag>-<UTC>.EXT`.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from datetime import datetime, timezone
 import pygit2
 from pygit2.enums import MergeFavor
 
-from memsync.checks import structured
+from memsync.checks import gathered, structured
 from memsync.errors import RepoError
 from memsync.git.mergeattrs import neutralize
-from memsync.util.names import conflict_copy_name, host_name
+from memsync.util.names import conflict_copy_name, gathered_name, host_name, is_gathered
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,31 @@ def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: 
     index = repo.merge_commits(ours, theirs)
     settled = _by_policy(repo, index, ours, theirs, strategy_for)
     forced = _by_structure(repo, index, ours, theirs, strategy_for, settled)
-    return keep_both(repo, index, their_tag, now, settled=settled, forced=forced)
+    _by_entries(repo, index, ours, theirs)
+    return keep_both(repo, index, their_tag, now, settled=settled, forced=forced, their_version=theirs)
+
+
+def _by_entries(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: str) -> None:
+    """Gathered files both sides changed (or one deleted, the other changed): merged entry by
+    entry (gathered.merge3), whatever the line merge made of them, so none is ever lost or split."""
+    base_oid = repo.merge_base(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs))
+    trees = [repo[oid].peel(pygit2.Commit).tree for oid in (base_oid, ours, theirs)]
+    for path in sorted(p for p in _changed_on_both_sides(repo, *trees) if is_gathered(p)):
+        base, mine, other = (_blob_entry(tree, path) for tree in trees)
+        merged = _merge_gathered(repo, path, base, mine, other)
+        if index.conflicts is not None:
+            _drop_conflict(index.conflicts, path)
+        if merged is None:
+            with contextlib.suppress(OSError, KeyError, ValueError):
+                index.remove(path)
+        else:
+            index.add(merged)
+
+
+def _merge_gathered(repo: pygit2.Repository, path: str, *sides: pygit2.IndexEntry | None) -> pygit2.IndexEntry | None:
+    base, mine, other = (None if e is None else repo[e.id].peel(pygit2.Blob).data for e in sides)
+    merged = gathered.merge3(base, mine, other)
+    return None if merged is None else pygit2.IndexEntry(path, repo.create_blob(merged), pygit2.enums.FileMode.BLOB)
 
 
 def follow_policy_only(repo: pygit2.Repository) -> None:
@@ -161,10 +188,12 @@ def _by_policy(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: 
 def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
               now: datetime | None = None, our_tag: str | None = None,
               settled: dict[str, pygit2.IndexEntry] | None = None,
-              forced: dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]] | None = None) -> MergeResult:
-    """Resolve every conflict of a merged index (ours at the path, theirs as a sibling copy;
+              forced: dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]] | None = None,
+              their_version: str | None = None) -> MergeResult:
+    """Resolve every conflict of a merged index (ours at the path, theirs gathered beside it;
     a modification beats a deletion) and write its tree. Also used by `memsync revert`.
     `forced`: files the line merge merged cleanly that must keep both sides all the same.
+    `their_version`: the commit the other side is (recorded with each gathered version).
 
     A file (or symlink) at a path the other side made a directory cannot share it: the
     directory keeps the path and the file goes beside it as a conflict copy (named after the
@@ -183,6 +212,12 @@ def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
             for entry in (ancestor, mine, other):
                 if entry is not None:
                     _drop_conflict(collection, entry.path)
+            path = next(e.path for e in (ancestor, mine, other) if e is not None)
+            if is_gathered(path):
+                merged = _merge_gathered(repo, path, ancestor, mine, other)
+                if merged is not None:
+                    resolved.append((merged, our_tag or host_name(), False))
+                continue
             if mine is not None and settled and mine.path in settled:
                 resolved.append((settled[mine.path], our_tag or host_name(), False))  # merged by its policy
             elif mine is not None and other is not None:
@@ -195,7 +230,10 @@ def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
                 assert kept is not None
                 resolved.append((kept, (our_tag or host_name()) if kept is mine else their_tag, False))
                 result.kept_modified.append(kept.path)
-        _place(index, resolved, result, when)
+        their_time = (datetime.fromtimestamp(repo[their_version].peel(pygit2.Commit).commit_time, timezone.utc)
+                      if their_version else when)
+        losers = _place(index, resolved, result, when)
+        _gather(repo, index, result, [(entry, tag, their_version, their_time) for entry, tag in losers])
     try:
         result.tree = str(index.write_tree(repo))
     except pygit2.GitError as exc:
@@ -204,9 +242,26 @@ def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
     return result
 
 
+def _gather(repo: pygit2.Repository, index: pygit2.Index, result: MergeResult,
+            losers: list[tuple[pygit2.IndexEntry, str, str | None, datetime]]) -> None:
+    """Add each losing version to its path's gathered file (made, or added to, in the index)."""
+    by_file: dict[str, list[gathered.Loser]] = {}
+    for entry, tag, version, when in losers:
+        data = repo[entry.id].peel(pygit2.Blob).data
+        loser = gathered.Loser(str(entry.path), data, str(entry.id), tag, version, when)
+        by_file.setdefault(gathered_name(loser.path), []).append(loser)
+    for name, found in by_file.items():
+        existing = repo[index[name].id].peel(pygit2.Blob).data if name in index else None
+        blob = repo.create_blob(gathered.add(existing, found))
+        index.add(pygit2.IndexEntry(name, blob, pygit2.enums.FileMode.BLOB))
+    gathered_at = {loser.path: name for name, found in by_file.items() for loser in found}
+    result.conflicts[:] = [ConflictCopy(c.path, gathered_at.get(c.copy, c.copy), c.reason) for c in result.conflicts]
+
+
 def _place(index: pygit2.Index, resolved: list[tuple[pygit2.IndexEntry, str, bool]], result: MergeResult,
-           when: datetime) -> None:
-    """Add the resolved entries; a file whose path is also a directory moves beside it."""
+           when: datetime) -> list[tuple[pygit2.IndexEntry, str]]:
+    """Add the resolved entries; a file whose path is also a directory moves beside it. Returns
+    the losing versions of regular files, for their gathered file (_gather)."""
     staged = {str(entry.path): entry for entry in index}
     final = set(staged) | {str(entry.path) for entry, _, as_copy in resolved if not as_copy}
     dirs = {parent for path in final for parent in _parents(path)}
@@ -215,8 +270,12 @@ def _place(index: pygit2.Index, resolved: list[tuple[pygit2.IndexEntry, str, boo
     for entry, _, _ in clashes:
         index.remove(entry.path)
     copies: dict[str, str] = {}
+    losers: list[tuple[pygit2.IndexEntry, str]] = []
     for entry, tag, as_copy in [*resolved, *clashes]:
         path = str(entry.path)
+        if as_copy and entry.mode in _REGULAR and gathered_name(path) not in dirs and gathered.can_name(path):
+            losers.append((entry, tag))
+            continue
         if as_copy:
             copy = _free_name(conflict_copy_name(path, tag, when), taken | dirs)
             copies[path] = copy
@@ -230,6 +289,10 @@ def _place(index: pygit2.Index, resolved: list[tuple[pygit2.IndexEntry, str, boo
         taken.add(copy)
         index.add(pygit2.IndexEntry(copy, entry.id, entry.mode))
     result.conflicts[:] = [ConflictCopy(c.path, copies.get(c.copy, c.copy), c.reason) for c in result.conflicts]
+    return losers
+
+
+_REGULAR = (pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE)
 
 
 def _drop_conflict(collection: object, path: str) -> None:

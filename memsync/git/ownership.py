@@ -52,7 +52,7 @@ def head_state(git: GitRepo, branch: str) -> HeadState:
     oid = None if repo.head_is_unborn else str(repo.head.target)
     state = repo.state()
     operation = None if state == pygit2.enums.RepositoryState.NONE else state.name.lower().replace("_", " ")
-    index = repo.index
+    index = git.index
     with contextlib.suppress(pygit2.GitError):
         index.read(force=False)
     return HeadState(symbolic, oid, git.ref_oid(f"refs/heads/{branch}"), operation, git.ref_oid("refs/stash"),
@@ -142,7 +142,7 @@ def reset_entries(git: GitRepo, paths: list[str]) -> None:
     the index because someone `git add`ed it)."""
     repo = git._repo
     tree = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
-    index = repo.index
+    index = git.index
     for path in paths:
         entry = _file(tree, path) if tree is not None else None
         if entry is None:

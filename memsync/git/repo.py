@@ -106,6 +106,17 @@ class GitRepo:
         # commands that overwrite or rewrite files on the strength of a scan (restore, revert,
         # redact): a change inotify could not see would be overwritten unsaved.
         self.narrow = True
+        self._index: pygit2.Index | None = None
+
+    @property
+    def index(self) -> pygit2.Index:
+        """The repository's index. libgit2 keeps one per repository, parsed from disk once and
+        re-read by `read(force=False)` only when the file changed (another process, git); each
+        `Repository.index` made a new wrapper of it (12 in a push), so one wrapper serves the
+        command. Nothing here swaps the repository's index for another."""
+        if self._index is None:
+            self._index = self._repo.index
+        return self._index
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -280,7 +291,7 @@ class GitRepo:
         if oid is not None:
             self._repo.references.create(ref, pygit2.Oid(hex=oid), force=True)
         self._repo.set_head(ref)
-        index = self._repo.index
+        index = self.index
         if oid is None:
             index.clear()
         else:
@@ -302,7 +313,7 @@ class GitRepo:
         every change however it was made: an agent's record, a read-only memory's undo.
         `tree_ignores=False`: `.gitignore` files in the tree hide nothing, only the operator's
         own rules do (an agent's record: git/localignores.py)."""
-        index = self._repo.index
+        index = self.index
         index.read(force=False)
         # Ignored entries come from the same walk (an ignored directory is one "dir/" entry, not
         # descended into): a .gitignore from the hub must not hide a run's files silently.
@@ -518,7 +529,7 @@ class GitRepo:
             blob = pygit2.Oid(hex=oid)
             entry = (pygit2.IndexEntry(path, blob, FileMode(mode)) if stamp is None
                      else _StatEntry(path, blob, mode, stamp))
-            self._repo.index.add(entry)
+            self.index.add(entry)
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed(f"cannot store {path}", exc) from exc
 
@@ -542,7 +553,7 @@ class GitRepo:
     def unstage(self, path: str) -> None:
         self._index_dirty = True
         self._matches_head = None
-        index = self._repo.index
+        index = self.index
         with contextlib.suppress(OSError, pygit2.GitError):
             index.remove(path)
         with contextlib.suppress(OSError, pygit2.GitError):
@@ -552,7 +563,7 @@ class GitRepo:
                      allow_empty: bool = False) -> str | None:
         """Write the index as a commit on `branch`; None if it equals the parent's tree.
         `author` is (name, email); None means the operator."""
-        index = self._repo.index
+        index = self.index
         if self._matches_head is not None and not allow_empty and self._matches_head == self.head_oid():
             # the scan found nothing to commit and nothing was staged since: the tree is HEAD's
             try:
@@ -604,7 +615,7 @@ class GitRepo:
     def index_tree(self) -> str:
         """The tree the index would commit now."""
         try:
-            return str(_write_tree(self._repo.index))
+            return str(_write_tree(self.index))
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed("cannot write the tree", exc) from exc
 
@@ -665,7 +676,7 @@ class GitRepo:
             write_private(self.git_dir / _STATS_FILE, json.dumps({k: list(v) for k, v in keep.items()}).encode())
 
     def tracked_paths(self) -> list[str]:
-        return [entry.path for entry in self._repo.index]
+        return [entry.path for entry in self.index]
 
     def tracked_paths_containing(self, needle: str) -> list[str]:
         """Tracked paths containing `needle`. Iterating a 100k-entry index in Python takes

@@ -26,6 +26,7 @@ from memsync.git import history
 from memsync.git.history import FilePatch
 from memsync.git.merge import ConflictCopy
 from memsync.git.trailers import first, parse, quote_path
+from memsync.history import conflicts
 from memsync.history.log import FileState, LogEntry, LogResult, log, relative
 from memsync.sync import shallow
 from memsync.sync.exchange import Exchange, converge, unpushed
@@ -132,21 +133,35 @@ def _label(oid: str | None) -> str:
 
 
 # -- restore -------------------------------------------------------------------------------------
-def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
-            remote: str | None = None, run_id: str | None = None) -> Outcome:
+def restore(start: Path, paths: list[str], at: str | None, *, force: bool = False,
+            remote: str | None = None, run_id: str | None = None, conflict: str | None = None) -> Outcome:
     """Put files back byte for byte as they were at `at`, as a new operator version, pushed.
-    `run_id`: an agent restores (the MCP server): the version is the run's, not the operator's."""
+    `run_id`: an agent restores (the MCP server): the version is the run's, not the operator's.
+    `conflict`: instead of `at`, the id of a losing version in the one PATH's gathered conflict
+    file (history/conflicts.py)."""
     if not paths:
         raise UsageError("nothing to restore", "name the files: memsync restore PATH... --at REV")
+    if (at is None) == (conflict is None):
+        raise UsageError("restore needs --at REV or --conflict ID (one of them)",
+                         "memsync restore PATH --at REV, or memsync restore PATH --conflict ID")
+    if conflict is not None and len(paths) != 1:
+        raise UsageError("--conflict restores one file", "memsync restore PATH --conflict ID")
     mem = open_memory(start, remote)
     mem.git.narrow = False  # it overwrites files: every local change must be seen, and saved first
     shallow.complete(mem)
     with mem.locked():
         refuse_during_run(mem, "restore", as_run=run_id)
         _prepare(mem)
-        rev = _point(mem, at)
         wanted: dict[str, tuple[bytes, int]] = {}
-        for rel in (relative(mem, start, p) for p in paths):
+        loser = None
+        if conflict is not None:
+            loser = conflicts.find(mem, relative(mem, start, paths[0]), conflict)
+            rev = loser.version or _head(mem)
+            wanted[loser.path] = (loser.data, 0o100644)
+        else:
+            assert at is not None
+            rev = _point(mem, at)
+        for rel in (relative(mem, start, p) for p in paths if conflict is None):
             found = history.files_under(mem.git, rev, rel)
             if not found:
                 raise UsageError(f"{rel} does not exist at version {rev[:8]}",
@@ -174,8 +189,10 @@ def restore(start: Path, paths: list[str], at: str, *, force: bool = False,
                         for p, (d, _) in sorted(wanted.items())]
         if not changed:
             return _deliver(mem, result, acting(run_id, "Restore"), "restore") if result.saved_first else result
-        who = acting(run_id, f"Restore {_names(changed)} as at {rev[:8]}",
-                     *[("Memsync-Restored-From", f"{rev} {quote_path(p)}") for p in sorted(changed)])
+        subject = (f"Restore {_names(changed)} as at {rev[:8]}" if loser is None else
+                   f"Restore {loser.path} as its version {loser.id} in {loser.gathered_in}")
+        sources = [] if loser is not None and loser.version is None else sorted(changed)
+        who = acting(run_id, subject, *[("Memsync-Restored-From", f"{rev} {quote_path(p)}") for p in sources])
         result.snapshot = take(mem, who, only=set(changed), check_integrity=False)
         result.version = result.snapshot.commit
         return _deliver(mem, result, who, "restore")
@@ -192,7 +209,7 @@ def _head(mem: Memory) -> str:
 def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
     """Undo a version or a whole run as one new operator version, pushed; never rewrites history.
     Where later versions touched the same lines, the current content stays at the path and the
-    undone content is kept beside it as NAME.conflict-revert-<UTC>.EXT."""
+    undone content is added to the path's gathered conflict file (NAME.conflicts.md, run `revert`)."""
     mem = open_memory(start, remote)
     mem.git.narrow = False  # it overwrites files: every local change must be seen, and saved first
     shallow.complete(mem)

@@ -18,7 +18,7 @@ from memsync.git.history import VersionChanges
 from memsync.git.hub import memsync_home
 from memsync.git.trailers import every, first, parse
 from memsync.history.summaries import Summaries, Summary
-from memsync.util.names import is_conflict_copy
+from memsync.util.names import is_conflict_copy, is_gathered
 from memsync.util.timefmt import rfc3339
 
 REDACTION_BASE = "Memsync-Redaction-Base"  # (redaction.py's BASE, without importing pygit2's users)
@@ -51,7 +51,7 @@ class LogEntry:
     bytes_removed: int
     flags: list[str] = field(default_factory=list)
     policies: list[str] = field(default_factory=list)
-    copies: list[str] = field(default_factory=list)  # conflict copies this version created
+    copies: list[str] = field(default_factory=list)  # conflict files this version made or added versions to
     restored_from: list[str] = field(default_factory=list)
     reverted: list[str] = field(default_factory=list)
     file: FileState | None = None
@@ -131,7 +131,8 @@ def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id:
 def summarize(v: VersionChanges) -> Summary:
     """The numbers a log line shows for a version (summaries.py keeps them)."""
     merge = len(v.parents) > 1
-    copies = v.created if merge else [d.path for d in v.deltas if d.kind == "added" and is_conflict_copy(d.path)]
+    copies = v.created if merge else [d.path for d in v.deltas if (d.kind == "added" and is_conflict_copy(d.path))
+                                      or (is_gathered(d.path) and d.new_size > d.old_size)]
     return Summary(len(v.deltas), sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
                    sum(max(d.old_size - d.new_size, 0) for d in v.deltas), tuple(sorted(copies)))
 

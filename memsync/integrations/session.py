@@ -18,7 +18,7 @@ from memsync.core.memory import Memory
 from memsync.core.snapshot import Snapshot, describe, take
 from memsync.errors import MemsyncError, RemoteError, UsageError
 from memsync.integrations import private
-from memsync.util.names import check_name, check_run_id, new_run_id
+from memsync.util.names import check_name, check_run_id, new_run_id, where_kept
 
 DEFAULT_CHECKPOINT_WRITES = 20
 DEFAULT_CHECKPOINT_SECONDS = 30.0
@@ -205,7 +205,7 @@ class MemorySession:
             self._push_error = exc.message
             return f"not pushed yet (kept locally, retried at the next checkpoint): {exc.message}"
         for c in exchange.conflicts:
-            self.notices.append(f"conflict in {c.path}: kept this session's version, the other as {c.copy}")
+            self.notices.append(f"conflict in {c.path}: kept this session's version, the other {where_kept(c.copy)}")
         self._unpushed_writes = 0
         self._first_unpushed = None
         self._push_error = None

@@ -26,10 +26,11 @@ from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory, refuse_during_run, run_in_progress
 from memsync.core.snapshot import Snapshot, take
 from memsync.errors import LockBusy, MemsyncError, PushRejected, RemoteError, UnsavedWork, UsageError
-from memsync.git import transport
+from memsync.git import localhub
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
 from memsync.sync.exchange import Exchange, converge, unpushed
+from memsync.util.names import where_kept
 from memsync.util.wording import count
 
 DEFAULT_DEBOUNCE = 2.0
@@ -224,8 +225,8 @@ class Watcher:
             self._say(f"pushed {result.remote_head[:8]} to {self.mem.hub.display}")
 
     def _remote_tip(self) -> str | None:
-        heads = transport.list_heads(self.mem.git, self.mem.hub)
-        return next((h.oid for h in heads if h.ref == f"refs/heads/{self.mem.branch}"), None)
+        ref = f"refs/heads/{self.mem.branch}"
+        return localhub.branch_tips(self.mem.git, self.mem.hub, [ref]).get(ref)
 
     def _snapshot(self, settle: float | None = None) -> Snapshot:
         run_id = run_in_progress(self.mem)
@@ -258,7 +259,7 @@ class Watcher:
         for c in result.conflicts:
             self.status.conflicts += 1
             self._say(f"conflict in {c.path}: both versions kept, this one at {c.path}, "
-                      f"the other as {c.copy}; merge them by hand when convenient", "warning")
+                      f"the other {where_kept(c.copy)}; fold it in when convenient", "warning")
         for h in result.held_back:
             self._say(f"not checked out: {h.path} ({h.size} bytes, larger than max_file_size)", "warning")
         self.status.version = after
@@ -386,7 +387,7 @@ def once(mem: Memory, report: Report) -> WatchSummary:
             raise
         head = mem.git.head_oid()
     for c in result.conflicts:
-        report(WatchEvent(status, f"conflict in {c.path}: both versions kept, the other as {c.copy}",
+        report(WatchEvent(status, f"conflict in {c.path}: both versions kept, the other {where_kept(c.copy)}",
                           "warning"))
     return WatchSummary(head, commits, len(result.merges), len(result.conflicts), blocked=blocked)
 

@@ -19,8 +19,12 @@ write is lost, but a careless overwrite is noticed and flagged.
   `summary.md`. Files named `.tmp.*`, `*.tmp` and editor swap files are never saved.
 - Lines appended to `log.md` merge line by line when several runs write at once.
 - Scratch work goes outside the memory (e.g. /tmp); keep the memory for what a later run needs.
-- A file named `NAME.conflict-<run>-<time>.EXT` holds another writer's version of NAME: merge
-  what matters from it into NAME, then delete the copy.
+- When another run changed a file at the same time as you, your version stays at the path and
+  theirs is added to one file beside it: `summary.md` -> `summary.conflicts.md` (any other
+  name: `NAME.conflicts.md`). Each entry there is one version, with the run it came from. Fold
+  what matters into the file, then delete the whole `.conflicts.md` file (a version another run
+  adds meanwhile is kept for the next run). Older memories may also hold
+  `NAME.conflict-<run>-<time>.EXT` copies: fold and delete them the same way.
 - Never write secrets (API keys, tokens, passwords) into the memory.
 """
 

@@ -48,7 +48,7 @@ from memsync.run import runas
 from memsync.run.record import RunTrust
 from memsync.sync.exchange import converge, unpushed
 from memsync.util import sealed
-from memsync.util.names import check_name, check_run_id, env_var_for, new_run_id
+from memsync.util.names import check_name, check_run_id, env_var_for, new_run_id, where_kept
 
 DEFAULT_CHECKPOINT = 30.0
 
@@ -450,7 +450,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
-    if remote and hubmod.parse(remote).password:
+    if remote and hubmod.parse(remote, name=hubmod.TEMPLATE_PROBE).password:
         raise UsageError(f"--remote {hubmod.safe_url(remote)}: a credential on memsync's command line is "
                          "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
                          "set MEMSYNC_TOKEN instead and give the URL without it")
@@ -818,7 +818,7 @@ def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, qu
     outcome.merged += len(exchange.merges)
     outcome.conflicts.extend(exchange.conflicts)
     for c in exchange.conflicts:
-        say(f"conflict in {mem.name}/{c.path}: kept this run's version there, the other as {c.copy}")
+        say(f"conflict in {mem.name}/{c.path}: kept this run's version there, the other {where_kept(c.copy)}")
     for path in exchange.rule_files:
         say(f"warning: {mem.name}: {rule_file_line(path)}")
 

@@ -41,6 +41,8 @@ from memsync.serve.tracker import Tracker, Trackers
 from memsync.serve.tracklink import Lines
 from memsync.serve.worker import Spare, fork_for, fork_spare
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 __all__ = ["PRELOAD", "serve"]
 
 # What a command may import: loaded once, before the first fork, so no worker pays for it (the
@@ -161,7 +163,10 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
         stopping.append(signum)
         raise _Stop
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    # a stop signal waits (blocked) until the loop below can take it: one that comes during the
+    # set-up, or while the server restarted (held blocked across the exec), lands in the `try`
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    for signum in _STOP_SIGNALS:
         signal.signal(signum, stop)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
     say(f"serving on {path} (pid {os.getpid()}); commands use it when MEMSYNC_SERVER={path}")
@@ -176,6 +181,7 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
     last = time.monotonic()
     spare_due = last  # the first spare at once
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         while True:
             now = time.monotonic()
             if now >= spare_due and not workers.replenish():
@@ -193,6 +199,9 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
                     last = time.monotonic()
                     spare_due = last + _SPARE_AFTER
                     if not _accept(listener, stamps, workers):
+                        # from here a stop signal waits (blocked; kept pending across the exec, where
+                        # the new server unblocks it and stops): it is never lost to the restart
+                        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
                         restart = True
                         break
                 elif isinstance(key.data, Tracker):
@@ -212,7 +221,7 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
         listener.close()
         with contextlib.suppress(OSError):
             path.unlink()
-    if restart:
+    if restart and not stopping:
         say("memsync's code changed on disk; starting again with it")
         sys.stdout.flush()
         sys.stderr.flush()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from memsync.core.attribution import Attribution
 from memsync.core.locking import clear_stale_git_locks, held
 from memsync.core.memory import Memory
 from memsync.errors import AuthFailed, HostKeyError, RemoteUnreachable, RepoError
-from memsync.git import rewrite, transport
+from memsync.git import localhub, rewrite, transport
 from memsync.git.hubtree import Oversize
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
@@ -61,12 +60,11 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
     `depth`: see transport.fetch (a clone from a network hub fetches the tip alone)."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
     known = mem.git.ref_oid(mem.tracking_ref)
-    if mem.hub.local_path is not None:
-        tip = local_tip(mem.hub.local_path, f"refs/heads/{mem.branch}")
-        if tip is None or tip != mem.git.ref_oid(mem.tracking_ref):  # else we already have it all
-            link_hub_objects(mem.hub.local_path, mem.git.git_dir, have=mem.git.has_object)
-    heads = transport.fetch(mem.git, mem.hub, [spec], progress, depth)
-    tip = heads.get(f"refs/heads/{mem.branch}")
+    tip = _fetch_in_place(mem, known) if mem.hub.local_path is not None and depth == 0 else _NOT_IN_PLACE
+    if tip is _NOT_IN_PLACE:
+        tip = transport.fetch(mem.git, mem.hub, [spec], f"refs/heads/{mem.branch}", progress, depth)
+    elif tip is not None and tip != known:
+        mem.git.set_ref(mem.tracking_ref, tip, "memsync: fetch")
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
     elif known is not None and tip != known and not rewrite.reaches(mem.git, tip, known):
@@ -74,6 +72,25 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
         # to have come from a hub, not from a `git commit` here (Memory.hub_tips)
         mem.git.set_ref(mem.rewritten_ref, known, "memsync: the hub's tip before it rewrote its history")
     return tip
+
+
+_NOT_IN_PLACE = "not read in place"
+
+
+def _fetch_in_place(mem: Memory, known: str | None) -> str | None:
+    """A hub on this machine: its branch's tip, read from the hub alone, once its objects are
+    here (hard-linked, as before a transport fetch); `_NOT_IN_PLACE` when they could not all be
+    (the transport then fetches what is missing). libgit2's local transport would list and peel
+    every ref of the hub first: the cost grew with the number of memories (bench/fleet.py)."""
+    assert mem.hub.local_path is not None
+    transport.check_local(mem.hub)
+    tip = localhub.branch_tip(mem.hub, f"refs/heads/{mem.branch}")
+    if tip is None or tip == known:
+        return tip
+    linked = link_hub_objects(mem.hub.local_path, mem.git.git_dir, have=mem.git.has_object)
+    if linked and mem.git.has_object(tip):  # a commit here comes with its history (link_hub_objects)
+        return tip
+    return _NOT_IN_PLACE
 
 
 def local_tip(hub: Path, ref: str) -> str | None:
@@ -241,10 +258,12 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
         transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress)
         return
     with contextlib.nullcontext() if hub_locked else hub_lock(mem, push_patience()):
-        heads = {h.ref: h.oid for h in transport.list_heads(mem.git, mem.hub)}
-        if heads.get(f"refs/heads/{mem.branch}") != expected:
+        ref = f"refs/heads/{mem.branch}"
+        if localhub.branch_tip(mem.hub, ref) != expected:
             raise NotFastForward("the hub moved on meanwhile")
-        transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress)
+        new = mem.git.ref_oid(source)
+        assert new is not None
+        localhub.push(mem.git, mem.hub, new, ref, expected)
         point_head(local_path, f"refs/heads/{mem.branch}")
         maintenance.auto(local_path)  # every push adds a pack: keep the hub compact, still under its lock
 
@@ -299,6 +318,8 @@ def push_patience() -> float:
 def _backoff(lost: int) -> float:
     """Full jitter on a doubling ceiling (AWS's analysis of contended retries): writers that lost
     together do not come back together."""
+    import random  # a lost race only
+
     return random.uniform(0.0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(lost, 16)))
 
 
@@ -387,6 +408,8 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
             network_failures += 1
             if network_failures >= NETWORK_TRIES:
                 raise
+            import random
+
             time.sleep(0.5 * 2 ** (network_failures - 1) + random.uniform(0, 0.25))
             continue
         break

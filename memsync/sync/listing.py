@@ -3,7 +3,8 @@
 Names come from ls-remote (`refs/heads/<type>/<name>`), so listing works on every transport.
 Sizes and file counts need the versions' trees: a file:// hub is read in place; any other hub is
 fetched into a cache repository under MEMSYNC_HOME (incremental: the next list transfers only
-what changed).
+what changed). On a hub of thousands of memories a page (`prefix`, `after`, `limit`) reads the
+trees of its own memories only, and with a prefix the cache fetches only the branches it names.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memsync.core.locking import clear_stale_git_locks, held
+from memsync.errors import UsageError
 from memsync.git import hub as hubmod
 from memsync.git import transport
 from memsync.git.hub import HubUrl
@@ -23,6 +25,7 @@ from memsync.sync.hubs import ensure_hub, last_run
 from memsync.util.timefmt import rfc3339
 
 _BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
+_PREFIX_RE = re.compile(r"^[a-z0-9-]{0,64}$")
 
 
 @dataclass
@@ -48,36 +51,72 @@ def _cache_repo(hub: HubUrl) -> GitRepo:
     return GitRepo.bare(path, create=True)
 
 
+@dataclass
+class ListPage:
+    hub: str  # as shown
+    memories: list[MemoryInfo] = field(default_factory=list)
+    more: str | None = None  # the last name shown when more follow: `--after` it for the next page
+
+
 def list_memories(remote: str | None = None) -> tuple[str, list[MemoryInfo]]:
     """(the hub as shown, its memories sorted by name)."""
+    page = list_page(remote)
+    return page.hub, page.memories
+
+
+def list_page(remote: str | None = None, *, prefix: str = "", after: str | None = None,
+              limit: int | None = None) -> ListPage:
+    """The hub's memories whose names start with `prefix`, sorted by name, from the first after
+    the name `after`, at most `limit` of them."""
+    check_page(prefix, after, limit)
     hub = hubmod.resolve(remote, None)
     ensure_hub(hub)
     if hub.local_path is not None:
         transport.check_local(hub)  # a clear error if it is missing
         git = transport.open_local_hub(hub, "cannot list")
-        prefix = "refs/heads/"
+        where = "refs/heads/"
     else:
         home = hubmod.ensure_home()
         with held(home / "cache.lock", "the listing cache") as tenure:
             git = _cache_repo(hub)
             clear_stale_git_locks(git.git_dir, tenure, "the listing cache")  # a killed `list`
-            transport.fetch(git, hub, ["+refs/heads/memory/*:refs/hub/memory/*",
-                                            "+refs/heads/artifact/*:refs/hub/artifact/*"])
-        prefix = "refs/hub/"
-    found: list[MemoryInfo] = []
-    for ref, oid in git.refs_under(prefix):
-        match = _BRANCH_RE.match("refs/heads/" + ref[len(prefix):])
-        if not match:
-            continue
-        error = None
-        try:
-            files, size = git.tree_stats(oid)
-        except TreeTooLarge as exc:  # one hostile memory must not hide the others
-            files = size = 0
-            error = exc.message
-        info = git.commit_info(oid)
-        run = last_run(git, oid)
-        found.append(MemoryInfo(match.group(2), match.group(1), oid[:8], files, size,
-                                rfc3339(info.time),
-                                run.run_id if run else None, error, run.exit_code if run else None))
-    return hub.display, sorted(found, key=lambda m: (m.name, m.type))
+            transport.fetch(git, hub, [f"+refs/heads/{kind}/{prefix}*:refs/hub/{kind}/{prefix}*"
+                                       for kind in ("memory", "artifact")])
+        where = "refs/hub/"
+    branches = []
+    for ref, oid in git.refs_under(where):
+        match = _BRANCH_RE.match("refs/heads/" + ref[len(where):])
+        if match and match.group(2).startswith(prefix) and (after is None or match.group(2) > after):
+            branches.append((match.group(2), match.group(1), oid))
+    branches.sort()
+    page = ListPage(hub.display)
+    if limit is not None and len({name for name, _, _ in branches}) > limit:
+        shown = sorted({name for name, _, _ in branches})[:limit]
+        page.more = shown[-1]
+        branches = [b for b in branches if b[0] <= page.more]
+    page.memories = [_info(git, name, kind, oid) for name, kind, oid in branches]
+    return page
+
+
+def check_page(prefix: str, after: str | None, limit: int | None) -> None:
+    if not _PREFIX_RE.match(prefix):
+        raise UsageError(f"--prefix {prefix!r} cannot begin a memory name",
+                         "names are lowercase letters, digits and hyphens (e.g. --prefix team-a-)")
+    if after is not None and not _PREFIX_RE.match(after):
+        raise UsageError(f"--after {after!r} is not a memory name",
+                         "give the last name of the previous page (memsync list prints it)")
+    if limit is not None and limit < 1:
+        raise UsageError(f"--limit {limit} lists nothing", "give a number of memories of 1 or more")
+
+
+def _info(git: GitRepo, name: str, kind: str, oid: str) -> MemoryInfo:
+    error = None
+    try:
+        files, size = git.tree_stats(oid)
+    except TreeTooLarge as exc:  # one hostile memory must not hide the others
+        files = size = 0
+        error = exc.message
+    info = git.commit_info(oid)
+    run = last_run(git, oid)
+    return MemoryInfo(name, kind, oid[:8], files, size, rfc3339(info.time),
+                      run.run_id if run else None, error, run.exit_code if run else None)

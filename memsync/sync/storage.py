@@ -26,7 +26,7 @@ from memsync.sync.hubs import LastRun, ensure_hub, last_run
 from memsync.sync.redaction_log import RedactionNote
 from memsync.sync.redaction_log import notes as redaction_notes
 from memsync.util.fs import pid_alive
-from memsync.util.names import check_name, check_type, is_conflict_copy
+from memsync.util.names import check_name, check_type, conflict_copy_source, is_conflict_file, is_gathered
 from memsync.util.timefmt import rfc3339
 
 if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs none of it
@@ -83,6 +83,35 @@ class PullResult:
 
 
 @dataclass
+class ToFold:
+    """A conflict file in the tree: which paths its versions belong to, how many, what to do."""
+
+    file: str
+    paths: list[str]
+    versions: int
+    how: str
+
+
+def _to_fold(root: Path, files: list[str]) -> list[ToFold]:
+    from memsync.checks import gathered
+
+    found = []
+    for name in files:
+        if is_gathered(name):
+            try:
+                entries = gathered.parse((root / name).read_bytes()).entries.values()
+            except OSError:
+                continue  # not checked out (held back) or unreadable: still listed in conflicts
+            paths = sorted({e.path for e in entries if e.path})
+            versions = len(entries)
+        else:
+            paths, versions = [conflict_copy_source(name)], 1
+        into = " and ".join(paths) or "the file it is beside"
+        found.append(ToFold(name, paths, versions, f"fold what is worth keeping into {into}, then delete {name}"))
+    return found
+
+
+@dataclass
 class StatusReport:
     name: str
     type: str
@@ -95,7 +124,8 @@ class StatusReport:
     ahead: int
     behind: int
     uncommitted: list[WorkChange] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # files holding versions to fold (gathered or copies)
+    to_fold: list[ToFold] = field(default_factory=list)
     remote_error: str | None = None
     too_large: list[str] = field(default_factory=list)  # changed files over max_file_size: never committed
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
@@ -124,13 +154,14 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     if cfg_file.is_dir():
         raise ConfigError(f"{cfg_file} is a directory, not a file", "remove it, then run `memsync init` again")
     created = not cfg_file.exists()
-    hub = hubmod.from_flag(remote) if remote else None
+    hub = hubmod.from_flag(remote, hubmod.TEMPLATE_PROBE) if remote else None  # refused early: a credential
     if created:
         chosen = root.name if name is None else name
         try:
             check_name(chosen)
         except InvalidName as exc:
             raise InvalidName(exc.name, exc.problem, exc.suggestion, how="try --name {}") from None
+        hub = hubmod.from_flag(remote, chosen) if remote else None
         cfg = StorageConfig(name=chosen, type=check_type(kind or "memory"),
                             remote=hub.url if hub else None)
         _write_config(root, cfgmod.render(cfg))
@@ -141,6 +172,7 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
                              f"edit {cfg_file} to rename it, or init another directory")
         if kind is not None and kind != cfg.type:
             raise UsageError(f"{root} is already a memory of type {cfg.type!r}")
+        hub = hubmod.from_flag(remote, cfg.name) if remote else None
         if hub is not None and cfg.remote != hub.url:
             if cfg.remote:
                 raise UsageError(f"{cfg_file} already names the remote {hubmod.safe_url(cfg.remote)}",
@@ -150,10 +182,10 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
     adopted = not created and not (root / ".git").exists()
     try:
         git = GitRepo.init(root, cfg.hub_branch)
-        notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote).url)
+        notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote, cfg.name).url)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
-    resolved = hubmod.resolve(None, cfg.remote)
+    resolved = hubmod.resolve(None, cfg.remote, cfg.name)
     return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes, adopted)
 
 
@@ -202,7 +234,7 @@ def push(path: Path, *, force: bool = False, message: str | None = None, remote:
         except RemoteError as exc:
             _kept_locally(mem, exc)
             raise
-        own = None if mem.tracking == "origin" else hubmod.resolve(None, mem.config.remote).display
+        own = None if mem.tracking == "origin" else hubmod.resolve(None, mem.config.remote, mem.name).display
         return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange,
                           adopted, found, own)
 
@@ -270,7 +302,7 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} already exists and is not empty",
                          "choose another DEST, or `memsync pull` inside it if it is this memory")
-    hub = hubmod.resolve(remote, None)
+    hub = hubmod.resolve(remote, None, name)
     ensure_hub(hub)
     staging = target.parent / f".memsync-clone-{name}-{os.getpid()}"
     try:
@@ -284,12 +316,15 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         raise explain(exc, [target.parent]) or RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
         git = GitRepo.init(staging, f"memory/{name}")
-        heads = {h.ref for h in transport.list_heads(git, hub)}
+        from memsync.git import localhub
+
+        heads = localhub.branch_tips(git, hub, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")])
         kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
         if kind is None:
             from memsync.sync.listing import memory_names
 
-            raise _not_found(name, hub, memory_names(heads))
+            everything = {h.ref for h in transport.list_heads(git, hub)}  # for the names it suggests
+            raise _not_found(name, hub, memory_names(everything))
         from memsync.core.hubbind import recordable
 
         cfg = StorageConfig(name=name, type=kind, remote=recordable(hub))  # the memory's hub from now on
@@ -405,8 +440,9 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
         elif head:
             ahead = sum(1 for _ in git.walk(head))
         changes = git.scan()
-        conflicts = sorted({p for p in git.tracked_paths_containing(".conflict-") if is_conflict_copy(p)}
-                           | {c.path for c in changes if is_conflict_copy(c.path) and c.kind != "deleted"})
+        gone = {c.path for c in changes if c.kind == "deleted"}  # folded, not yet pushed
+        conflicts = sorted({p for p in git.tracked_paths_containing(".conflict") if is_conflict_file(p)}
+                           - gone | {c.path for c in changes if is_conflict_file(c.path) and c.kind != "deleted"})
         try:
             remote_version = _version(git, remote_oid)
         except RepoError as exc:  # a hub version past memsync's limits (hubtree.TreeTooLarge)
@@ -415,7 +451,8 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
             name=mem.name, type=mem.config.type, root=str(mem.root), remote=mem.hub.display,
             branch=mem.branch, remote_version=remote_version,
             last_run=_last_run_of(git, remote_oid) if remote_oid else None, local_version=head,
-            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts, remote_error=error,
+            ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts,
+            to_fold=_to_fold(mem.root, conflicts), remote_error=error,
             too_large=_too_large(mem, changes), ignored=list(git.ignored),
             remote_cached=error is not None and remote_oid is not None, running=live_run(mem),
             redactions=redaction_notes(mem))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path, PurePosixPath
 
 
@@ -87,6 +86,8 @@ def atomic_write(target: Path, data: bytes, *, mode: int | None = None, keep_mod
             st = os.lstat(target)
             if stat.S_ISREG(st.st_mode):
                 mode = stat.S_IMODE(st.st_mode)
+    import tempfile  # (with random: not paid by a command that writes nothing)
+
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import socket
 from datetime import datetime, timezone
 from pathlib import PurePosixPath
@@ -57,6 +56,8 @@ def valid_branch(branch: str) -> bool:
 def new_run_id(now: datetime | None = None) -> str:
     """Sortable (to the millisecond), unique across machines (48 random bits), safe as a file
     name: 20261122T101500123Z-3f9a1c0b7e2d."""
+    import secrets  # a run id's suffix only: not every command's start-up
+
     when = now or datetime.now(timezone.utc)
     return f"{when:%Y%m%dT%H%M%S}{when.microsecond // 1000:03d}Z-{secrets.token_hex(6)}"
 
@@ -91,7 +92,46 @@ CONFLICT_RE = re.compile(r"\.conflict-[A-Za-z0-9._-]+-\d{8}T\d{6}Z(?:\.[^/]*)?$"
 
 
 def is_conflict_copy(path: str) -> bool:
+    """An old-style sibling copy (`NAME.conflict-<tag>-<UTC>.EXT`), as trees made before the
+    gathered files still hold, and as protected-file and folder clashes still make."""
     return bool(CONFLICT_RE.search(path))
+
+
+GATHERED_SUFFIX = ".conflicts.md"
+
+
+def gathered_name(path: str) -> str:
+    """Where the losing versions of `path` are gathered (checks/gathered.py): one Markdown file
+    beside it. `summary.md` -> `summary.conflicts.md`; any other name gets the suffix appended:
+    `data.json` -> `data.json.conflicts.md`, `Makefile` -> `Makefile.conflicts.md`,
+    `.env` -> `.env.conflicts.md`. (`x` and `x.md` share `x.conflicts.md`; each entry names its path.)"""
+    if path.endswith(".md") and path.rsplit("/", 1)[-1] != ".md":
+        return path[:-len(".md")] + GATHERED_SUFFIX
+    return path + GATHERED_SUFFIX
+
+
+def is_gathered(path: str) -> bool:
+    return path.endswith(GATHERED_SUFFIX) and path.rsplit("/", 1)[-1] != GATHERED_SUFFIX
+
+
+def conflict_copy_source(path: str) -> str:
+    """The path an old-style copy is a version of: `a/summary.conflict-r1-20261126T010203Z.md` -> `a/summary.md`."""
+    m = CONFLICT_RE.search(path)
+    if m is None:
+        return path
+    suffix = re.sub(r"^\.conflict-[A-Za-z0-9._-]+?-\d{8}T\d{6}Z", "", m.group(0))
+    return path[:m.start()] + suffix
+
+
+def where_kept(copy: str) -> str:
+    """How a message says where a losing version went: `added to summary.conflicts.md` (gathered)
+    or `as summary.conflict-r1-20261126T010203Z.md` (an old-style copy)."""
+    return f"added to {copy}" if is_gathered(copy) else f"as {copy}"
+
+
+def is_conflict_file(path: str) -> bool:
+    """A file that holds versions still to fold: a gathered file or an old-style copy."""
+    return is_gathered(path) or is_conflict_copy(path)
 
 
 def env_var_for(name: str) -> str:

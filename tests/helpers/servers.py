@@ -490,9 +490,10 @@ def install_reject_hook(bare_path: Path, message: str) -> Path:
 class GitDaemon(_ProcessServer):
     """`git daemon` serving every repository under ``base_path`` (push enabled)."""
 
-    def __init__(self, base_path: Path) -> None:
+    def __init__(self, base_path: Path, max_connections: int | None = None) -> None:
         super().__init__()
         self.base_path = Path(base_path)
+        self.max_connections = max_connections  # None: git daemon's default (32)
         self._home = Path(tempfile.mkdtemp(prefix="git-daemon-home-"))
 
     def url(self, relpath: str) -> str:
@@ -510,6 +511,7 @@ class GitDaemon(_ProcessServer):
             "--enable=receive-pack",
             "--informative-errors",
             "--verbose",
+            *([] if self.max_connections is None else [f"--max-connections={self.max_connections}"]),
             str(self.base_path),
         ]
         self._spawn(argv, _server_env(self._home), r"Ready to rumble", "git daemon")
