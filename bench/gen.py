@@ -27,12 +27,13 @@ def _vocabulary(rng: random.Random, size: int = 4000) -> list[str]:
     return sorted(words)
 
 
-def file_size(rng: random.Random) -> int:
-    return max(200, min(64 * 1024, int(rng.lognormvariate(math.log(700), 1.0))))
+def file_size(rng: random.Random, scale: int = 1) -> int:
+    return scale * max(200, min(64 * 1024, int(rng.lognormvariate(math.log(700), 1.0))))
 
 
-def layout(count: int, seed: int = 8) -> list[tuple[str, int]]:
-    """(relative path, size) of every file, in a stable order."""
+def layout(count: int, seed: int = 8, scale: int = 1) -> list[tuple[str, int]]:
+    """(relative path, size) of every file, in a stable order; `scale` multiplies every size (the
+    same tree, `scale` times heavier)."""
     rng = random.Random(seed)
     dirs: list[str] = []
     files: list[tuple[str, int]] = []
@@ -46,11 +47,11 @@ def layout(count: int, seed: int = 8) -> list[tuple[str, int]]:
             while base in dirs:
                 base += f"-{len(dirs)}"
             dirs.append(base)
-        files.append((f"{dirs[-1]}/note-{i:06d}.md", file_size(rng)))
+        files.append((f"{dirs[-1]}/note-{i:06d}.md", file_size(rng, scale)))
     return files
 
 
-def contents(count: int, seed: int = 8) -> Iterator[tuple[str, bytes]]:
+def contents(count: int, seed: int = 8, scale: int = 1) -> Iterator[tuple[str, bytes]]:
     """(relative path, bytes) of every file of the memory, in layout order."""
     rng = random.Random(seed * 7919 + count)
     vocab = _vocabulary(random.Random(seed))
@@ -60,18 +61,18 @@ def contents(count: int, seed: int = 8) -> Iterator[tuple[str, bytes]]:
     for start in range(0, len(pool_words), 12):
         lines.append(" ".join(pool_words[start:start + 12]))
     pool = "\n".join(lines) + "\n"
-    for path, size in layout(count, seed):
+    for path, size in layout(count, seed, scale):
         header = f"# {path}\n\n"
         body_len = max(0, size - len(header))
         offset = rng.randrange(0, len(pool) - body_len - 1)
         yield path, (header + pool[offset:offset + body_len]).encode()
 
 
-def generate(root: Path, count: int, seed: int = 8) -> int:
+def generate(root: Path, count: int, seed: int = 8, scale: int = 1) -> int:
     """Write the memory under `root`; returns its size in bytes."""
     total = 0
     made: set[str] = set()
-    for path, data in contents(count, seed):
+    for path, data in contents(count, seed, scale):
         full = root / path
         parent = os.path.dirname(path)
         if parent not in made:

@@ -3,10 +3,16 @@
 One scan of the work tree; each changed file is read once and exactly those bytes are checked
 (size limit, secrets, protect policies, integrity guard) and committed, so what was checked is what
 is stored. Files still being written (changed within `settle` seconds) wait for the next snapshot.
+
+A file no protect rule names is checked and written into the object database as soon as it is
+read, and its bytes dropped: a snapshot holds one file's bytes at a time (plus the few files
+protect rules name, which may have to be put back), so its memory follows the largest file, not
+the size of the change (a first push of a whole memory).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import time
@@ -20,7 +26,7 @@ from memsync.checks.merge_policy import is_rule_file
 from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory
 from memsync.git import ownership
-from memsync.git.repo import LINK_MODE, WorkChange, file_mode
+from memsync.git.repo import LINK_MODE, WorkChange, file_mode, stat_stamp
 from memsync.git.trailers import compose, quote_path
 from memsync.util.dirfd import Tree, is_outside
 from memsync.util.names import conflict_copy_name
@@ -60,13 +66,21 @@ class Snapshot:
         return len(self.skipped) + len(self.ignored) + len(self.blocked)
 
 
-@dataclass
+@dataclass(slots=True)  # one per changed file: a first push holds 100,000 of them
 class _Staged:
     change: WorkChange
     data: bytes | None
     mode: int
     old: bytes | None
     st: os.stat_result | None = None  # the file's stat for the index (see _settled)
+    blob: str | None = None  # already checked and stored (_store): `data` and `old` are dropped
+    stamp: bytes | None = None  # then `st` is dropped too: repo.stat_stamp(st), a tenth of its size
+    judged: bool = False  # its integrity flag, if any, was taken when it was stored
+
+    @property
+    def present(self) -> bool:
+        """A file or symlink to commit (not a deletion)."""
+        return self.data is not None or self.blob is not None
 
 
 def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
@@ -87,30 +101,38 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     # version) sees every change however it was written: never a tracker-narrowed scan.
     # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
     found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run")
+    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    stored_flags: list[guard.Flag] = []
+    judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
     with Tree(mem.root) as tree:
         for change in found:
             if only is not None and change.path not in only:
                 continue
             item = _read(mem, tree, change, now, settle, snap)
-            if item is not None:
-                staged.append(item)
+            if item is None or _secret_blocked(mem, item, snap):
+                continue
+            if not any(rule.matches(item.change.path) for rule in rules):
+                item = _store(mem, item, run_base, judge, stored_flags)
+            staged.append(item)
     if only is None:
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in mem.git.nested]
         snap.ignored = list(mem.git.ignored)
         snap.local_ignores = who.actor == "run"
-    _scan_secrets(mem, staged, snap)
     with Tree(mem.root) as tree:
-        staged = _apply_policies(mem, tree, who, staged, snap)
+        staged = _apply_policies(mem, tree, who, staged, snap, rules)
     changes = [guard.FileChange(s.change.path, s.old, s.data,
                                 created_in_same_run=_created_since(mem, s.change.path, run_base))
-               for s in staged]
-    snap.flags = guard.integrity_flags(changes, who.actor) if check_integrity else []
+               for s in staged if not s.judged]
+    snap.flags = sorted(stored_flags + guard.integrity_flags(changes, who.actor), key=lambda f: (f.path, f.kind)) \
+        if check_integrity else []
     for item in staged:
-        if item.data is None:
+        if not item.present:
             mem.git.unstage(item.change.path)
     for item in staged:
-        if item.data is not None:
+        if item.blob is not None:
+            mem.git.stage_stored(item.change.path, item.blob, item.mode, item.stamp)
+        elif item.data is not None:
             mem.git.stage(item.change.path, item.data, item.mode, item.st)
     # A file kept out (blocked, too large, still being written) keeps HEAD's version in the
     # index, even if someone `git add`ed it: only what was checked is committed.
@@ -211,40 +233,47 @@ def _lstat(tree: Tree, path: str) -> os.stat_result | None:
         return None
 
 
-def _scan_secrets(mem: Memory, staged: list[_Staged], snap: Snapshot) -> None:
+def _secret_blocked(mem: Memory, item: _Staged, snap: Snapshot) -> bool:
     """Everything a commit would hold is scanned: the path itself, the content at any size and
     encoding (chunked, UTF-16/32, binary) and a symlink's target. A path holding a secret is
-    shown redacted in every finding and in `snap.blocked`."""
-    if mem.config.secrets == "off":
-        return
-    if not staged:
-        return
+    shown redacted in every finding and in `snap.blocked`. True: `secrets: block` keeps it out."""
+    if mem.config.secrets == "off" or item.data is None:
+        return False
     from memsync.checks import secrets as secretscan
 
-    blocked: set[str] = set()
-    for item in staged:
-        if item.data is None:
-            continue
-        path = item.change.path
-        found = secretscan.scan_path(path)
-        shown = found[0].path if found else path
-        found += secretscan.scan_bytes(shown, item.data)  # a symlink's data is its target
-        snap.secrets.extend(found)
-        if found and mem.config.secrets == "block":
-            snap.blocked.append(shown)
-            blocked.add(path)
-    if blocked:
-        staged[:] = [s for s in staged if s.change.path not in blocked]
+    path = item.change.path
+    found = secretscan.scan_path(path)
+    shown = found[0].path if found else path
+    found += secretscan.scan_bytes(shown, item.data)  # a symlink's data is its target
+    snap.secrets.extend(found)
+    if found and mem.config.secrets == "block":
+        snap.blocked.append(shown)
+        return True
+    return False
+
+
+def _store(mem: Memory, item: _Staged, run_base: str | None,
+           judge: Callable[[guard.FileChange], list[guard.Flag]] | None, flags: list[guard.Flag]) -> _Staged:
+    """A checked change no protect rule names: its integrity flag taken now (`judge`, None when
+    the snapshot takes none), its bytes written into the object database and dropped. Only a
+    protect rule can still change what is committed at its path, and none names it."""
+    path = item.change.path
+    if judge is not None:
+        flags += judge(guard.FileChange(path, item.old, item.data,
+                                        created_in_same_run=_created_since(mem, path, run_base)))
+    blob = None if item.data is None else mem.git.store_blob(path, item.data)
+    stamp = None if item.st is None else stat_stamp(item.st)
+    return dataclasses.replace(item, data=None, old=None, st=None, blob=blob, stamp=stamp, judged=True)
 
 
 def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Staged],
-                    snap: Snapshot) -> list[_Staged]:
+                    snap: Snapshot, rules: list[guard.ProtectRule]) -> list[_Staged]:
     """A change that breaks a protect rule keeps the previous content at its path; the new
     version is kept beside it as a conflict-style copy. Nothing is lost either way. A file named
     like a conflict copy is checked like any other; a protected folder replaced by a file or a
     symlink is the deletion of everything under it, and that file or symlink is kept as a copy.
-    Nothing is ever written through a symlink."""
-    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    Nothing is ever written through a symlink. Items `_store` already wrote are named by no rule
+    (their `data` and `old` are gone): they only move aside with a folder or stay as they are."""
     if not rules:
         return staged
     changes = [guard.FileChange(s.change.path, s.old, s.data) for s in staged]
@@ -268,10 +297,11 @@ def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Sta
         if path not in bad:
             kept.append(item)
             continue
-        if item.data is not None:
+        if item.present:
             copy = conflict_copy_name(path, tag)
-            if _write_inside(tree, copy, item.data, item.mode):
-                kept.append(_Staged(WorkChange(copy, "added"), item.data, item.mode, None))
+            data = item.data if item.data is not None else _stored_bytes(mem, item)
+            if _write_inside(tree, copy, data, item.mode):
+                kept.append(_Staged(WorkChange(copy, "added"), data, item.mode, None))
             else:
                 snap.skipped.append(Skipped(path, _IN_THE_WAY))
                 continue
@@ -281,6 +311,15 @@ def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Sta
         else:
             _remove_file(tree, path)
     return kept
+
+
+def _stored_bytes(mem: Memory, item: _Staged) -> bytes:
+    """The bytes `_store` wrote for an item that must be put aside after all (a new file where a
+    protected folder was: `_in_the_way`)."""
+    from memsync.git.history import read_blob
+
+    assert item.blob is not None
+    return read_blob(mem.git, item.blob)
 
 
 _IN_THE_WAY = "a symlink, file or folder stands in the way of the previous version; nothing written through it"
@@ -301,7 +340,7 @@ def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> lis
     flagged = {v.path for v in violations}
     for item in staged:
         path = item.change.path
-        if path in flagged or item.data is None:
+        if path in flagged or not item.present:
             continue
         under = next((v for v in restored if v.path.startswith(path + "/")), None)
         if under is not None:
@@ -322,7 +361,8 @@ def _folder_aside(tree: Tree, path: str, tag: str, staged: list[_Staged]) -> Non
         return
     for i, item in enumerate(staged):
         if item.change.path.startswith(path + "/"):
-            staged[i] = _Staged(WorkChange(copy + item.change.path[len(path):], "added"), item.data, item.mode, None)
+            staged[i] = dataclasses.replace(item, change=WorkChange(copy + item.change.path[len(path):], "added"),
+                                            old=None, st=None, stamp=None)
 
 
 def _write_inside(tree: Tree, rel: str, data: bytes, mode: int) -> bool:

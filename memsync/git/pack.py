@@ -64,15 +64,17 @@ def counts(git_dir: Path, exact: bool = False) -> ObjectCounts:
     return ObjectCounts(loose=sample * 256, packs=len(_pack_files(objects)))
 
 
-def _loose_files(objects: Path) -> list[Path]:
-    found: list[Path] = []
+def _loose_files(objects: Path) -> list[str]:
+    """Every loose object's path, as strings: a Path is several times the size, and a first push
+    leaves one loose object per file (100,000 of them)."""
+    found: list[str] = []
     for fan in range(256):
         try:
             entries = os.scandir(objects / f"{fan:02x}")
         except FileNotFoundError:
             continue
         with entries:
-            found.extend(Path(e.path) for e in entries if len(e.name) == 38)
+            found.extend(e.path for e in entries if len(e.name) == 38)
     return found
 
 
@@ -84,10 +86,10 @@ def repack(git_dir: Path) -> RepackResult:
     loose = _loose_files(objects)
     if len(old_packs) <= 1 and not loose:  # already one pack (or empty): nothing to do, not an error
         return RepackResult(0, len(old_packs), 0, time.monotonic() - started)
-    repo = engine.repository(git_dir)
+    repo = engine.for_packing(git_dir)
     # every object of every backend (loose and packed), reachable or not; an object stored twice
     # (in two packs, or packed and loose) is listed once per copy
-    ids = list(dict.fromkeys(repo.odb))
+    ids = dict.fromkeys(repo.odb)  # in order, once each; also what the clean-up below looks up
     if not ids:
         return RepackResult(0, len(old_packs), 0, time.monotonic() - started)
 
@@ -110,10 +112,10 @@ def repack(git_dir: Path) -> RepackResult:
         for suffix in (".idx", ".rev", ".mtimes", ".keep"):
             pack.with_suffix(suffix).unlink(missing_ok=True)
         pack.unlink(missing_ok=True)
-    listed = {str(oid) for oid in ids}
-    for path in loose:
-        if path.parent.name + path.name in listed:
-            path.unlink(missing_ok=True)
+    for path in loose:  # <objects>/ab/cdef...: the object ab...
+        if pygit2.Oid(hex=path[-41:-39] + path[-38:]) in ids:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
     for fan in range(256):
         with contextlib.suppress(OSError):  # not empty (an object written meanwhile), or absent
             (objects / f"{fan:02x}").rmdir()

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -508,14 +509,29 @@ class GitRepo:
     def stage(self, path: str, data: bytes, mode: int, st: os.stat_result | None = None) -> None:
         """Stage `data` at `path`. `st`: the file's stat when `data` was read (see
         snapshot._settled), so the next scan trusts the entry instead of re-hashing the file."""
+        self.stage_stored(path, self.store_blob(path, data), mode, None if st is None else stat_stamp(st))
+
+    def store_blob(self, path: str, data: bytes) -> str:
+        """Write `data` (the content checked for `path`) into the object database, not yet into
+        the index; its id. A snapshot stores each file as soon as it is checked, so that it holds
+        one file's bytes at a time, not the whole change's."""
+        try:
+            return str(self._repo.create_blob(data))
+        except (pygit2.GitError, OSError) as exc:
+            raise self._write_failed(f"cannot store {path}", exc, len(data)) from exc
+
+    def stage_stored(self, path: str, oid: str, mode: int, stamp: bytes | None = None) -> None:
+        """Stage at `path` a blob `store_blob` wrote; `stamp`: `stat_stamp` of the stat `stage`
+        takes."""
         self._index_dirty = True
         self._matches_head = None
         try:
-            oid = self._repo.create_blob(data)
-            entry = pygit2.IndexEntry(path, oid, FileMode(mode)) if st is None else _StatEntry(path, oid, mode, st)
+            blob = pygit2.Oid(hex=oid)
+            entry = (pygit2.IndexEntry(path, blob, FileMode(mode)) if stamp is None
+                     else _StatEntry(path, blob, mode, stamp))
             self.index.add(entry)
         except (pygit2.GitError, OSError) as exc:
-            raise self._write_failed(f"cannot store {path}", exc, len(data)) from exc
+            raise self._write_failed(f"cannot store {path}", exc) from exc
 
     def _write_failed(self, what: str, exc: Exception, needed: int = 0) -> RepoError:
         """A failed object/index write (disk full, read-only file system) as a clear error.
@@ -739,6 +755,14 @@ def _stats_from_ancestor(repo: pygit2.Repository, commit: pygit2.Commit,
 
 
 _ZERO_OID = bytes(20)
+# ctime and mtime (ns), rdev, inode, uid, gid, size: what an index entry records of a file's stat
+_STAMP = struct.Struct("<qqQQQQQ")
+
+
+def stat_stamp(st: os.stat_result) -> bytes:
+    """The stat fields an index entry records, packed: ~90 bytes where an os.stat_result holds
+    ~600, for a snapshot that keeps one per file of a 100,000-file first push until it stages them."""
+    return _STAMP.pack(st.st_ctime_ns, st.st_mtime_ns, st.st_rdev, st.st_ino, st.st_uid, st.st_gid, st.st_size)
 
 
 class _StatEntry(pygit2.IndexEntry):
@@ -748,24 +772,25 @@ class _StatEntry(pygit2.IndexEntry):
     first push). Relies on pygit2 1.21's IndexEntry._to_c; any surprise there falls back to a
     plain entry, which is only slower."""
 
-    def __init__(self, path: str, oid: pygit2.Oid, mode: int, st: os.stat_result) -> None:
+    def __init__(self, path: str, oid: pygit2.Oid, mode: int, stamp: bytes) -> None:
         super().__init__(path, oid, FileMode(mode))
-        self.st = st
+        self.stamp = stamp
 
     def _to_c(self) -> tuple[object, object]:
         centry, keep = super()._to_c()
         try:
-            st, u32 = self.st, 0xFFFFFFFF
-            centry.ctime.seconds = _int32(st.st_ctime_ns // 1_000_000_000)
-            centry.ctime.nanoseconds = st.st_ctime_ns % 1_000_000_000
-            centry.mtime.seconds = _int32(st.st_mtime_ns // 1_000_000_000)
-            centry.mtime.nanoseconds = st.st_mtime_ns % 1_000_000_000
-            centry.dev = st.st_rdev & u32
-            centry.ino = st.st_ino & u32
-            centry.uid = st.st_uid & u32
-            centry.gid = st.st_gid & u32
-            centry.file_size = st.st_size & u32
-        except (AttributeError, TypeError, OverflowError):
+            ctime_ns, mtime_ns, rdev, ino, uid, gid, size = _STAMP.unpack(self.stamp)
+            u32 = 0xFFFFFFFF
+            centry.ctime.seconds = _int32(ctime_ns // 1_000_000_000)
+            centry.ctime.nanoseconds = ctime_ns % 1_000_000_000
+            centry.mtime.seconds = _int32(mtime_ns // 1_000_000_000)
+            centry.mtime.nanoseconds = mtime_ns % 1_000_000_000
+            centry.dev = rdev & u32
+            centry.ino = ino & u32
+            centry.uid = uid & u32
+            centry.gid = gid & u32
+            centry.file_size = size & u32
+        except (AttributeError, TypeError, OverflowError, struct.error):
             return super()._to_c()
         return centry, keep
 

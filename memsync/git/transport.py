@@ -407,12 +407,14 @@ def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
     """Push of one ref, never forced except by `memsync redact` (which checks the hub's tip
     first); with a `lease`, only if the hub's ref is where the lease says (else NotFastForward,
     nothing sent). Raises NotFastForward, PushRejected or RemoteError."""
-    repo = git._repo
     check_local(hub)
     with _watch(hub, "cannot push to") as guard:
         cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease), guard)
         try:
-            _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
+            # a handle of its own, whose pack builder keeps no delta cache (engine.for_packing)
+            repo = engine.for_packing(git._repo.path)
+            with engine.uncached():  # the handle must not cache again what git's handle holds
+                _anonymous(repo, hub).push([f"{'+' if force else ''}{local_ref}:{remote_ref}"], callbacks=cb)
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot push to", guard) from exc
     if cb.rejected:
