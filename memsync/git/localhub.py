@@ -50,10 +50,16 @@ def branch_tip(hub: HubUrl, ref: str) -> str | None:
     return str(target) if isinstance(target, pygit2.Oid) else None
 
 
+def in_place(git: GitRepo, hub: HubUrl) -> bool:
+    """A hub on this machine that no URL rule of the operator's sends elsewhere (then only the
+    transport may reach it: it follows the rule)."""
+    return hub.local_path is not None and not transport.rewritten(git, hub)
+
+
 def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
     """The tips of `refs` on any hub, each read alone: in place on this machine, else from one
     connection's advertisement (transport.branch_tips)."""
-    if hub.local_path is None:
+    if not in_place(git, hub):
         return transport.branch_tips(git, hub, refs)
     transport.check_local(hub)
     return {ref: tip for ref in refs if (tip := branch_tip(hub, ref)) is not None}

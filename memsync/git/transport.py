@@ -225,6 +225,19 @@ def _anonymous(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
     `pushInsteadOf` even to anonymous remotes; a rule in the memory's own .git/config (which an
     agent or a careless command can write) would send the memory and its credential elsewhere."""
     _engage()
+    return _resolved(repo, hub)
+
+
+def rewritten(git: GitRepo, hub: HubUrl) -> bool:
+    """Whether the operator's own `url.<base>.insteadOf` / `pushInsteadOf` sends this hub's traffic
+    elsewhere: only the transport, which follows the rule, may then carry it (a hub on this
+    machine is otherwise read and written in place, git/localhub.py). A rule in the repository's
+    own config is refused, as for every transfer."""
+    remote = _resolved(git._repo, hub)
+    return remote.url != hub.url or remote.push_url not in (None, hub.url)
+
+
+def _resolved(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
     remote = repo.remotes.create_anonymous(hub.url)
     if remote.url == hub.url and remote.push_url in (None, hub.url):
         return remote

@@ -60,7 +60,7 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
     `depth`: see transport.fetch (a clone from a network hub fetches the tip alone)."""
     spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
     known = mem.git.ref_oid(mem.tracking_ref)
-    tip = _fetch_in_place(mem, known) if mem.hub.local_path is not None and depth == 0 else _NOT_IN_PLACE
+    tip = _fetch_in_place(mem, known) if depth == 0 and localhub.in_place(mem.git, mem.hub) else _NOT_IN_PLACE
     if tip is _NOT_IN_PLACE:
         tip = transport.fetch(mem.git, mem.hub, [spec], f"refs/heads/{mem.branch}", progress, depth)
     elif tip is not None and tip != known:
@@ -259,6 +259,9 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
         return
     with contextlib.nullcontext() if hub_locked else hub_lock(mem, push_patience()):
         ref = f"refs/heads/{mem.branch}"
+        if not localhub.in_place(mem.git, mem.hub):  # the operator's URL rule: where the transport goes
+            transport.push(mem.git, mem.hub, source, ref, progress)
+            return
         if localhub.branch_tip(mem.hub, ref) != expected:
             raise NotFastForward("the hub moved on meanwhile")
         new = mem.git.ref_oid(source)
