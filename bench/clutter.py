@@ -24,14 +24,13 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from contention import WORKER, _env  # noqa: E402
+from contention import _env, fleet  # noqa: E402
 from procs import run  # noqa: E402
 
 from memsync.checks import gathered  # noqa: E402
@@ -92,24 +91,7 @@ def _batch(label: str, pythonpath: str | None, root: Path, writers: int, runs: i
     hub = work / "home" / "memsync" / "hub.git"
     hub.parent.mkdir(parents=True)
     _seed(hub, env, work)
-    (work / "agent.py").write_text(AGENT)
-    (work / "worker.py").write_text(WORKER)
-    started = time.monotonic()
-    procs = []
-    for i in range(writers):
-        base = work / f"w{i}"
-        base.mkdir()
-        procs.append(subprocess.Popen(
-            [sys.executable, str(work / "worker.py"), "memsync", str(base), str(work / "agent.py"), str(runs),
-             f"{label}-w{i}", str(hub), sys.executable],
-            cwd=base, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    results: dict[str, list[float]] = {}
-    for p in procs:
-        out, err = p.communicate(timeout=3600)
-        if p.returncode != 0:
-            raise SystemExit(f"worker failed: {err[-2000:]}")
-        results.update(json.loads(out))
-    wall = time.monotonic() - started
+    results, wall = fleet("memsync", str(hub), work, env, writers, runs, AGENT, tag=f"{label}-")
     tree = _tree(hub, env)
     conflict_files = [n for n in tree if is_gathered(n) or is_conflict_copy(n)]
     entries = sum(len(gathered.parse(tree[n]).entries) for n in conflict_files if is_gathered(n))

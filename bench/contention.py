@@ -101,19 +101,22 @@ def _seed(hub: Path, env: dict[str, str], work: Path) -> None:
     run("git add -A && git commit -qm seed && git push -q " + str(hub) + " memory/research", seed, env)
 
 
-def _batch(variant: str, url: str, hub: Path, work: Path, env: dict[str, str],
-           writers: int, runs: int) -> dict[str, object]:
+def fleet(variant: str, url: str, work: Path, env: dict[str, str], writers: int, runs: int,
+          agent_source: str = AGENT, tag: str = "") -> tuple[dict[str, list[float]], float]:
+    """`writers` worker processes (WORKER) doing `runs` runs each of `agent_source`, in folders
+    `<tag>w<i>` of `work`: every run's [exit code, seconds] by run id, and the wall time."""
     agent = work / "agent.py"
-    agent.write_text(AGENT)
+    agent.write_text(agent_source)
     worker = work / "worker.py"
     worker.write_text(WORKER)
     started = time.monotonic()
     procs = []
     for i in range(writers):
-        base = work / f"{variant}-w{i}"
+        base = work / f"{tag}w{i}"
         base.mkdir()
         procs.append(subprocess.Popen(
-            [sys.executable, str(worker), variant, str(base), str(agent), str(runs), f"w{i}", url, sys.executable],
+            [sys.executable, str(worker), variant, str(base), str(agent), str(runs), f"{tag}w{i}", url,
+             sys.executable],
             cwd=base, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results: dict[str, list[float]] = {}
     for p in procs:
@@ -123,7 +126,12 @@ def _batch(variant: str, url: str, hub: Path, work: Path, env: dict[str, str],
         if err:
             print(err[-3000:], file=sys.stderr)
         results.update(json.loads(out))
-    wall = time.monotonic() - started
+    return results, time.monotonic() - started
+
+
+def _batch(variant: str, url: str, hub: Path, work: Path, env: dict[str, str],
+           writers: int, runs: int) -> dict[str, object]:
+    results, wall = fleet(variant, url, work, env, writers, runs, tag=f"{variant}-")
     log = run(["git", "show", "memory/research:log.md"], hub, env)
     lines = {line[2:] for line in log.splitlines() if line.startswith("- ")}
     merges = int(run(["git", "rev-list", "--merges", "--count", "memory/research"], hub, env))
