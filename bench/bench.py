@@ -161,6 +161,16 @@ def make_env(work: Path, home: Path) -> dict[str, str]:
     return env
 
 
+def fresh_workdir(given: Path | None, name: str) -> Path:
+    """An empty working folder (`given`, emptied, or one in TMPDIR) with the bench's git config."""
+    work = (given or Path(os.environ.get("TMPDIR", "/tmp")) / f"memsync-{name}-{os.getpid()}").resolve()
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    write_gitconfig(work)
+    return work
+
+
 def write_gitconfig(work: Path) -> None:
     home = work / "home"
     home.mkdir(parents=True, exist_ok=True)
@@ -923,11 +933,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     # first, while this process is small: timed commands are spawned from it (peak RSS: see procs.Spawner)
     procs.SPAWNER.append(procs.Spawner())
-    work = (args.workdir or Path(os.environ.get("TMPDIR", "/tmp")) / f"memsync-bench-{os.getpid()}").resolve()
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    write_gitconfig(work)
+    work = fresh_workdir(args.workdir, "bench")
     if args.memsync:
         MEMSYNC[:] = shlex.split(args.memsync)
     elif args.dev_install:

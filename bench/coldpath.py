@@ -35,7 +35,7 @@ import procs  # noqa: E402
 from procs import Sample  # noqa: E402
 
 import bench  # noqa: E402
-from bench import GIT_FULL_STATUS, GIT_PUSH, GIT_RUN, Results, alternate, make_env, write_gitconfig  # noqa: E402
+from bench import GIT_FULL_STATUS, GIT_PUSH, GIT_RUN, Results, alternate, make_env  # noqa: E402
 
 EDIT = "echo 'booted: one line of notes' >> boot-notes.md"
 GIT_BOOT = ("git clone -q --depth 1 -b {branch} {url} {dest} && cd {dest} && git pull --ff-only -q; "
@@ -284,11 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.perf_counter() - started:6.1f}s] {msg}", flush=True)
 
     procs.SPAWNER.append(procs.Spawner())
-    work = (args.workdir or Path(os.environ.get("TMPDIR", "/tmp")) / f"memsync-coldpath-{os.getpid()}").resolve()
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    write_gitconfig(work)
+    work = bench.fresh_workdir(args.workdir, "coldpath")
     cmds = {"memsync": installed(work, "after", None)}
     if args.before is not None:
         cmds["memsync before"] = installed(work, "before", args.before.resolve())
