@@ -15,6 +15,7 @@ from pygit2.enums import FileMode
 from memsync.checks import gathered
 from memsync.git.merge import merge_keep_both
 from memsync.util.names import gathered_name, is_conflict_file, is_gathered
+from tests.helpers.trees import tree_files
 
 WHEN = datetime(2026, 11, 26, 1, 2, 3, tzinfo=timezone.utc)
 
@@ -41,17 +42,7 @@ class Repo:
         return str(oid), self.files(str(oid))
 
     def files(self, commit: str) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
-
-        def walk(t: pygit2.Tree, prefix: str) -> None:
-            for entry in t:
-                obj = self.repo[entry.id]
-                if isinstance(obj, pygit2.Tree):
-                    walk(obj, f"{prefix}{entry.name}/")
-                else:
-                    found[f"{prefix}{entry.name}"] = obj.peel(pygit2.Blob).data
-        walk(self.repo[commit].peel(pygit2.Commit).tree, "")
-        return found
+        return tree_files(self.repo, commit)
 
 
 @pytest.fixture

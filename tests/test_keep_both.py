@@ -17,6 +17,7 @@ from memsync.checks import gathered
 from memsync.errors import RepoError
 from memsync.git.merge import merge_keep_both
 from tests.helpers.gathered import losers
+from tests.helpers.trees import tree_files
 
 WHEN = datetime(2026, 11, 26, 1, 2, 3, tzinfo=timezone.utc)
 SIG = pygit2.Signature("t", "t@example.invalid", 1_700_000_000, 0)
@@ -34,17 +35,7 @@ class Repo:
         return str(self.repo.create_commit(None, SIG, SIG, "v", tree, [pygit2.Oid(hex=p) for p in parents]))
 
     def files(self, tree: str) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
-
-        def walk(t: pygit2.Tree, prefix: str) -> None:
-            for entry in t:
-                obj = self.repo[entry.id]
-                if isinstance(obj, pygit2.Tree):
-                    walk(obj, f"{prefix}{entry.name}/")
-                else:
-                    found[f"{prefix}{entry.name}"] = obj.peel(pygit2.Blob).data
-        walk(self.repo[tree].peel(pygit2.Tree), "")
-        return found
+        return tree_files(self.repo, tree)
 
 
 @pytest.fixture
