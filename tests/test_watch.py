@@ -16,6 +16,7 @@ import pytest
 from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 from tests.helpers.gathered import losers
 from tests.helpers.servers import make_bare_hub
+from tests.helpers.trees import tree_files
 
 pytestmark = pytest.mark.slow
 
@@ -84,19 +85,7 @@ def hub_files(branch: str = "memory/research") -> dict[str, bytes]:
     import pygit2
 
     repo = pygit2.Repository(str(hub_path()))
-    tree = repo.revparse_single(branch).peel(pygit2.Commit).tree
-    found: dict[str, bytes] = {}
-
-    def walk(t: pygit2.Tree, prefix: str) -> None:
-        for entry in t:
-            obj = repo[entry.id]
-            if isinstance(obj, pygit2.Tree):
-                walk(obj, f"{prefix}{entry.name}/")
-            elif isinstance(obj, pygit2.Blob):
-                found[f"{prefix}{entry.name}"] = obj.data
-
-    walk(tree, "")
-    return found
+    return tree_files(repo, str(repo.revparse_single(branch).id))
 
 
 def hub_has(path: str, content: bytes) -> bool:
