@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from memsync.core.attribution import Attribution, operator
 from memsync.core.memory import Memory, open_memory, refuse_during_run
 from memsync.errors import UsageError
 from memsync.util.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
+from memsync.util.records import dataclass, field
 
 HOOK_VERBS = ("session-start", "stop", "session-end")
 EXCLUDE_MARK = "# memsync hooks: in the agent's home only its memory files are synced"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsync.agents import registry as agents
 from memsync.errors import MemsyncError
+from memsync.util.records import dataclass, field
 from memsync.util.wording import count
 
 

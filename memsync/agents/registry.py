@@ -12,11 +12,11 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memsync.errors import ConfigError, UsageError
+from memsync.util.records import dataclass, field
 
 MARK = "memsync hooks run"  # how memsync recognises its own entries in a settings file
 SCOPES = ("user", "project", "local")  # local: the project's .claude/settings.local.json (personal)

@@ -21,8 +21,9 @@ entries (`merge3`), in a stable order (time, then id), and a file never splits i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
+
+from memsync.util.records import dataclass
 
 MARK_RE = re.compile(r"^<!-- memsync-conflict (?P<id>[0-9a-z-]{1,40}) (?P<time>\d{8}T\d{6}Z) -->$", re.M)
 _FIELD_RE = re.compile(r"^- (?P<key>[a-z ]+): `(?P<value>[^`\n]*)`", re.M)

@@ -22,8 +22,9 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal, cast, get_args
+
+from memsync.util.records import dataclass
 
 __all__ = [
     "BINARY_SNIFF_BYTES",

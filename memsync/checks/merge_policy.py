@@ -19,7 +19,7 @@ after the memory's own rules come the defaults below. Patterns are gitignore-sty
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from memsync.util.records import dataclass
 
 STRATEGIES = ("union", "keep-both", "ours", "theirs", "structured")
 DEFAULT = "keep-both"

@@ -13,7 +13,8 @@ are asked of such a pair, on both sides of a redaction:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from memsync.util.records import dataclass
 
 PLACEHOLDER = re.compile(rb"\[REDACTED by memsync \d{4}-\d{2}-\d{2}\]")
 WIDE_SHARE = 0.10  # more than this share of a file, unless all of it is recognised secrets

@@ -42,8 +42,8 @@ Python code.  Base64 runs and UTF-16 strings are found on byte masks
 (``bytes.translate``) with ``find``, not with regexes.  A 1 MB markdown file without secrets scans in 20-30 ms; a
 50 MB file at 25-40 MB/s with a peak of about 5 MB; random binary data at
 about 30 MB/s.  Only small standard modules are imported (``re``, ``math``,
-``binascii``, ``dataclasses``, ``typing``); compiling the regexes at import
-costs a few milliseconds.
+``binascii``, ``typing``) and memsync's ``util.records``; each regex is compiled
+on its first use (``util.lazyre``).
 
 Previews show the well-known prefix (at most 4 characters) and the length
 for prefixed tokens (``ghp_…(40 chars)``), the key name and the value
@@ -53,11 +53,11 @@ hidden because it is sometimes a token), and the header for private keys.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from memsync.checks.secret_rules import RULE_IDS, Candidate, candidates, secret_name
 from memsync.util.lazyre import LazyRe
+from memsync.util.records import dataclass
 
 __all__ = ["CHUNK_BYTES", "PRAGMA", "RULE_IDS", "Finding", "mask", "scan_bytes", "scan_file", "scan_path",
            "secret_name"]

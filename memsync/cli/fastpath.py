@@ -20,8 +20,9 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+from memsync.util.records import dataclass, field
 
 __all__ = ["dispatch", "parse"]
 

@@ -5,7 +5,6 @@ rich is imported only where a table, a progress bar or colour is drawn, to keep 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from memsync.util import records
 from memsync.util.textsafe import clean, terminal
 
 if TYPE_CHECKING:  # pygit2 stays out of start-up (`memsync --version`)
@@ -47,8 +47,8 @@ def warn(line: str) -> None:
 
 
 def _plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {k: _plain(v) for k, v in dataclasses.asdict(obj).items()}
+    if records.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: _plain(v) for k, v in records.asdict(obj).items()}
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

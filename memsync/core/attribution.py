@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 from memsync.util.names import host_name
+from memsync.util.records import dataclass, field
 
 Actor = Literal["run", "operator", "watch"]
 

@@ -7,13 +7,13 @@ file is an error naming the file and line. Writes are atomic (temp file + os.rep
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memsync.errors import ConfigError
 from memsync.util import fs
 from memsync.util.names import check_name, check_type, valid_branch
+from memsync.util.records import dataclass, field
 
 if TYPE_CHECKING:  # imported where a configuration sets them: a status reads neither
     from memsync.checks.merge_policy import MergeRule

@@ -30,11 +30,11 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.errors import LockBusy, RepoError
 from memsync.util import holders
+from memsync.util.records import dataclass
 
 DEFAULT_TIMEOUT = 30.0
 # A git lock file that no dead memsync left behind is someone else's: it is removed only when it

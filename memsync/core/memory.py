@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.core import config as cfgmod
@@ -17,6 +16,7 @@ from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo, read_private, write_private
 from memsync.util import notices
+from memsync.util.records import dataclass
 
 HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed
 REDACTION_BACKUPS = "refs/memsync/redaction-backup/"  # histories kept after following a redaction

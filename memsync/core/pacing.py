@@ -9,7 +9,8 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass
+
+from memsync.util.records import dataclass
 
 ENV = "MEMSYNC_MAX_PUSH_RATE"
 _PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,

@@ -19,7 +19,6 @@ import os
 import shutil
 import stat
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
@@ -27,6 +26,7 @@ from memsync.git import history
 from memsync.git.hub import memsync_home
 from memsync.git.repo import GitRepo, file_blob_id
 from memsync.util.fs import atomic_write, pid_alive, place, real_folders
+from memsync.util.records import dataclass, field
 
 
 class Memory(Protocol):

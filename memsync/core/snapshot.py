@@ -12,12 +12,10 @@ the size of the change (a first push of a whole memory).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +28,7 @@ from memsync.git.repo import LINK_MODE, WorkChange, file_mode, stat_stamp
 from memsync.git.trailers import compose, quote_path
 from memsync.util.dirfd import Tree, is_outside
 from memsync.util.names import conflict_copy_name
+from memsync.util.records import dataclass, field, replace
 
 if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
     from memsync.checks import secrets as secretscan
@@ -263,7 +262,7 @@ def _store(mem: Memory, item: _Staged, run_base: str | None,
                                         created_in_same_run=_created_since(mem, path, run_base)))
     blob = None if item.data is None else mem.git.store_blob(path, item.data)
     stamp = None if item.st is None else stat_stamp(item.st)
-    return dataclasses.replace(item, data=None, old=None, st=None, blob=blob, stamp=stamp, judged=True)
+    return replace(item, data=None, old=None, st=None, blob=blob, stamp=stamp, judged=True)
 
 
 def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Staged],
@@ -361,7 +360,7 @@ def _folder_aside(tree: Tree, path: str, tag: str, staged: list[_Staged]) -> Non
         return
     for i, item in enumerate(staged):
         if item.change.path.startswith(path + "/"):
-            staged[i] = dataclasses.replace(item, change=WorkChange(copy + item.change.path[len(path):], "added"),
+            staged[i] = replace(item, change=WorkChange(copy + item.change.path[len(path):], "added"),
                                             old=None, st=None, stamp=None)
 
 

@@ -18,7 +18,6 @@ run. They are never relabelled as the operator's:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 from memsync.checks import guard
 from memsync.core.attribution import Attribution
@@ -28,6 +27,7 @@ from memsync.errors import Blocked
 from memsync.git import ownership
 from memsync.git.repo import CommitInfo
 from memsync.git.trailers import memsync_keys
+from memsync.util.records import dataclass, field
 
 
 @dataclass

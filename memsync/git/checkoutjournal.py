@@ -25,12 +25,13 @@ import json
 import os
 import shutil
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
+
+from memsync.util.records import dataclass, field
 
 if TYPE_CHECKING:
     from memsync.git.repo import GitRepo

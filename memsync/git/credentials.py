@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -40,6 +39,7 @@ from memsync.errors import AuthFailed, ConfigError, HostKeyError
 from memsync.git.hostkeys import ServerIdentity, verify_ssh
 from memsync.git.hub import HubUrl
 from memsync.util import sealed
+from memsync.util.records import dataclass
 
 DEFAULT_HTTP_USER = "x-access-token"
 DEFAULT_SSH_USER = "git"

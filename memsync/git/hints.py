@@ -22,9 +22,10 @@ its workers (memsync/serve/server.py). Nothing here imports the server.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from memsync.util.records import dataclass
 
 __all__ = ["MAX_DIFFS", "MAX_PATHS", "RULE_FILES", "Since", "Source", "fingerprint", "narrowing", "source"]
 

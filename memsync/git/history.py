@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 
 import pygit2
@@ -21,6 +20,7 @@ from memsync.git.merge import ConflictCopy, follow_policy_only, keep_both
 from memsync.git.repo import GitRepo, file_entry
 from memsync.git.treediff import DeltaKind
 from memsync.util.names import is_gathered
+from memsync.util.records import dataclass, field
 
 REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
 

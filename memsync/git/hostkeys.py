@@ -33,7 +33,6 @@ import os
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from pygit2.ffi import ffi
 
 from memsync.errors import HostKeyError
 from memsync.git import interrupts
+from memsync.util.records import dataclass
 
 _CERT_X509 = 1
 _CERT_HOSTKEY = 2

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from memsync.errors import UsageError
+from memsync.util.records import dataclass, field
 
 SCHEMES = ("file", "git", "http", "https", "ssh")
 _DEFAULT_PORTS = {"git": 9418, "http": 80, "https": 443, "ssh": 22}

@@ -14,11 +14,10 @@ restore or revert) is checked here first, as git checks a tree before a checkout
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pygit2
 
 from memsync.errors import RepoError
+from memsync.util.records import dataclass, field
 
 MAX_TREE_DEPTH = 256  # directory levels; git's own fail-safe (core.maxTreeDepth) is 2048
 MAX_TREE_ENTRIES = 1_000_000  # tree entries in one version (100,000-file memories are measured)

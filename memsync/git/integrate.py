@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Literal
 
 import pygit2
@@ -21,6 +20,7 @@ from memsync.git import checkoutjournal, filters, firstcheckout
 from memsync.git.hubtree import Oversize, check_tree, refusal
 from memsync.git.merge import ConflictCopy, merge_keep_both
 from memsync.git.repo import GitRepo, file_blob_id, file_entry
+from memsync.util.records import dataclass, field
 
 Outcome = Literal["up-to-date", "ahead", "fast-forward", "merged"]
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pygit2
@@ -26,6 +25,7 @@ from memsync.checks import gathered, structured
 from memsync.errors import RepoError
 from memsync.git.mergeattrs import neutralize
 from memsync.util.names import conflict_copy_name, gathered_name, host_name, is_gathered
+from memsync.util.records import dataclass, field
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,10 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from memsync.errors import RemoteError, UsageError
 from memsync.git.sockets import peer_socket
+from memsync.util.records import dataclass
 
 __all__ = ["AdvertisementTooLarge", "Limits", "NetLimitExceeded", "TooManyRefs", "Watch", "limits", "watch"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import pygit2
 
 from memsync.errors import RepoError
 from memsync.git.repo import MADE_LEDGER, CommitInfo, GitRepo
+from memsync.util.records import dataclass, field
 
 KEPT_PREFIX = "refs/memsync/agent"
 

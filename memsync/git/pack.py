@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pygit2
 
 from memsync.errors import RepoError
 from memsync.git import engine
+from memsync.util.records import dataclass
 
 # git estimates the loose objects from one of the 256 fan-out directories (`gc --auto` reads
 # objects/17); so do we: one directory listing instead of 256.

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pygit2
+
+from memsync.util.records import dataclass
 
 __all__ = ["ProjectIdentity", "identify", "normalise_remote"]
 

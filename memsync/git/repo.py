@@ -13,7 +13,6 @@ import re
 import struct
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -27,6 +26,7 @@ from memsync.git.hubtree import tree_totals
 from memsync.git.workdiff import diff_to_workdir
 from memsync.util.fs import atomic_write
 from memsync.util.names import operator_identity
+from memsync.util.records import dataclass
 
 ChangeKind = Literal["added", "modified", "deleted"]
 

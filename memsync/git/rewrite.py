@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
@@ -20,6 +19,7 @@ from pygit2.enums import FileMode, SortMode
 from memsync.errors import RepoError
 from memsync.git import checkoutjournal, engine
 from memsync.git.repo import GitRepo
+from memsync.util.records import dataclass, field
 
 BlobFn = Callable[[str], str | None]  # old blob id -> new blob id, or None to keep it
 

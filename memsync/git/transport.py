@@ -12,7 +12,6 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from memsync.git.credentials import Credentials, check_server, configure_tls
 from memsync.git.hostkeys import ServerIdentity
 from memsync.git.hub import HubUrl, safe_url
 from memsync.git.repo import GitRepo
+from memsync.util.records import dataclass
 
 ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objects total, bytes)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 
 from memsync.checks import gathered
 from memsync.core.memory import Memory
@@ -18,6 +17,7 @@ from memsync.errors import RepoError, UsageError
 from memsync.git import history
 from memsync.sync import shallow
 from memsync.util.names import gathered_name
+from memsync.util.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsync.core.attribution import Attribution, acting, operator
@@ -32,6 +31,7 @@ from memsync.sync import shallow
 from memsync.sync.exchange import Exchange, converge, unpushed
 from memsync.sync.hubs import ensure_hub
 from memsync.util.fs import in_the_way, place
+from memsync.util.records import dataclass, field
 
 RUN_PREFIX = "run:"
 

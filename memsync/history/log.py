@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsync.core.memory import Memory, open_memory
@@ -19,6 +18,7 @@ from memsync.git.hub import memsync_home
 from memsync.git.trailers import every, first, parse
 from memsync.history.summaries import Summaries, Summary
 from memsync.util.names import is_conflict_copy, is_gathered
+from memsync.util.records import dataclass, field
 from memsync.util.timefmt import rfc3339
 
 REDACTION_BASE = "Memsync-Redaction-Base"  # (redaction.py's BASE, without importing pygit2's users)

@@ -18,7 +18,6 @@ import hashlib
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from memsync.history import forensics
 from memsync.sync.exchange import converge, hub_lock
 from memsync.sync.redaction import BASE, BLOB, REWRITTEN, Decide
 from memsync.sync.redaction_log import Incoming
+from memsync.util.records import dataclass, field
 from memsync.util.wording import count
 
 

@@ -19,8 +19,9 @@ import contextlib
 import json
 import os
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
+
+from memsync.util.records import dataclass
 
 __all__ = ["Summaries", "Summary"]
 

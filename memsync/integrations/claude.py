@@ -22,9 +22,10 @@ one line each (a wrong or unknown argument too). `report_versions=False` drops t
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypedDict
+
+from memsync.util.records import fields
 
 try:
     from anthropic.lib.tools import (

@@ -17,7 +17,6 @@ import hashlib
 import os
 import shutil
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.checks import guard
@@ -25,6 +24,7 @@ from memsync.errors import MemsyncError, UsageError
 from memsync.integrations import private
 from memsync.integrations.session import MemorySession
 from memsync.util.fs import atomic_write
+from memsync.util.records import dataclass
 
 MAX_LINES = 999_999
 MAX_RESULT_CHARS = 60_000  # what one tool result may hold; a 4 MB file is read in pages (view_range)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import regex
@@ -21,6 +20,7 @@ import regex
 from memsync.core.memory import Memory
 from memsync.errors import UsageError
 from memsync.git import history
+from memsync.util.records import dataclass, field
 
 MAX_FILE_BYTES = 2_000_000  # bigger files are not searched
 MAX_LINE_CHARS = 400  # a matching line is shown cut to this
@@ -153,10 +153,9 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
     head = mem.git.head_oid()
     if head is None:
         return _noted(found, big)
-    from dataclasses import replace
-
     from memsync.git.repo import GitRepo
     from memsync.sync import shallow
+    from memsync.util.records import replace
 
     # A repository object of its own: the session's may have read this history while it was still
     # shallow (another tool completed it since), and would stop the walk where the clone stopped.

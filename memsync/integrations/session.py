@@ -10,7 +10,6 @@ import os
 import threading
 import time
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsync.core.attribution import Attribution
@@ -19,6 +18,7 @@ from memsync.core.snapshot import Snapshot, describe, take
 from memsync.errors import MemsyncError, RemoteError, UsageError
 from memsync.integrations import private
 from memsync.util.names import check_name, check_run_id, new_run_id, where_kept
+from memsync.util.records import dataclass, field
 
 DEFAULT_CHECKPOINT_WRITES = 20
 DEFAULT_CHECKPOINT_SECONDS = 30.0

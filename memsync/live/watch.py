@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
 from types import FrameType
 from typing import Literal
 
@@ -31,6 +30,7 @@ from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
 from memsync.sync.exchange import Exchange, converge, unpushed
 from memsync.util.names import where_kept
+from memsync.util.records import dataclass, field, replace
 from memsync.util.wording import count
 
 DEFAULT_DEBOUNCE = 2.0

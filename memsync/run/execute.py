@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -44,6 +43,7 @@ from memsync.run.record import RunTrust
 from memsync.sync.exchange import converge, unpushed
 from memsync.util import sealed
 from memsync.util.names import check_name, check_run_id, env_var_for, new_run_id, where_kept
+from memsync.util.records import dataclass, field
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     from memsync.core import readonly

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsync.checks import guard
@@ -33,6 +32,7 @@ from memsync.git.hub import memsync_home
 from memsync.git.trailers import memsync_keys, quote_path
 from memsync.sync.exchange import Exchange
 from memsync.util.fs import atomic_write
+from memsync.util.records import dataclass, field
 from memsync.util.wording import count
 
 Say = Callable[[str], None]

@@ -13,10 +13,10 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from memsync.errors import RepoError, UsageError
+from memsync.util.records import dataclass, field
 
 __all__ = ["Lent", "RunAs", "end_processes", "hand_back", "hand_over", "hard_links_protected", "processes_of",
            "resolve"]

@@ -11,9 +11,9 @@ run's id sorts before runs that came earlier, and the run says so.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from memsync.core.memory import Memory
+from memsync.util.records import dataclass
 
 # Clocks of honest machines drift by seconds; this much is a wrong clock, not drift.
 BEHIND_AFTER = 300.0

@@ -36,10 +36,10 @@ import os
 import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from memsync.git import hints
+from memsync.util.records import dataclass
 
 __all__ = ["LOCAL_FILESYSTEMS", "MAX_DIRS", "MAX_MEMORIES", "Tracker", "Trackers", "filesystem"]
 

@@ -15,7 +15,6 @@ import itertools
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +28,7 @@ from memsync.git.hubtree import Oversize
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.sync import shallow
+from memsync.util.records import dataclass, field
 
 if TYPE_CHECKING:  # imported only when needed: a status merges nothing
     from memsync.git.integrate import Integration

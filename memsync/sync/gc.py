@@ -6,13 +6,13 @@ is the by-hand version, which repacks whatever the counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from memsync.core.memory import open_memory, refuse_during_run
 from memsync.git import pack
 from memsync.git.pack import RepackResult
 from memsync.sync.exchange import hub_lock
+from memsync.util.records import dataclass
 
 
 @dataclass

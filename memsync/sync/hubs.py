@@ -3,8 +3,6 @@ and the last run recorded in a memory's history."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from memsync.core.locking import held
 from memsync.errors import RepoError
 from memsync.git import hub as hubmod
@@ -12,6 +10,7 @@ from memsync.git import transport
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo
 from memsync.git.trailers import first, parse
+from memsync.util.records import dataclass
 from memsync.util.timefmt import rfc3339
 
 

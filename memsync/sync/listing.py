@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from memsync.core.locking import clear_stale_git_locks, held
 from memsync.errors import UsageError
@@ -22,6 +21,7 @@ from memsync.git.hub import HubUrl
 from memsync.git.hubtree import TreeTooLarge
 from memsync.git.repo import GitRepo
 from memsync.sync.hubs import ensure_hub, last_run
+from memsync.util.records import dataclass, field
 from memsync.util.timefmt import rfc3339
 
 _BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")

@@ -22,7 +22,6 @@ history this clone had stays under a backup ref until `memsync redact --drop-bac
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from memsync.checks.redaction_spans import only_secrets, replaced
 from memsync.core.memory import Memory
@@ -31,6 +30,7 @@ from memsync.git import rewrite
 from memsync.git.trailers import every, first, parse
 from memsync.sync import redaction_log
 from memsync.sync.redaction_log import Incoming
+from memsync.util.records import dataclass
 
 BASE = "Memsync-Redaction-Base"
 REWRITTEN = "Memsync-Rewritten"

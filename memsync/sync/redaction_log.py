@@ -9,11 +9,11 @@ until it is followed or the hub no longer holds it. `status` and `log --flagged`
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from memsync.core.memory import HUB_BEFORE_REWRITE, REDACTION_BACKUPS, Memory
 from memsync.git.repo import read_private, write_private
+from memsync.util.records import asdict, dataclass, field
 
 BACKUP_PREFIX = REDACTION_BACKUPS
 REFUSED_FILE = "memsync-redaction.json"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +26,7 @@ from memsync.sync.redaction_log import RedactionNote
 from memsync.sync.redaction_log import notes as redaction_notes
 from memsync.util.fs import pid_alive
 from memsync.util.names import check_name, check_type, conflict_copy_source, is_conflict_file, is_gathered
+from memsync.util.records import dataclass, field
 from memsync.util.timefmt import rfc3339
 
 if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs none of it

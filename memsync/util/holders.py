@@ -17,8 +17,9 @@ import functools
 import os
 import socket
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+from memsync.util.records import dataclass
 
 _PROC = Path("/proc")
 
