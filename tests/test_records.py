@@ -155,16 +155,45 @@ def test_bad_declarations_are_refused_as_dataclasses_refuses_them() -> None:
         field(default=1, default_factory=list)
 
 
-def test_init_is_compiled_on_first_use_only() -> None:
-    @dataclass(frozen=True)
-    class Unused:
+@pytest.mark.parametrize("warm", [False, True], ids=["generic", "compiled"])
+def test_both_inits_bind_arguments_as_the_standard_one_does(warm: bool) -> None:
+    """A class's first instances go through the generic __init__, later ones the compiled one."""
+    @dataclass
+    class Mixed:
         a: int
+        b: str = "b"
+        c: list[str] = field(default_factory=list)
 
-    before = Unused.__init__
-    assert "_bootstrap_init" in before.__qualname__  # nothing compiled at definition
-    assert Unused(1).a == 1
-    assert Unused.__init__ is not before
-    assert Unused.__init__.__qualname__.endswith("Unused.__init__")
+        def __post_init__(self) -> None:
+            self.c.append("post")
+
+    @dataclasses.dataclass
+    class StdMixed:
+        a: int
+        b: str = "b"
+        c: list[str] = dataclasses.field(default_factory=list)
+
+        def __post_init__(self) -> None:
+            self.c.append("post")
+
+    generic = Mixed.__init__
+    for _ in range(records._COMPILE_AFTER + 1 if warm else 0):
+        Mixed(0)
+    assert (Mixed.__init__ is generic) is not warm
+    good: list[tuple[tuple[Any, ...], dict[str, Any]]] = [((1,), {}), ((1, "x"), {}), ((), {"a": 1, "c": ["z"]}),
+                                                          ((1,), {"b": "y"})]
+    for args, kwargs in good:
+        ours, theirs = Mixed(*args, **kwargs), StdMixed(*args, **kwargs)
+        assert (ours.a, ours.b, ours.c) == (theirs.a, theirs.b, theirs.c)
+    bad: list[tuple[tuple[Any, ...], dict[str, Any]]] = [((), {}), ((1, "x", [], 4), {}), ((1,), {"a": 2}),
+                                                         ((1,), {"d": 3}), ((), {"b": "x"})]
+    for args, kwargs in bad:
+        with pytest.raises(TypeError):
+            StdMixed(*args, **kwargs)
+        with pytest.raises(TypeError):
+            Mixed(*args, **kwargs)
+    if warm:
+        assert Mixed.__init__.__qualname__.endswith("Mixed.__init__")
 
 
 def test_memsync_defines_no_standard_dataclasses() -> None:

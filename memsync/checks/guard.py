@@ -17,7 +17,6 @@ Nothing here touches git, the file system or the clock.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import unicodedata
 from collections import Counter
@@ -151,6 +150,8 @@ class Flag:
 
     def trailer(self) -> str:
         if _needs_quoting(self.path):
+            import json  # only a path that needs quoting
+
             # JSON leaves U+0085, U+2028, lone surrogates... raw: escape them too.
             path = "".join(
                 f"\\u{ord(c):04x}" if unicodedata.category(c) in _UNSAFE else c
@@ -173,6 +174,8 @@ class Flag:
         old_size: int | None = None
         new_size: int | None = None
         if rest.startswith('"'):
+            import json  # only a quoted path
+
             try:
                 path, end = json.JSONDecoder().raw_decode(rest)
             except json.JSONDecodeError as exc:

@@ -5,7 +5,6 @@ rich is imported only where a table, a progress bar or colour is drawn, to keep 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,6 +58,8 @@ def _plain(obj: Any) -> Any:
 
 
 def print_json(obj: Any, stream: TextIO | None = None) -> None:
+    import json  # only --json output needs it
+
     (stream or sys.stdout).write(json.dumps(_plain(obj), indent=2, sort_keys=False) + "\n")
 
 

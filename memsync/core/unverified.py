@@ -17,8 +17,6 @@ run. They are never relabelled as the operator's:
 
 from __future__ import annotations
 
-import json
-
 from memsync.checks import guard
 from memsync.core.attribution import Attribution
 from memsync.core.memory import RUN_MARKER, Memory, run_in_progress
@@ -81,6 +79,7 @@ def _dead_run(mem: Memory) -> tuple[str, int | None] | None:
     """The id of a run that was using this memory and died or could not make its final commit
     (its marker is still there), with its exit code when the marker holds one."""
     try:
+        import json  # not every command reads or writes JSON: imported where it does
         data = json.loads((mem.git.git_dir / RUN_MARKER).read_text(encoding="utf-8"))
         run_id = str(data["run_id"])
         code = data.get("exit_code")

@@ -21,7 +21,6 @@ out again, and nothing is committed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import stat
@@ -61,6 +60,7 @@ def begin(git: GitRepo, target: str, paths: list[str] | None) -> None:
     target_file = git.git_dir / JOURNAL
     tmp = target_file.with_name(f"{JOURNAL}.{os.getpid()}.tmp")
     try:
+        import json  # not every command reads or writes JSON: imported where it does
         tmp.write_text(json.dumps(record), encoding="utf-8")
         os.replace(tmp, target_file)
     except BaseException:
@@ -78,6 +78,7 @@ def recover(git: GitRepo) -> Rollback | None:
     pygit2.GitError (a disk still full) leaves the record for the next command."""
     journal = git.git_dir / JOURNAL
     try:
+        import json
         record = json.loads(journal.read_text(encoding="utf-8"))
         head, target = record["head"], str(record["target"])
         paths, held = record["paths"], {str(k): str(v) for k, v in dict(record["held"]).items()}

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
 
 from memsync.errors import MemsyncError, RepoError
-from memsync.git import checkoutjournal, filters, firstcheckout
+from memsync.git import checkoutjournal
 from memsync.git.hubtree import Oversize, check_tree, refusal
-from memsync.git.merge import ConflictCopy, merge_keep_both
 from memsync.git.repo import GitRepo, file_blob_id, file_entry
 from memsync.util.records import dataclass, field
+
+if TYPE_CHECKING:  # a version already here (up to date, ahead) needs neither the merge nor the checkout
+    from memsync.git.merge import ConflictCopy
 
 Outcome = Literal["up-to-date", "ahead", "fast-forward", "merged"]
 
@@ -51,6 +53,8 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
     if ours is not None and git.is_ancestor(theirs, ours):
         return Integration("ahead", ours)
     if ours is None or git.is_ancestor(ours, theirs):
+        from memsync.git import firstcheckout
+
         # a first checkout reads every tree of the version: libgit2 need not keep them all
         with firstcheckout.lean_cache() if ours is None else contextlib.nullcontext():
             held = _checkout(git, theirs, memory, max_file_size)
@@ -59,6 +63,8 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
         return Integration("fast-forward", theirs, held_back=held)
     ours_tree = git._repo[ours].peel(pygit2.Commit).tree
     check_tree(git._repo, git._repo[theirs].peel(pygit2.Commit).tree, ours_tree, version=theirs, memory=memory)
+    from memsync.git.merge import merge_keep_both
+
     merged = merge_keep_both(git._repo, ours, theirs, their_tag, strategy_for=strategy_for)
     committer = git.operator_signature()
     signature = pygit2.Signature(*author) if author else committer
@@ -79,6 +85,8 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     back: index entry kept, see GitRepo.held_back). `checked`: the hub version a merge
     `commit` was made from, named in a refusal. The checkout is recorded first
     (checkoutjournal.begin): the caller moves the branch, then calls checkoutjournal.finish."""
+    from memsync.git import filters, firstcheckout
+
     repo = git._repo
     tree = repo[commit].peel(pygit2.Commit).tree
     old = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree

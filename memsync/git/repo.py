@@ -7,7 +7,6 @@ its local branch named like the hub branch (`memory/research`) with `origin` con
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import struct
@@ -473,6 +472,7 @@ class GitRepo:
         if stamp != self._held_stamp or self._held is None:  # another process may have changed it
             self._held, self._held_stamp = {}, stamp
             with contextlib.suppress(OSError, ValueError, AttributeError):
+                import json  # not every command reads or writes JSON: imported where it does
                 loaded = json.loads(target.read_text(encoding="utf-8"))
                 self._held = {str(path): str(oid) for path, oid in loaded.items()}
         return dict(self._held)
@@ -483,6 +483,7 @@ class GitRepo:
         if not held:
             target.unlink(missing_ok=True)
             return
+        import json
         atomic_write(target, json.dumps(held, sort_keys=True).encode("utf-8"))
 
     def head_blob(self, path: str) -> bytes | None:
@@ -666,6 +667,7 @@ class GitRepo:
         if self._stats_versions is None:
             self._stats_versions = {}
             with contextlib.suppress(OSError, ValueError, TypeError):
+                import json
                 loaded = json.loads(read_private(self.git_dir / _STATS_FILE))
                 self._stats_versions = {str(k): (int(v[0]), int(v[1])) for k, v in loaded.items()}
         return self._stats_versions
@@ -673,6 +675,7 @@ class GitRepo:
     def _save_stats_cache(self, cache: dict[str, tuple[int, int]]) -> None:
         keep = dict(list(cache.items())[-_STATS_KEEP:])
         with contextlib.suppress(OSError):  # only a cache: a read-only hub just recounts
+            import json
             write_private(self.git_dir / _STATS_FILE, json.dumps({k: list(v) for k, v in keep.items()}).encode())
 
     def tracked_paths(self) -> list[str]:

@@ -8,7 +8,6 @@ trailers before it. Paths inside values are quoted (`quote_path`) when they woul
 from __future__ import annotations
 
 import re
-import unicodedata
 
 _TRAILER_RE = re.compile(r"^([A-Za-z0-9-]+): (.*)$", re.DOTALL)
 # Characters folded out of a one-line value: ASCII controls, DEL, and what other tools take for
@@ -25,19 +24,29 @@ def clean_value(value: object) -> str:
     return _FOLD_RE.sub(" ", str(value)).strip()
 
 
+def _unsafe(c: str) -> bool:
+    """A control, format, surrogate or line/paragraph separator: never printable ASCII, so only a
+    path with other characters loads the Unicode tables."""
+    if c.isascii() and c.isprintable():
+        return False
+    import unicodedata
+
+    return unicodedata.category(c) in _UNSAFE
+
+
 def quote_path(path: str) -> str:
     """A path as it may stand inside a one-line trailer value: as is when plain, else C-quoted
     like git's quotePath (`"a\\nb.md"`, `"x\\342\\200\\250y.md"` for U+2028; non-ASCII letters
     stay as they are). A path with a space is quoted too, so the value's other words stay apart."""
     needs = (not path or path.startswith('"') or " " in path or ":" in path
-             or any(c in _C_ESCAPES or unicodedata.category(c) in _UNSAFE for c in path))
+             or any(c in _C_ESCAPES or _unsafe(c) for c in path))
     if not needs:
         return path
     out = []
     for c in path:
         if c in _C_ESCAPES:
             out.append(_C_ESCAPES[c])
-        elif unicodedata.category(c) in _UNSAFE:
+        elif _unsafe(c):
             out.append("".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape")))
         else:
             out.append(c)

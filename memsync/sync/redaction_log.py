@@ -8,9 +8,6 @@ until it is followed or the hub no longer holds it. `status` and `log --flagged`
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timezone
-
 from memsync.core.memory import HUB_BEFORE_REWRITE, REDACTION_BACKUPS, Memory
 from memsync.git.repo import read_private, write_private
 from memsync.util.records import asdict, dataclass, field
@@ -52,14 +49,21 @@ class RedactionNote:
 
 
 def note_refused(mem: Memory, incoming: Incoming) -> None:
+    from datetime import datetime, timezone
+
     data = dict(asdict(incoming), time=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    import json  # only when a redaction was refused
+
     write_private(mem.git.git_dir / REFUSED_FILE, json.dumps(data).encode())
 
 
 def refused(mem: Memory) -> Incoming | None:
     """The redaction this clone refused last, if the hub still holds it (by our last fetch)."""
     try:
-        data = json.loads(read_private(mem.git.git_dir / REFUSED_FILE, 1 << 20).decode("utf-8"))
+        raw = read_private(mem.git.git_dir / REFUSED_FILE, 1 << 20)
+        import json  # only when a refusal is on record
+
+        data = json.loads(raw.decode("utf-8"))
         data.pop("time", None)
         found = Incoming(**data)
     except (OSError, ValueError, TypeError, AttributeError):
@@ -87,6 +91,8 @@ def clear_refused(mem: Memory) -> None:
 
 def keep_backup(mem: Memory, oid: str) -> str:
     """Keep `oid` (the history before following a redaction) reachable; the ref's name."""
+    from datetime import datetime, timezone
+
     ref = f"{BACKUP_PREFIX}{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}-{oid[:8]}"
     mem.git.set_ref(ref, oid, "memsync: history kept before following a redaction")
     return ref

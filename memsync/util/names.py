@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-from datetime import datetime, timezone
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from memsync.errors import InvalidName, UsageError
+from memsync.util.lazyre import LazyRe
 
-NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{1,62})[a-z0-9]$")
+if TYPE_CHECKING:  # datetime is imported by the functions that read the clock
+    from datetime import datetime
+
+NAME_RE: LazyRe[str] = LazyRe(r"^[a-z0-9](?:[a-z0-9-]{1,62})[a-z0-9]$")
 MEMORY_TYPES = ("memory", "artifact")
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+RUN_ID_RE: LazyRe[str] = LazyRe(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def suggest_name(raw: str) -> str | None:
@@ -45,7 +48,7 @@ def check_type(kind: str) -> str:
     return kind
 
 
-_BAD_REF = re.compile(r"[\x00-\x20~^:?*\[\\\x7f]|\.\.|//|@\{|^/|/$|^\.|/\.|\.lock(/|$)|\.$|^@$")
+_BAD_REF: LazyRe[str] = LazyRe(r"[\x00-\x20~^:?*\[\\\x7f]|\.\.|//|@\{|^/|/$|^\.|/\.|\.lock(/|$)|\.$|^@$")
 
 
 def valid_branch(branch: str) -> bool:
@@ -57,6 +60,7 @@ def new_run_id(now: datetime | None = None) -> str:
     """Sortable (to the millisecond), unique across machines (48 random bits), safe as a file
     name: 20261122T101500123Z-3f9a1c0b7e2d."""
     import secrets  # a run id's suffix only: not every command's start-up
+    from datetime import datetime, timezone
 
     when = now or datetime.now(timezone.utc)
     return f"{when:%Y%m%dT%H%M%S}{when.microsecond // 1000:03d}Z-{secrets.token_hex(6)}"
@@ -72,10 +76,14 @@ def check_run_id(run_id: str) -> str:
 
 
 def host_name() -> str:
+    import socket
+
     return re.sub(r"[^A-Za-z0-9.-]+", "-", socket.gethostname()) or "host"
 
 
 def utc_stamp(now: datetime | None = None) -> str:
+    from datetime import datetime, timezone
+
     return f"{(now or datetime.now(timezone.utc)):%Y%m%dT%H%M%SZ}"
 
 
@@ -88,7 +96,7 @@ def conflict_copy_name(path: str, tag: str, now: datetime | None = None) -> str:
     return str(p.with_name(name)) if str(p.parent) != "." else name
 
 
-CONFLICT_RE = re.compile(r"\.conflict-[A-Za-z0-9._-]+-\d{8}T\d{6}Z(?:\.[^/]*)?$")
+CONFLICT_RE: LazyRe[str] = LazyRe(r"\.conflict-[A-Za-z0-9._-]+-\d{8}T\d{6}Z(?:\.[^/]*)?$")
 
 
 def is_conflict_copy(path: str) -> bool:

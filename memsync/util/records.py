@@ -6,8 +6,9 @@ standard `dataclass` compiles `__init__`, `__repr__` and `__eq__` (and, when fro
 of a 110 ms cold `status`, 18 ms of a push (docs/PERFORMANCE.md "The cold path"). Here a class is
 defined in a few microseconds:
 
-- `__init__` is compiled the first time the class is instantiated, so it runs exactly as fast as
-  the standard one and a class no command builds never pays for it;
+- `__init__` is generic for a class's first few instances and compiled after them, so a class
+  built in bulk runs exactly as fast as with the standard one and a class no command builds
+  never pays for it;
 - `__repr__`, `__eq__`, `__hash__` and the frozen guards are shared functions that read the field
   list.
 
@@ -136,11 +137,45 @@ def _compile_init(owner: type) -> Callable[..., None]:
     return init
 
 
-def _bootstrap_init(owner: type) -> Callable[..., None]:
+_COMPILE_AFTER = 8  # instances built by the generic __init__ before the class gets its own
+
+
+def _bootstrap_init(owner: type, made: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
+    """A generic `__init__` for the first few instances (compiling one costs ~70 us, and most
+    classes build one or two in a command), then the compiled one, as fast as the standard's."""
+    post_init = hasattr(owner, "__post_init__")
+    built = [0]
+
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        real = _compile_init(owner)
-        type.__setattr__(owner, "__init__", real)
-        real(self, *args, **kwargs)
+        built[0] += 1
+        if built[0] > _COMPILE_AFTER:
+            real = _compile_init(owner)
+            type.__setattr__(owner, "__init__", real)
+            real(self, *args, **kwargs)
+            return
+        if len(args) > len(made):
+            raise TypeError(f"{owner.__qualname__}() takes {len(made)} positional arguments but {len(args)} were given")
+        for position, one in enumerate(made):
+            if position < len(args):
+                if one.name in kwargs:
+                    raise TypeError(f"{owner.__qualname__}() got multiple values for argument {one.name!r}")
+                value = args[position]
+            elif one.name in kwargs:
+                value = kwargs.pop(one.name)
+            elif one.default is not MISSING:
+                value = one.default
+            elif one.default_factory is not MISSING:
+                value = one.default_factory()
+            else:
+                raise TypeError(f"{owner.__qualname__}() missing required argument {one.name!r}")
+            if frozen:
+                object.__setattr__(self, one.name, value)
+            else:
+                setattr(self, one.name, value)
+        if kwargs:
+            raise TypeError(f"{owner.__qualname__}() got an unexpected keyword argument {next(iter(kwargs))!r}")
+        if post_init:
+            self.__post_init__()
     return __init__
 
 
@@ -186,7 +221,7 @@ def _build(cls: type, frozen: bool, slots: bool) -> type:
         cls = type(cls)(cls.__name__, cls.__bases__, namespace)
     names = tuple(f.name for f in made)
     methods: dict[str, Any] = {"__record_fields__": made, "__record_frozen__": frozen, "__match_args__": names,
-                               "__init__": _bootstrap_init(cls)}
+                               "__init__": _bootstrap_init(cls, made, frozen)}
     if "__repr__" not in cls.__dict__:
         methods["__repr__"] = _repr
     if "__eq__" not in cls.__dict__:

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import re
 
+from memsync.util.lazyre import LazyRe
+
 # DEL, C1 controls, the bidi embeddings, overrides, isolates and marks, lone surrogates (undecodable
-# bytes in a path: printing one would also fail). C0 controls are listed per pattern below.
+# bytes in a path: printing one would also fail). C0 controls are listed per pattern below. Compiled
+# on first use: the usual text, printable ASCII, never needs them (`_plain`).
 _OTHERS = "\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
-_UNSAFE_PATH = re.compile(f'[\x00-\x1f{_OTHERS}"\\\\]')
-_UNSAFE_TEXT = re.compile(f"[\x00-\x1f{_OTHERS}]")
-_ONE_LINE = re.compile(f"[\x00-\x08\x0a-\x1f{_OTHERS}]")  # tabs stay
-_MULTILINE = re.compile(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")  # tabs and newlines stay
+_UNSAFE_PATH: LazyRe[str] = LazyRe(f'[\x00-\x1f{_OTHERS}"\\\\]')
+_UNSAFE_TEXT: LazyRe[str] = LazyRe(f"[\x00-\x1f{_OTHERS}]")
+_ONE_LINE: LazyRe[str] = LazyRe(f"[\x00-\x08\x0a-\x1f{_OTHERS}]")  # tabs stay
+_MULTILINE: LazyRe[str] = LazyRe(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")  # tabs and newlines stay
 _NAMED = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r",
           '"': '\\"', "\\": "\\\\"}
 
@@ -36,9 +39,14 @@ def _escape(match: re.Match[str]) -> str:
     return "".join(f"\\{b:03o}" for b in raw)
 
 
+def _plain(text: str) -> bool:
+    """Printable ASCII only (no C0 control, no DEL, no tab or newline): nothing to escape."""
+    return text.isascii() and text.isprintable()
+
+
 def display_path(path: str) -> str:
     """A path as git shows it: unchanged if harmless, else C-quoted inside double quotes."""
-    if _UNSAFE_PATH.search(path) is None:
+    if (_plain(path) and '"' not in path and "\\" not in path) or _UNSAFE_PATH.search(path) is None:
         return path
     return '"' + _UNSAFE_PATH.sub(_escape, path) + '"'
 
@@ -46,12 +54,14 @@ def display_path(path: str) -> str:
 def clean(text: str) -> str:
     """One line of free text (a message, a trailer, a name, a server line): every control and
     bidi character escaped in place, tabs included; nothing else changes."""
-    return _UNSAFE_TEXT.sub(_escape, text)
+    return text if _plain(text) else _UNSAFE_TEXT.sub(_escape, text)
 
 
 def terminal(text: str, *, newlines: bool = False) -> str:
     """The last guard before a terminal: anything not escaped by its renderer is escaped here.
     Tabs stay; newlines stay only when the text is meant to span lines (`newlines=True`)."""
+    if _plain(text):
+        return text
     pattern = _MULTILINE if newlines else _ONE_LINE
     return text if pattern.search(text) is None else pattern.sub(_escape, text)
 

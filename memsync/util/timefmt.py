@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 
 def rfc3339(timestamp: float) -> str:
     """`2026-11-23T14:00:00Z`."""
+    from datetime import datetime, timezone  # the clock's readers import it: not every start-up
+
     return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
