@@ -22,6 +22,12 @@ operation; the target is memsync's ratio within 1.3. Figures go to bench/results
 
 Transports: file (a path to the hub), git (`git daemon` on 127.0.0.1), http (`git http-backend`
 behind the test suite's small server, tests/helpers/servers.py, with a token).
+
+Layouts: `branches` (the default: every memory a branch of one hub repository) and `repos` (one
+repository per memory, the layout docs/REMOTES.md recommends past 10,000 memories: memsync's
+remote is the template `.../repos-N/{name}.git`, and the server holds N repositories side by side
+in one folder; the small ones share their objects through an alternate). Results go to
+bench/results/fleet.json, or fleet-repos.json for `--layout repos`.
 """
 
 from __future__ import annotations
@@ -59,6 +65,24 @@ HTTP_USER = "bench"
 def build_fleet(hub: Path, count: int, env: dict[str, str]) -> None:
     procs.run(["git", "init", "-q", "--bare", str(hub)], hub.parent, env)
     add_fleet(hub, count)
+
+
+def build_repos(folder: Path, count: int, env: dict[str, str]) -> None:
+    """`count` bare repositories `fleet-NNNNNN.git` in `folder`, one memory each (its own commit,
+    kept in a shared object store they reach through objects/info/alternates)."""
+    folder.mkdir()
+    shared = folder / "objects-store.git"
+    build_fleet(shared, count, env)
+    for line in (shared / "packed-refs").read_text().splitlines()[1:]:
+        oid, ref = line.split(" ")
+        repo = folder / f"{ref.rsplit('/', 1)[1]}.git"
+        for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+            (repo / sub).mkdir(parents=True)
+        (repo / "HEAD").write_text(f"ref: {ref}\n")
+        (repo / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+                                     "[http]\n\treceivepack = true\n")
+        (repo / "objects/info/alternates").write_text(f"{shared / 'objects'}\n")
+        (repo / "packed-refs").write_text(f"# pack-refs with: peeled fully-peeled sorted \n{oid} {ref}\n")
 
 
 def make_probe(work: Path, env: dict[str, str]) -> Path:
@@ -138,10 +162,21 @@ class Bench:
         lone = self.work / "lone.git"
         procs.run(["git", "init", "-q", "--bare", str(lone)], self.work, self.env)
         self.hubs["lone"] = lone
+        repos = self.args.layout == "repos"
+        if repos:  # the lone memory's repository alone in its folder
+            lone = self.work / "repos-lone" / f"{PROBE}.git"
+            lone.parent.mkdir()
+            procs.run(["git", "init", "-q", "--bare", str(lone)], self.work, self.env)
+            self.hubs["lone"] = lone
         for size in self.args.sizes:
-            hub = self.work / f"fleet-{size}.git"
+            hub = self.work / (f"repos-{size}" if repos else f"fleet-{size}.git")
             started = time.perf_counter()
-            build_fleet(hub, size - 1, self.env)
+            if repos:
+                build_repos(hub, size - 1, self.env)
+                hub = hub / f"{PROBE}.git"
+                procs.run(["git", "init", "-q", "--bare", str(hub)], self.work, self.env)
+            else:
+                build_fleet(hub, size - 1, self.env)
             self.setup_seconds[f"build {size}"] = round(time.perf_counter() - started, 1)
             self.hubs[str(size)] = hub
         for hub in self.hubs.values():
@@ -159,8 +194,9 @@ class Bench:
                 for candidate in self.candidates:
                     dest = clones / f"{transport}-{label}-{candidate}"
                     env = self.memsync_env(candidate, dest.with_name(dest.name + "-home"))
+                    remote = hub.parent / "{name}.git" if self.args.layout == "repos" else hub
                     procs.run([*self.memsync(candidate), "clone", PROBE, str(dest), "--remote",
-                               self.url(transport, hub, False)], clones, env)
+                               self.url(transport, remote, False)], clones, env)
                     self.cells.append(Cell(transport, label, candidate, dest))
                 dest = clones / f"{transport}-{label}-git"
                 procs.run(["git", "clone", "-q", "--single-branch", "-b", BRANCH,
@@ -228,7 +264,8 @@ class Bench:
                     for op in (GIT_OPS if candidate == "git" else OPS):
                         a = statistics.median(lone.samples[op])
                         b = statistics.median(crowded.samples[op])
-                        rows.append({"transport": transport, "memories": size, "candidate": candidate, "op": op,
+                        rows.append({"layout": self.args.layout, "transport": transport, "memories": size,
+                                     "candidate": candidate, "op": op,
                                      "lone_ms": round(a * 1000), "crowded_ms": round(b * 1000),
                                      "ratio": round(b / a, 2),
                                      "lone_samples_ms": [round(s * 1000) for s in lone.samples[op]],
@@ -261,8 +298,12 @@ def main() -> int:
     parser.add_argument("--subject", help="the memsync checkout measured (default: this one)")
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "fleet.json"))
+    parser.add_argument("--layout", choices=("branches", "repos"), default="branches",
+                        help="memories as branches of one hub (default), or one repository each")
+    parser.add_argument("--out", help="default: bench/results/fleet.json (fleet-repos.json for --layout repos)")
     args = parser.parse_args()
+    if args.out is None:
+        args.out = str(ROOT / "bench" / "results" / ("fleet-repos.json" if args.layout == "repos" else "fleet.json"))
     procs.SPAWNER.append(procs.Spawner())
     bench = Bench(args)
     try:
@@ -276,7 +317,7 @@ def main() -> int:
         procs.SPAWNER[0].stop()
     show(rows)
     result = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cold": True,
-              "files_in_memory": FILES, "rounds": args.rounds, "sizes": args.sizes,
+              "layout": args.layout, "files_in_memory": FILES, "rounds": args.rounds, "sizes": args.sizes,
               "transports": args.transports, "candidates": list(bench.candidates),
               "baseline": args.baseline, "setup_seconds": bench.setup_seconds,
               "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip(),

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, cast, get_args
 
+from memsync.util.lazyre import LazyRe
 from memsync.util.records import dataclass
 
 __all__ = [
@@ -98,10 +99,10 @@ class FileChange:
     created_in_same_run: bool = False
 
 
-_SIZES_RE = re.compile(r"([0-9]+)->([0-9]+)", re.ASCII)
-_BARE_WITH_SIZES_RE = re.compile(r"(.+) ([0-9]+)->([0-9]+)", re.ASCII | re.DOTALL)
-_TRAILER_RE = re.compile(r"(\S+) (.+)", re.DOTALL)
-_LOOKS_LIKE_SIZES_RE = re.compile(r" [0-9]+->[0-9]+\Z", re.ASCII)
+_SIZES_RE: LazyRe[str] = LazyRe(r"([0-9]+)->([0-9]+)", flags=re.ASCII)
+_BARE_WITH_SIZES_RE: LazyRe[str] = LazyRe(r"(.+) ([0-9]+)->([0-9]+)", flags=re.ASCII | re.DOTALL)
+_TRAILER_RE: LazyRe[str] = LazyRe(r"(\S+) (.+)", flags=re.DOTALL)
+_LOOKS_LIKE_SIZES_RE: LazyRe[str] = LazyRe(r" [0-9]+->[0-9]+\Z", flags=re.ASCII)
 
 
 # Characters that must not appear raw in a one-line trailer: controls (incl. U+0085),

@@ -18,11 +18,12 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from memsync.errors import UsageError
+from memsync.util.lazyre import LazyRe
 from memsync.util.records import dataclass, field
 
 SCHEMES = ("file", "git", "http", "https", "ssh")
 _DEFAULT_PORTS = {"git": 9418, "http": 80, "https": 443, "ssh": 22}
-_SCP_RE = re.compile(r"^(?:(?P<user>[^@/]+)@)?(?P<host>[^:/]+):(?P<path>(?!//).+)$")
+_SCP_RE: LazyRe[str] = LazyRe(r"^(?:(?P<user>[^@/]+)@)?(?P<host>[^:/]+):(?P<path>(?!//).+)$")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 
-_TRAILER_RE = re.compile(r"^([A-Za-z0-9-]+): (.*)$", re.DOTALL)
+from memsync.util.lazyre import LazyRe
+
+_TRAILER_RE: LazyRe[str] = LazyRe(r"^([A-Za-z0-9-]+): (.*)$", flags=re.DOTALL)
 # Characters folded out of a one-line value: ASCII controls, DEL, and what other tools take for
 # a line end (NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR).
-_FOLD_RE = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]+")
+_FOLD_RE: LazyRe[str] = LazyRe("[\x00-\x1f\x7f\x85\u2028\u2029]+")
 _C_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b",
               "\f": "\\f", "\v": "\\v"}
 _C_UNESCAPES = {v[1]: k for k, v in _C_ESCAPES.items()}

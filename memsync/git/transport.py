@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pygit2
 from pygit2.enums import ConfigLevel, Option
@@ -30,12 +30,14 @@ from memsync.errors import (
     RemoteUnreachable,
     RepoError,
 )
-from memsync.git import engine, hostkeys, interrupts, netlimits, sockets
-from memsync.git.credentials import Credentials, check_server, configure_tls
-from memsync.git.hostkeys import ServerIdentity
+from memsync.git import engine
 from memsync.git.hub import HubUrl, safe_url
 from memsync.git.repo import GitRepo
 from memsync.util.records import dataclass
+
+if TYPE_CHECKING:  # the network's helpers load with the first transfer: a hub on this machine needs none
+    from memsync.git import netlimits
+    from memsync.git.hostkeys import ServerIdentity
 
 ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objects total, bytes)
 
@@ -66,6 +68,8 @@ def _engage() -> None:
     """The process-wide settings a transfer needs, applied before memsync's first one (engine.py)."""
     global _engaged
     if not _engaged:
+        from memsync.git import hostkeys, interrupts
+
         engine.engage()
         apply_timeouts()
         hostkeys.install()
@@ -110,6 +114,8 @@ class Callbacks(pygit2.RemoteCallbacks):
         self._pack_builder: Any = None
         self.rejected: dict[str, str] = {}
         self.server_lines: list[str] = []
+        from memsync.git.credentials import Credentials, configure_tls
+
         self.keyring = Credentials(hub)
         if hub.local_path is None and not hub.url.startswith("git://"):  # no TLS on file:// and git://
             configure_tls()  # loading a CA bundle costs ~25 ms
@@ -121,6 +127,8 @@ class Callbacks(pygit2.RemoteCallbacks):
 
     def server_identity(self, identity: ServerIdentity) -> None:
         """Called by hostkeys' certificate hook with the server's key or TLS verdict."""
+        from memsync.git.credentials import check_server
+
         check_server(self.hub, identity)
 
     def certificate_check(self, certificate: None, valid: bool, host: bytes) -> bool:
@@ -128,6 +136,8 @@ class Callbacks(pygit2.RemoteCallbacks):
         return bool(valid) and self.hub.kind != "ssh"
 
     def sideband_progress(self, string: str) -> None:
+        from memsync.git import netlimits
+
         self._data()
         for line in re.split(r"[\r\n]+", string):
             if line.strip():
@@ -171,6 +181,8 @@ class Callbacks(pygit2.RemoteCallbacks):
         """pygit2 hands every fetch's options over here before the fetch (pygit2 1.21's
         git_fetch_options). With no progress to show, libgit2 gets a callback that does
         nothing instead of pygit2's (see interrupts.quiet_progress)."""
+        from memsync.git import interrupts
+
         if opts is not None and self.progress is None:
             if self.guard is None:
                 opts.callbacks.transfer_progress = interrupts.QUIET_PROGRESS
@@ -187,6 +199,8 @@ class Callbacks(pygit2.RemoteCallbacks):
     def push_options(self, opts: Any) -> None:
         """As fetch_options, for a push: libgit2 building the pack (no bytes on the wire yet) is
         the process's own progress, which the minimum rate does not count as a stall."""
+        from memsync.git import interrupts
+
         if opts is not None and self.guard is not None:
             self._pack_builder = interrupts.packbuilder_progress(self.guard.busy)
             opts.callbacks.pack_progress = self._pack_builder
@@ -203,6 +217,8 @@ class Callbacks(pygit2.RemoteCallbacks):
         if self.guard is not None:
             self.guard.advertised()
         if self.hub.port is not None:
+            from memsync.git import sockets
+
             sockets.send_promptly(self.hub.port)
         if self.lease is None:
             return
@@ -213,6 +229,8 @@ class Callbacks(pygit2.RemoteCallbacks):
 
     def push_update_reference(self, refname: str, message: str | None) -> None:
         if message:
+            from memsync.git import netlimits
+
             self.rejected[refname] = netlimits.server_text(message)
 
 
@@ -254,6 +272,8 @@ def _resolved(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
 def translate(exc: Exception, hub: HubUrl, doing: str, guard: netlimits.Watch | None = None) -> MemsyncError:
     """A libgit2 failure as a one-line error with the URL redacted; the limit that stopped the
     operation if one did (libgit2 then only saw its connection close)."""
+    from memsync.git import netlimits
+
     if guard is not None and guard.tripped is not None:
         return guard.tripped
     text = safe_url(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -315,7 +335,15 @@ def translate(exc: Exception, hub: HubUrl, doing: str, guard: netlimits.Watch | 
 
 def _watch(hub: HubUrl, doing: str, expects_pack: bool = False) -> contextlib.AbstractContextManager[netlimits.Watch]:
     """The limits of one network operation on `hub` (a hub on this machine is not watched)."""
+    from memsync.git import netlimits
+
     return netlimits.watch(hub.port if hub.local_path is None else None, hub.display, doing, expects_pack)
+
+
+def _check_refs(count: int, hub: str, doing: str, cap: int) -> None:
+    from memsync.git import netlimits
+
+    netlimits.check_refs(count, hub, doing, cap)
 
 
 def check_local(hub: HubUrl) -> None:
@@ -347,7 +375,7 @@ def list_heads(git: GitRepo, hub: HubUrl) -> list[RemoteHead]:
             heads = _anonymous(repo, hub).list_heads(callbacks=cb)
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot list", guard) from exc
-    netlimits.check_refs(len(heads), hub.display, "cannot list", guard.limits.max_refs)
+    _check_refs(len(heads), hub.display, "cannot list", guard.limits.max_refs)
     return [RemoteHead(h.name, str(h.oid)) for h in heads if h.name and h.name.startswith("refs/heads/")]
 
 
@@ -369,7 +397,7 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
                     found[ref] = tip
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot list", guard) from exc
-    netlimits.check_refs(count, hub.display, "cannot list", guard.limits.max_refs)
+    _check_refs(count, hub.display, "cannot list", guard.limits.max_refs)
     return found
 
 
@@ -392,7 +420,7 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
             count, tip = advertised(remote, want)
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot fetch from", guard) from exc
-    netlimits.check_refs(count, hub.display, "cannot fetch from", guard.limits.max_refs)
+    _check_refs(count, hub.display, "cannot fetch from", guard.limits.max_refs)
     return tip
 
 
