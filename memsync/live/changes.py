@@ -20,17 +20,29 @@ from typing import Any
 
 from memsync.git.repo import IgnoreRules, tree_blob_id
 
-try:
-    from inotify_simple import INotify, flags
-except (ImportError, OSError):  # not Linux, or no inotify in this libc
-    INotify = None
-    _MASK = 0
-else:
+_api: Any = None  # inotify_simple, loaded when a monitor first starts; False where unavailable
+
+
+def _inotify() -> Any:
+    """inotify_simple, or None (not Linux, or no inotify in this libc). Loaded on first use: a
+    run watches only once its command has lasted a moment, and most commands end before."""
+    global _api
+    if _api is None:
+        try:
+            import inotify_simple
+        except (ImportError, OSError):
+            _api = False
+        else:
+            _api = inotify_simple
+    return _api or None
+
+
+def _mask(flags: Any) -> int:
     # Reads (open / close-without-write) are not subscribed to: an agent or the initial scan
     # reading 10,000 files would otherwise flood the queue.
-    _MASK = (flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.CREATE | flags.DELETE | flags.MOVED_FROM
-             | flags.MOVED_TO | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR | flags.DONT_FOLLOW
-             | flags.EXCL_UNLINK)
+    return int(flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.CREATE | flags.DELETE | flags.MOVED_FROM
+               | flags.MOVED_TO | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR | flags.DONT_FOLLOW
+               | flags.EXCL_UNLINK)
 
 _SKIP_DIRS = (".git", ".vm0")
 EXPECT_FOR = 10.0  # seconds memsync's own writes (a checkout) are recognised as such
@@ -152,9 +164,10 @@ class ChangeMonitor:
 
     def start(self) -> None:
         self._stopping.clear()
-        if INotify is not None:
+        api = _inotify()
+        if api is not None:
             try:
-                self._inotify = INotify()
+                self._inotify = api.INotify()
                 self._watch_tree("")
             except (OSError, _OutOfWatches) as exc:
                 self._close_inotify()
@@ -179,12 +192,13 @@ class ChangeMonitor:
         """A watch on `top` and every folder below it but .git/.vm0: each watch is added before its
         folder is listed, so a folder made meanwhile is either listed or reported."""
         assert self._inotify is not None
+        mask = _mask(_inotify().flags)
         stack = [top]
         while stack:
             rel = stack.pop()
             full = os.path.join(self.root, rel) if rel else str(self.root)
             try:
-                wd = self._inotify.add_watch(full, _MASK)
+                wd = self._inotify.add_watch(full, mask)
             except OSError as exc:
                 if rel and exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                     continue  # gone already (or a symlink now): its parent's event names it
@@ -228,6 +242,7 @@ class ChangeMonitor:
             self._fall_back("the event queue could not be read")
             return
         found: list[str] = []
+        flags = _inotify().flags
         for event in events:
             if event.mask & flags.Q_OVERFLOW:
                 self.mark_dirty()  # events were lost: the next scan looks at everything

@@ -59,11 +59,10 @@ def valid_branch(branch: str) -> bool:
 def new_run_id(now: datetime | None = None) -> str:
     """Sortable (to the millisecond), unique across machines (48 random bits), safe as a file
     name: 20261122T101500123Z-3f9a1c0b7e2d."""
-    import secrets  # a run id's suffix only: not every command's start-up
     from datetime import datetime, timezone
 
     when = now or datetime.now(timezone.utc)
-    return f"{when:%Y%m%dT%H%M%S}{when.microsecond // 1000:03d}Z-{secrets.token_hex(6)}"
+    return f"{when:%Y%m%dT%H%M%S}{when.microsecond // 1000:03d}Z-{os.urandom(6).hex()}"
 
 
 def check_run_id(run_id: str) -> str:
