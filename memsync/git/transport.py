@@ -401,6 +401,39 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
     return found
 
 
+def refs_under(git: GitRepo, hub: HubUrl, prefix: str) -> dict[str, str]:
+    """The hub's refs whose names start with `prefix`, and their tips, from one connection's
+    advertisement (sync/turns.py reads its queue so)."""
+    check_local(hub)
+    with _watch(hub, "cannot list") as guard:
+        cb = Callbacks(hub, guard=guard)
+        try:
+            remote = _anonymous(git._repo, hub)
+            remote.connect(callbacks=cb)
+            count, found = prefixed(remote, prefix)
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            raise translate(exc, hub, "cannot list", guard) from exc
+    _check_refs(count, hub.display, "cannot list", guard.limits.max_refs)
+    return found
+
+
+def prefixed(remote: pygit2.Remote, prefix: str) -> tuple[int, dict[str, str]]:
+    """(how many refs the advertisement held, those under `prefix` with their tips), as
+    `advertised` reads it: no Python object for the refs not asked for."""
+    refs = ffi.new("git_remote_head ***")
+    size = ffi.new("size_t *")
+    check_error(C.git_remote_ls(refs, size, remote._remote))
+    count = int(size[0])
+    wanted = prefix.encode()
+    heads = refs[0]
+    found: dict[str, str] = {}
+    for i in range(count):
+        name = ffi.string(heads[i].name)
+        if name.startswith(wanted):
+            found[name.decode("utf-8", "surrogateescape")] = bytes(ffi.buffer(heads[i].oid.id)[:]).hex()
+    return count, found
+
+
 UNSHALLOW = 2**31 - 1  # libgit2's GIT_FETCH_DEPTH_UNSHALLOW: the whole history behind a shallow clone
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # imported only when needed: a status merges nothing
     from memsync.git.integrate import Integration
     from memsync.git.merge import ConflictCopy
     from memsync.sync.redaction import Decide, Recovery
+    from memsync.sync.turns import Turn
 
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
 DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers
@@ -358,16 +359,29 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
     commits this process made on top of them. The exact commit checked is pushed, so a
     `git commit` landing meanwhile cannot ride along.
 
-    Losing the race to another writer is retried with jittered backoff until MEMSYNC_PUSH_PATIENCE
-    runs out, each retry folding its merge into the previous one. On a hub on this machine the
-    retry takes the hub's lock for the whole fetch-merge-push, so it cannot lose again. On a
-    network hub the first try may be a push alone (_push_ahead); when that cannot be, the
-    exchange goes on as above at once. `depth`: of the fetches (a clone's: see shallow.py).
+    Losing the race to another writer is retried until MEMSYNC_PUSH_PATIENCE runs out, each retry
+    folding its merge into the previous one. On a hub on this machine the retry takes the hub's
+    lock for the whole fetch-merge-push, so it cannot lose again. On a network hub the loser
+    queues on the hub and retries in its turn (turns.py), or backs off with jitter where the
+    hub refuses the queue. On a network hub the first try may be a push alone (_push_ahead);
+    when that cannot be, the exchange goes on as above at once. `depth`: of the fetches (a clone's: see shallow.py).
     `follow`: the operator's word on a hub's redaction that is not secrets only (redaction.py)."""
+    deadline = time.monotonic() + push_patience()
+    places: list[Turn] = []  # the ticket a lost race took in a network hub's queue
+    try:
+        return _converge(mem, who, resnapshot, deadline, places, push=push, progress=progress, accept=accept,
+                         vetted=vetted, depth=depth, follow=follow)
+    finally:
+        for turn in places:
+            turn.release()
+
+
+def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], deadline: float, places: list[Turn], *,
+              push: bool, progress: ProgressFn | None, accept: Callable[[str], None] | None,
+              vetted: Callable[[], list[str]] | None, depth: int, follow: Decide | None) -> Exchange:
     result = Exchange()
     network_failures = 0
     lost = 0
-    deadline = time.monotonic() + push_patience()
     ahead_first = push and accept is None and mem.hub.local_path is None
     while True:
         serial = lost > 0 and mem.hub.local_path is not None
@@ -405,7 +419,8 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
                 raise RepoError(f"the hub kept moving: other writers won {lost} times in "
                                 f"{push_patience():.0f}s; the version is committed locally",
                                 "retry `memsync push` (set MEMSYNC_PUSH_PATIENCE to wait longer)") from None
-            time.sleep(_backoff(lost))
+            if not _take_turn(mem, places, deadline):
+                time.sleep(_backoff(lost))
             continue
         except RemoteUnreachable:
             network_failures += 1
@@ -420,6 +435,21 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
     result.remote_head = head
     result.pushed = True
     return result
+
+
+def _take_turn(mem: Memory, places: list[Turn], deadline: float) -> bool:
+    """After a lost race on a network hub: wait for our turn in its queue (turns.py). False
+    where there is no queue to wait in (a hub on this machine, the queue off or refused): the
+    caller backs off instead."""
+    if mem.hub.local_path is not None:
+        return False
+    from memsync.sync import turns
+
+    if not places:
+        if not turns.enabled():
+            return False
+        places.append(turns.Turn(mem, deadline))
+    return places[0].after_loss()
 
 
 def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], list[str]] | None) -> str | None:
