@@ -20,10 +20,12 @@ pytestmark = pytest.mark.server
 
 RULES = """\
 repo hub
-    RW      refs/heads/memory/a-        =   sandbox-a
-    RW      refs/heads/memory/b-        =   sandbox-b
-    R                                   =   sandbox-a sandbox-b
-    RW      refs/heads/memory/          =   admin
+    RW      refs/heads/memory/a-                =   sandbox-a
+    RW      refs/heads/memory/b-                =   sandbox-b
+    RW+     refs/memsync/queue/memory/a-        =   sandbox-a
+    RW+     refs/memsync/queue/memory/b-        =   sandbox-b
+    R                                           =   sandbox-a sandbox-b
+    RW      refs/heads/memory/                  =   admin
 """
 
 
@@ -136,3 +138,35 @@ def test_the_server_refuses_force_pushes_and_deletions_from_a_sandbox(gitolite: 
     deleted = plain_git("push", url, ":refs/heads/memory/a-notes")
     assert deleted.returncode != 0 and "DENIED" in deleted.stderr
     assert git("show", "memory/a-notes:notes.md", cwd=gitolite.repo_path("hub")) == "v1\n"
+
+
+def test_a_sandbox_queues_in_its_own_memories_only(gitolite: GitoliteServer, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The push queue (sync/turns.py) under the recipe's queue rules: a sandbox takes and deletes
+    tickets in its own memories' queues; in another's, the server refuses the ticket and the
+    exchange goes on without a queue, as on a hub whose rules know nothing of it."""
+    import time
+
+    from memsync.core.memory import open_memory
+    from memsync.sync.turns import Turn
+
+    mine = _memory(gitolite, "sandbox-a", tmp_path, "a-notes", {"notes.md": "v1\n"})
+    assert _as(gitolite, "sandbox-a", tmp_path, "push", cwd=mine).returncode == 0
+    hub = gitolite.repo_path("hub")
+    known = tmp_path / "known_hosts"
+    gitolite.write_known_hosts(known)
+    monkeypatch.setenv("MEMSYNC_KNOWN_HOSTS", str(known))
+    monkeypatch.setenv("MEMSYNC_HOME", str(tmp_path / "home-sandbox-a"))
+
+    monkeypatch.setenv("MEMSYNC_SSH_KEY", str(gitolite.key("sandbox-a")))
+    turn = Turn(open_memory(mine), time.monotonic() + 60)
+    assert turn.after_loss() is True  # its ticket taken, and first in line
+    assert git("for-each-ref", "--format=%(refname)", "refs/memsync/", cwd=hub).split() == [
+        "refs/memsync/queue/memory/a-notes/000000000001"]
+    turn.release()
+    assert git("for-each-ref", "refs/memsync/", cwd=hub) == ""
+
+    monkeypatch.setenv("MEMSYNC_SSH_KEY", str(gitolite.key("sandbox-b")))
+    intruder = Turn(open_memory(mine), time.monotonic() + 60)
+    assert intruder.after_loss() is False and intruder.off  # DENIED: no queue, the backoff instead
+    assert git("for-each-ref", "refs/memsync/", cwd=hub) == ""

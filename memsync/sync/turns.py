@@ -132,7 +132,7 @@ class Turn:
         assert self.ref is not None
         first_seen: dict[str, float] = {}  # ticket -> when we first saw it first in the queue
         passed: set[str] = set()
-        while True:
+        while time.monotonic() < self.deadline:
             found = self._list()
             if self.ref not in found:  # passed over as stale by the writer behind us: queue again
                 self.ref = self.oid = None
@@ -150,8 +150,6 @@ class Turn:
                     with contextlib.suppress(MemsyncError):
                         transport.push(self.mem.git, self.mem.hub, "", head, lease=Lease(found[head]))
                 continue
-            if now >= self.deadline:
-                return
             time.sleep(min(POLL_MAX, POLL_STEP * len(ahead)) * random.uniform(0.75, 1.25))
 
     def release(self) -> None:
