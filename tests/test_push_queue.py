@@ -240,3 +240,11 @@ def test_a_hub_on_this_machine_never_queues(tmp_path: Path, cli: Cli, monkeypatc
     places: list[turns.Turn] = []
     assert _take_turn(mem, places, time.monotonic() + 60) is False
     assert places == [] and git("for-each-ref", "refs/memsync/", cwd=hub_dir) == ""
+
+
+def test_tickets_are_not_memories(pushed: Path, hub: Path, cli: Cli) -> None:
+    plant_ticket(hub, 1)
+    plant_ticket(hub, 0, "research")
+    listed = cli("list", "--json", cwd=pushed)
+    assert listed.code == 0, listed.err
+    assert '"research"' in listed.out and "queue" not in listed.out and "000000000001" not in listed.out

@@ -139,3 +139,22 @@ def test_a_plain_run_imports_no_read_only_user_switch_or_history_reader(memory: 
     assert "memsync.run.execute" in loaded
     unused = {"memsync.core.readonly", "memsync.run.runas", "memsync.git.history", "memsync.git.diskfull"}
     assert not loaded & unused, sorted(loaded & unused)
+
+
+@pytest.mark.parametrize("case", ["exit handler", "thread", "buffered"])
+def test_a_hot_verb_leaves_without_finalisation_but_loses_nothing(case: str) -> None:
+    """entry._leave ends the process without Python's finalisation (~15-20 ms of a cold command):
+    exit handlers still run, buffered output is written, and a live non-daemon thread is waited
+    for by the ordinary exit instead."""
+    setup = {
+        "exit handler": "import atexit; atexit.register(lambda: sys.stdout.write('handler ran\\n'))",
+        "thread": "import threading, time\n"
+                  "threading.Thread(target=lambda: (time.sleep(0.3), sys.stdout.write('thread done\\n'))).start()",
+        "buffered": "sys.stdout.write('x' * 200000 + '\\n')",
+    }[case]
+    script = f"import sys\n{setup}\nsys.stdout.write('said\\n')\nfrom memsync.entry import _leave\n_leave(3)\n"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    expected = {"exit handler": "said\nhandler ran\n", "thread": "said\nthread done\n",
+                "buffered": "x" * 200000 + "\nsaid\n"}[case]
+    assert proc.stdout == expected

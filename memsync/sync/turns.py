@@ -83,7 +83,6 @@ class Turn:
         self.ref: str | None = None  # our ticket on the hub
         self.oid: str | None = None  # the blob it points at
         self.off = False  # the hub refused the queue, or could not be reached for it
-        self.waited = 0.0
 
     def after_loss(self) -> bool:
         """Called after a lost race: take a ticket if we have none, then wait for our turn.
@@ -93,9 +92,7 @@ class Turn:
         try:
             if self.ref is None:
                 self._take()
-            started = time.monotonic()
             self._wait()
-            self.waited += time.monotonic() - started
         except MemsyncError:
             self.off = True  # a refused or unreachable queue: the exchange goes on without it
             self.release()
@@ -107,8 +104,8 @@ class Turn:
 
     def _take(self) -> None:
         git = self.mem.git
-        blob = str(git._repo.create_blob(
-            f"memsync queue ticket\nmemory {self.mem.name}\nnonce {os.urandom(8).hex()}\n".encode()))
+        text = f"memsync queue ticket\nmemory {self.mem.name}\nnonce {os.urandom(8).hex()}\n"
+        blob = git.store_blob("a queue ticket", text.encode())
         git.set_ref(LOCAL_TICKET, blob, "memsync: queue ticket")
         try:
             for _ in range(TAKE_TRIES):
