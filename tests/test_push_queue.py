@@ -31,16 +31,6 @@ def hub(daemon_hub: Path) -> Path:
 
 
 @pytest.fixture
-def pushed(hub: Path, cli: Cli, tmp_path: Path) -> Path:
-    root = tmp_path / "research"
-    root.mkdir()
-    assert cli("init", cwd=root).code == 0
-    write(root, "summary.md", "# Summary\n")
-    assert cli("push", cwd=root).code == 0
-    return root
-
-
-@pytest.fixture
 def other(hub: Path, git_daemon: GitDaemon, tmp_path: Path) -> Path:
     """A plain git clone of the memory: the writer that wins the races."""
     work = tmp_path / "other-writer"
@@ -97,12 +87,12 @@ def test_tickets_are_read_strictly() -> None:
     assert turns.tickets(found, QUEUE) == [(2, f"{QUEUE}000000000002"), (7, f"{QUEUE}000000000007")]
 
 
-def test_a_loser_queues_pushes_in_its_turn_and_leaves_no_ticket(pushed: Path, hub: Path, other: Path, cli: Cli,
+def test_a_loser_queues_pushes_in_its_turn_and_leaves_no_ticket(daemon_memory: Path, hub: Path, other: Path, cli: Cli,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[str, dict[str, str]]] = []
     won = race(monkeypatch, other, times=2, seen=seen, hub=hub)  # the first try and the first full round
-    write(pushed, "runs/mine.md", "mine\n")
-    r = cli("push", cwd=pushed)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
     assert r.code == 0, r.err
     assert len(won) == 2
     tickets_pushed = [ref for ref, _ in seen if ref.startswith(QUEUE)]
@@ -110,15 +100,15 @@ def test_a_loser_queues_pushes_in_its_turn_and_leaves_no_ticket(pushed: Path, hu
     branch_pushes = [queue for ref, queue in seen if ref == f"refs/heads/{BRANCH}"]
     assert list(branch_pushes[-1]) == [f"{QUEUE}000000000001"]  # the winning push held the ticket
     assert queue_refs(hub) == {}
-    assert_landed(hub, pushed, "runs/mine.md", "mine\n")
+    assert_landed(hub, daemon_memory, "runs/mine.md", "mine\n")
     for i in range(2):
         assert git("show", f"{BRANCH}:runs/other-{i}.md", cwd=hub) == f"other writer, round {i}\n"
     parents = git("rev-list", "--merges", "--count", f"{won[-1]}..{BRANCH}", cwd=hub).strip()
     assert parents == "1"  # one merge for our push however many rounds it lost
-    assert git("for-each-ref", "refs/memsync/", cwd=pushed) == ""  # the local ticket ref went too
+    assert git("for-each-ref", "refs/memsync/", cwd=daemon_memory) == ""  # the local ticket ref went too
 
 
-def test_a_loser_waits_for_the_ticket_ahead_of_it(pushed: Path, hub: Path, other: Path, cli: Cli,
+def test_a_loser_waits_for_the_ticket_ahead_of_it(daemon_memory: Path, hub: Path, other: Path, cli: Cli,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     ahead = plant_ticket(hub, 1)
     seen: list[tuple[str, dict[str, str]]] = []
@@ -131,8 +121,8 @@ def test_a_loser_waits_for_the_ticket_ahead_of_it(pushed: Path, hub: Path, other
 
     helper = threading.Thread(target=finish_its_turn)
     helper.start()
-    write(pushed, "runs/mine.md", "mine\n")
-    r = cli("push", cwd=pushed)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
     helper.join()
     assert r.code == 0, r.err
     ours = f"{QUEUE}000000000002"
@@ -140,22 +130,22 @@ def test_a_loser_waits_for_the_ticket_ahead_of_it(pushed: Path, hub: Path, other
     last_branch_push = [queue for ref, queue in seen if ref == f"refs/heads/{BRANCH}"][-1]
     assert ahead not in last_branch_push and ours in last_branch_push  # it waited its turn
     assert queue_refs(hub) == {}
-    assert_landed(hub, pushed, "runs/mine.md", "mine\n")
+    assert_landed(hub, daemon_memory, "runs/mine.md", "mine\n")
 
 
-def test_a_ticket_left_by_a_killed_writer_is_passed_over_and_cleared(pushed: Path, hub: Path, other: Path, cli: Cli,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_ticket_left_by_a_killed_writer_is_passed_over_and_cleared(daemon_memory: Path, hub: Path, other: Path,
+                                                                     cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     stale = plant_ticket(hub, 5)
     race(monkeypatch, other, times=2)
     monkeypatch.setenv("MEMSYNC_TURN_TIMEOUT", "1")
-    write(pushed, "runs/mine.md", "mine\n")
-    r = cli("push", cwd=pushed)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
     assert r.code == 0, r.err
     assert stale not in queue_refs(hub) and queue_refs(hub) == {}
-    assert_landed(hub, pushed, "runs/mine.md", "mine\n")
+    assert_landed(hub, daemon_memory, "runs/mine.md", "mine\n")
 
 
-def test_a_hub_that_refuses_the_queue_gets_the_backoff(pushed: Path, hub: Path, other: Path, cli: Cli,
+def test_a_hub_that_refuses_the_queue_gets_the_backoff(daemon_memory: Path, hub: Path, other: Path, cli: Cli,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A server rule that lets writers update memory branches only (as the multi-tenant recipe's
     does): the ticket is refused, and the exchange retries as it did before there was a queue."""
@@ -166,63 +156,63 @@ def test_a_hub_that_refuses_the_queue_gets_the_backoff(pushed: Path, hub: Path, 
     hook.chmod(0o755)
     seen: list[tuple[str, dict[str, str]]] = []
     race(monkeypatch, other, times=3, seen=seen, hub=hub)
-    write(pushed, "runs/mine.md", "mine\n")
-    r = cli("push", cwd=pushed)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
     assert r.code == 0, r.err
     assert [ref for ref, _ in seen if ref.startswith(QUEUE)] == [f"{QUEUE}000000000001"]  # tried once
     assert queue_refs(hub) == {}
-    assert_landed(hub, pushed, "runs/mine.md", "mine\n")
+    assert_landed(hub, daemon_memory, "runs/mine.md", "mine\n")
 
 
-def test_what_is_not_a_ticket_is_neither_waited_for_nor_touched(pushed: Path, hub: Path, other: Path, cli: Cli,
+def test_what_is_not_a_ticket_is_neither_waited_for_nor_touched(daemon_memory: Path, hub: Path, other: Path, cli: Cli,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     planted = {plant_ticket(hub, 0, name) for name in ("notes", "0000000000001", "000000000002/deeper")}
     before = queue_refs(hub)
     race(monkeypatch, other, times=2)
     monkeypatch.setenv("MEMSYNC_TURN_TIMEOUT", "120")  # waiting for any of them would time the test out
-    write(pushed, "runs/mine.md", "mine\n")
-    r = cli("push", cwd=pushed)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
     assert r.code == 0, r.err
     assert queue_refs(hub) == before and set(before) == planted
-    assert_landed(hub, pushed, "runs/mine.md", "mine\n")
+    assert_landed(hub, daemon_memory, "runs/mine.md", "mine\n")
 
 
-def test_a_full_queue_number_falls_back_to_the_backoff(pushed: Path, hub: Path, other: Path, cli: Cli,
+def test_a_full_queue_number_falls_back_to_the_backoff(daemon_memory: Path, hub: Path, other: Path, cli: Cli,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     last = plant_ticket(hub, 10**12 - 1)
     monkeypatch.setenv("MEMSYNC_TURN_TIMEOUT", "120")
     race(monkeypatch, other, times=2)
-    write(pushed, "runs/mine.md", "mine\n")
-    r = cli("push", cwd=pushed)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
     assert r.code == 0, r.err
     assert queue_refs(hub) == {last: queue_refs(hub)[last]}
-    assert_landed(hub, pushed, "runs/mine.md", "mine\n")
+    assert_landed(hub, daemon_memory, "runs/mine.md", "mine\n")
 
 
-def test_queueing_can_be_turned_off(pushed: Path, hub: Path, other: Path, cli: Cli,
+def test_queueing_can_be_turned_off(daemon_memory: Path, hub: Path, other: Path, cli: Cli,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_PUSH_QUEUE", "0")
     seen: list[tuple[str, dict[str, str]]] = []
     race(monkeypatch, other, times=3, seen=seen, hub=hub)
-    write(pushed, "runs/mine.md", "mine\n")
-    r = cli("push", cwd=pushed)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
     assert r.code == 0, r.err
     assert not [ref for ref, _ in seen if ref.startswith(QUEUE)]
-    assert_landed(hub, pushed, "runs/mine.md", "mine\n")
+    assert_landed(hub, daemon_memory, "runs/mine.md", "mine\n")
 
 
-def test_giving_up_while_queued_takes_the_ticket_away(pushed: Path, hub: Path, other: Path, cli: Cli,
+def test_giving_up_while_queued_takes_the_ticket_away(daemon_memory: Path, hub: Path, other: Path, cli: Cli,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     ahead = plant_ticket(hub, 1)
     monkeypatch.setenv("MEMSYNC_TURN_TIMEOUT", "120")
     monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "2")
     race(monkeypatch, other, times=100)
-    write(pushed, "runs/mine.md", "mine\n")
-    r = cli("push", cwd=pushed)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
     assert r.code == 7, (r.code, r.err)  # the documented code of a push that kept losing
     assert "other writers won" in r.err
     assert list(queue_refs(hub)) == [ahead]  # ours is gone, the one ahead is not ours to touch
-    assert git("show", "HEAD:runs/mine.md", cwd=pushed) == "mine\n"  # committed locally, as documented
+    assert git("show", "HEAD:runs/mine.md", cwd=daemon_memory) == "mine\n"  # committed locally, as documented
 
 
 def test_a_hub_on_this_machine_never_queues(tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -242,9 +232,9 @@ def test_a_hub_on_this_machine_never_queues(tmp_path: Path, cli: Cli, monkeypatc
     assert places == [] and git("for-each-ref", "refs/memsync/", cwd=hub_dir) == ""
 
 
-def test_tickets_are_not_memories(pushed: Path, hub: Path, cli: Cli) -> None:
+def test_tickets_are_not_memories(daemon_memory: Path, hub: Path, cli: Cli) -> None:
     plant_ticket(hub, 1)
     plant_ticket(hub, 0, "research")
-    listed = cli("list", "--json", cwd=pushed)
+    listed = cli("list", "--json", cwd=daemon_memory)
     assert listed.code == 0, listed.err
     assert '"research"' in listed.out and "queue" not in listed.out and "000000000001" not in listed.out

@@ -383,34 +383,35 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
     """The tips of `refs` among the hub's ones (absent: not there), from one connection's ref
     advertisement, without a Python object per advertised ref (see `advertised`); a hub on
     this machine has them read in place by localhub.branch_tip instead."""
-    check_local(hub)
-    with _watch(hub, "cannot list") as guard:
-        cb = Callbacks(hub, guard=guard)
-        try:
-            remote = _anonymous(git._repo, hub)
-            remote.connect(callbacks=cb)
-            found: dict[str, str] = {}
-            count = 0
-            for ref in refs:
-                count, tip = advertised(remote, ref)
-                if tip is not None:
-                    found[ref] = tip
-        except (pygit2.GitError, OSError, ValueError) as exc:
-            raise translate(exc, hub, "cannot list", guard) from exc
-    _check_refs(count, hub.display, "cannot list", guard.limits.max_refs)
-    return found
+    def tips(remote: pygit2.Remote) -> tuple[int, dict[str, str]]:
+        found: dict[str, str] = {}
+        count = 0
+        for ref in refs:
+            count, tip = advertised(remote, ref)
+            if tip is not None:
+                found[ref] = tip
+        return count, found
+
+    return _read_advertisement(git, hub, tips)
 
 
 def refs_under(git: GitRepo, hub: HubUrl, prefix: str) -> dict[str, str]:
     """The hub's refs whose names start with `prefix`, and their tips, from one connection's
     advertisement (sync/turns.py reads its queue so)."""
+    return _read_advertisement(git, hub, lambda remote: prefixed(remote, prefix))
+
+
+def _read_advertisement(git: GitRepo, hub: HubUrl,
+                        read: Callable[[pygit2.Remote], tuple[int, dict[str, str]]]) -> dict[str, str]:
+    """`read` of one connection's ref advertisement (how many refs it held, what was found),
+    under the network limits, the advertisement's size checked."""
     check_local(hub)
     with _watch(hub, "cannot list") as guard:
         cb = Callbacks(hub, guard=guard)
         try:
             remote = _anonymous(git._repo, hub)
             remote.connect(callbacks=cb)
-            count, found = prefixed(remote, prefix)
+            count, found = read(remote)
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot list", guard) from exc
     _check_refs(count, hub.display, "cannot list", guard.limits.max_refs)

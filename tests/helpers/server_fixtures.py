@@ -11,6 +11,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,18 @@ def daemon_hub(git_daemon: GitDaemon, monkeypatch: pytest.MonkeyPatch) -> Path:
     bare = make_bare_hub(git_daemon.base_path / "hub.git")
     monkeypatch.setenv("MEMSYNC_REMOTE", git_daemon.url("hub.git"))
     return bare
+
+
+@pytest.fixture
+def daemon_memory(daemon_hub: Path, cli: Any, tmp_path: Path) -> Path:
+    """A memory `research` (one file, summary.md) pushed to `daemon_hub`; its directory."""
+    root = tmp_path / "research"
+    root.mkdir()
+    assert cli("init", cwd=root).code == 0
+    (root / "summary.md").write_text("# Summary\n")
+    done = cli("push", cwd=root)
+    assert done.code == 0, done.err
+    return root
 
 
 def _http(tmp_path: Path, name: str, tls: bool) -> Iterator[HttpGitServer]:
