@@ -126,6 +126,8 @@ def test_a_lost_race_is_refused_and_retried(memory: Path, cli: Cli, tmp_path: Pa
     raced: list[str] = []
     if not with_git:  # no git installed: libgit2 moves the ref
         monkeypatch.setattr(shutil, "which", lambda _name: None)
+    else:  # git moves it, however few refs the hub has
+        monkeypatch.setattr(localhub, "IN_PROCESS_PACKED_REFS", -1)
 
     def racing(hub_repo, ref, new, expected):  # type: ignore[no-untyped-def]
         if not raced:
@@ -163,6 +165,8 @@ def test_compare_and_swap_refuses_a_stale_expectation(memory: Path, tmp_path: Pa
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     if not with_git:
         monkeypatch.setattr(shutil, "which", lambda _name: None)
+    else:
+        monkeypatch.setattr(localhub, "IN_PROCESS_PACKED_REFS", -1)
     hub = hub_path()
     url = HubUrl(str(hub), "file")
     before = git("rev-parse", BRANCH, cwd=hub).strip()
@@ -286,3 +290,31 @@ def test_list_pages_over_git_daemon(git_daemon: GitDaemon, cli: Cli, monkeypatch
     cache = next((Path(os.environ["MEMSYNC_HOME"]) / "cache").glob("*.git"))
     cached = git("for-each-ref", "--format=%(refname)", cwd=cache).split()
     assert len(cached) == 100, "the cache fetched more than the prefix names"
+
+
+@pytest.mark.parametrize("refs", [10, 6000])
+def test_git_moves_the_ref_only_on_a_hub_with_many(memory: Path, tmp_path: Path, refs: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """libgit2 parses the hub's whole packed-refs to move one ref; past IN_PROCESS_PACKED_REFS
+    bytes of it, `git update-ref` (a process) is cheaper. The choice never changes the result."""
+    import subprocess as real_subprocess
+
+    hub = hub_path()
+    crowd(hub, refs)
+    url = HubUrl(str(hub), "file")
+    before = git("rev-parse", BRANCH, cwd=hub).strip()
+    repo, made = _repo_with_commits(tmp_path, hub)
+    spawned: list[list[str]] = []
+    run = real_subprocess.run
+
+    def recording(argv: list[str], *args: object, **kwargs: object) -> object:
+        spawned.append(list(argv))
+        return run(argv, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(real_subprocess, "run", recording)
+    localhub.push(repo, url, made[-1], f"refs/heads/{BRANCH}", before)
+    assert git("rev-parse", BRANCH, cwd=hub).strip() == made[-1]
+    big = (hub / "packed-refs").stat().st_size > localhub.IN_PROCESS_PACKED_REFS
+    assert big is (refs > 1000)
+    assert len([argv for argv in spawned if "update-ref" in argv]) == (1 if big else 0)
+    fsck(hub)
