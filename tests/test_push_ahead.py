@@ -269,3 +269,40 @@ def test_a_refused_credential_fails_as_the_full_exchange_does(http_server: HttpG
     asked = [req.path for req in http_server.requests[since:]]
     assert any("git-receive-pack" in p for p in asked) and any("git-upload-pack" in p for p in asked), asked
     assert head(bare, BRANCH) == before
+
+
+def test_a_run_push_whose_outgoing_ref_is_swapped_sends_nothing(pushed: Path, hub: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run pushes the exact commit it checked, through refs/memsync/outgoing. An agent that
+    re-points that ref at a commit of its own before the push reads it gets nothing sent: the
+    push is refused before any byte goes out, and the hub keeps its tip."""
+    from memsync.core.attribution import operator
+    from memsync.core.memory import open_memory
+    from memsync.errors import RepoError
+    from memsync.git.repo import GitRepo
+    from memsync.sync.exchange import OUTGOING, converge
+
+    before = head(hub, BRANCH)
+    write(pushed, "checked.md", "checked\n")
+    mem = open_memory(pushed)
+    with mem.locked():
+        from memsync.core.snapshot import take
+
+        take(mem, operator("test"))
+    mine = head(pushed)
+    assert mine != before
+    write(pushed, "unchecked.md", "agent's\n")
+    git("add", "unchecked.md", cwd=pushed)
+    tree = git("write-tree", cwd=pushed).strip()
+    planted = git("-c", "user.name=agent", "-c", "user.email=a@example.invalid", "commit-tree", tree, "-p", mine,
+                  "-m", "agent", cwd=pushed).strip()
+    real = GitRepo.set_ref
+
+    def racing_agent(self: GitRepo, ref: str, oid: str, message: str) -> None:
+        real(self, ref, planted if ref == OUTGOING else oid, message)
+
+    monkeypatch.setattr(GitRepo, "set_ref", racing_agent)
+    with mem.locked(), pytest.raises(RepoError, match="changed under the push"):
+        converge(mem, operator("test"), lambda: None, vetted=lambda: [before, mine])
+    assert head(hub, BRANCH) == before
+    assert subprocess.run(["git", "cat-file", "-e", planted], cwd=hub).returncode != 0

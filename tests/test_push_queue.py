@@ -238,3 +238,32 @@ def test_tickets_are_not_memories(daemon_memory: Path, hub: Path, cli: Cli) -> N
     listed = cli("list", "--json", cwd=daemon_memory)
     assert listed.code == 0, listed.err
     assert '"research"' in listed.out and "queue" not in listed.out and "000000000001" not in listed.out
+
+
+def test_a_ticket_ref_swapped_under_the_push_sends_nothing(daemon_memory: Path, hub: Path, other: Path, cli: Cli,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent running beside a checkpoint re-points the local ref a ticket is pushed from at a
+    commit of its own, between memsync setting it and the push reading it: the push sends
+    nothing (the queue is then off for that exchange) and the agent's commit never reaches the hub."""
+    from memsync.git.repo import GitRepo
+
+    write(daemon_memory, "unchecked.md", "AKIA" + "Q" * 16 + "\n")
+    git("add", "unchecked.md", cwd=daemon_memory)
+    tree = git("write-tree", cwd=daemon_memory).strip()
+    planted = git("-c", "user.name=agent", "-c", "user.email=a@example.invalid", "commit-tree", tree, "-m", "agent",
+                  cwd=daemon_memory).strip()
+    git("rm", "-q", "--cached", "unchecked.md", cwd=daemon_memory)
+    (daemon_memory / "unchecked.md").unlink()
+    real = GitRepo.set_ref
+
+    def racing_agent(self: GitRepo, ref: str, oid: str, message: str) -> None:
+        real(self, ref, planted if ref == turns.LOCAL_TICKET else oid, message)
+
+    monkeypatch.setattr(GitRepo, "set_ref", racing_agent)
+    race(monkeypatch, other, times=2)
+    write(daemon_memory, "runs/mine.md", "mine\n")
+    r = cli("push", cwd=daemon_memory)
+    assert r.code == 0, r.err
+    assert queue_refs(hub) == {}
+    assert subprocess.run(["git", "cat-file", "-e", planted], cwd=hub).returncode != 0
+    assert_landed(hub, daemon_memory, "runs/mine.md", "mine\n")

@@ -101,11 +101,13 @@ class Callbacks(pygit2.RemoteCallbacks):
     """Credentials, host checks, progress and the server's verdict on each pushed ref."""
 
     def __init__(self, hub: HubUrl, progress: ProgressFn | None = None,
-                 lease: tuple[str, Lease] | None = None, guard: netlimits.Watch | None = None) -> None:
+                 lease: tuple[str, Lease] | None = None, guard: netlimits.Watch | None = None,
+                 sending: tuple[str, str] | None = None) -> None:
         super().__init__()
         self.hub = hub
         self.progress = progress
         self.lease = lease  # (remote ref, what it must be now)
+        self.sending = sending  # (remote ref, the id the push must give it)
         # the operation's deadline, minimum rate and advertisement cap (a hub on this machine: none)
         self.guard = guard if guard is not None and guard.port is not None else None
         self._data_started = False
@@ -220,6 +222,12 @@ class Callbacks(pygit2.RemoteCallbacks):
             from memsync.git import sockets
 
             sockets.send_promptly(self.hub.port)
+        if self.sending is not None:
+            ref, oid = self.sending
+            sent = [str(u.dst) for u in updates if u.dst_refname == ref]
+            if sent != [oid]:  # the local ref was moved between memsync setting it and the push reading it
+                raise RepoError(f"not pushed: what was to be pushed to {ref} changed under the push",
+                                "nothing was sent; run the command again")
         if self.lease is None:
             return
         ref, lease = self.lease
@@ -478,13 +486,17 @@ def advertised(remote: pygit2.Remote, want: str | None) -> tuple[int, str | None
 
 
 def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
-         progress: ProgressFn | None = None, *, force: bool = False, lease: Lease | None = None) -> None:
+         progress: ProgressFn | None = None, *, force: bool = False, lease: Lease | None = None,
+         sending: str | None = None) -> None:
     """Push of one ref, never forced except by `memsync redact` (which checks the hub's tip
     first); with a `lease`, only if the hub's ref is where the lease says (else NotFastForward,
-    nothing sent). Raises NotFastForward, PushRejected or RemoteError."""
+    nothing sent). `sending`: the id `local_ref` was set to for this push; if the ref holds
+    another when libgit2 reads it (an agent moved it meanwhile), nothing is sent (RepoError).
+    Raises NotFastForward, PushRejected or RemoteError."""
     check_local(hub)
     with _watch(hub, "cannot push to") as guard:
-        cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease), guard)
+        cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease), guard,
+                       None if sending is None else (remote_ref, sending))
         try:
             # a handle of its own, whose pack builder keeps no delta cache (engine.for_packing)
             repo = engine.for_packing(git._repo.path)

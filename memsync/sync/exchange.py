@@ -251,21 +251,23 @@ OUTGOING = "refs/memsync/outgoing"
 
 
 def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, source: str | None = None,
-               *, hub_locked: bool = False) -> None:
+               *, hub_locked: bool = False, sending: str | None = None) -> None:
+    """`sending`: the commit `source` was just set to (a run's checked commit): what is pushed,
+    whatever the ref holds by the time the push reads it."""
     local_path = mem.hub.local_path
     source = source or mem.local_ref
     shallow.check_push(mem, expected)
     if local_path is None:
-        transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress)
+        transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress, sending=sending)
         return
     with contextlib.nullcontext() if hub_locked else hub_lock(mem, push_patience()):
         ref = f"refs/heads/{mem.branch}"
         if not localhub.in_place(mem.git, mem.hub):  # the operator's URL rule: where the transport goes
-            transport.push(mem.git, mem.hub, source, ref, progress)
+            transport.push(mem.git, mem.hub, source, ref, progress, sending=sending)
             return
         if localhub.branch_tip(mem.hub, ref) != expected:
             raise NotFastForward("the hub moved on meanwhile")
-        new = mem.git.ref_oid(source)
+        new = sending or mem.git.ref_oid(source)
         assert new is not None
         localhub.push(mem.git, mem.hub, new, ref, expected)
         point_head(local_path, f"refs/heads/{mem.branch}")
@@ -364,8 +366,9 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
     lock for the whole fetch-merge-push, so it cannot lose again. On a network hub the loser
     queues on the hub and retries in its turn (turns.py), or backs off with jitter where the
     hub refuses the queue. On a network hub the first try may be a push alone (_push_ahead);
-    when that cannot be, the exchange goes on as above at once. `depth`: of the fetches (a clone's: see shallow.py).
-    `follow`: the operator's word on a hub's redaction that is not secrets only (redaction.py)."""
+    when that cannot be, the exchange goes on as above at once. `depth`: of the fetches (a
+    clone's: see shallow.py). `follow`: the operator's word on a hub's redaction that is not
+    secrets only (redaction.py)."""
     deadline = time.monotonic() + push_patience()
     places: list[Turn] = []  # the ticket a lost race took in a network hub's queue
     try:
@@ -407,12 +410,12 @@ def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], dea
                 head = mem.git.head_oid()
                 if not push or head is None or head == remote:
                     return result
-                source = None
+                source = sending = None
                 if vetted is not None:
                     _refuse_foreign(mem, head, [t for t in (remote, *vetted()) if t])
                     mem.git.set_ref(OUTGOING, head, "memsync: push")
-                    source = OUTGOING
-                _push_once(mem, remote, progress, source, hub_locked=serial)
+                    source, sending = OUTGOING, head
+                _push_once(mem, remote, progress, source, hub_locked=serial, sending=sending)
         except NotFastForward:
             lost += 1
             if time.monotonic() >= deadline:
@@ -481,7 +484,7 @@ def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], l
         source = OUTGOING
     try:
         transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress,
-                       lease=transport.Lease(known))
+                       lease=transport.Lease(known), sending=None if source == mem.local_ref else head)
     except (NotFastForward, AuthFailed, HostKeyError):
         return None
     return head

@@ -115,7 +115,7 @@ class Turn:
                     raise PushRejected("the hub's queue is full")
                 ref = f"{self.queue}{number:0{DIGITS}d}"
                 try:
-                    transport.push(git, self.mem.hub, LOCAL_TICKET, ref, lease=Lease(None))
+                    transport.push(git, self.mem.hub, LOCAL_TICKET, ref, lease=Lease(None), sending=blob)
                 except transport.NotFastForward:
                     continue  # another writer took that number meanwhile
                 self.ref, self.oid = ref, blob
