@@ -34,14 +34,8 @@ def hub(daemon_hub: Path) -> Path:
 
 
 @pytest.fixture
-def pushed(hub: Path, cli: Cli, tmp_path: Path) -> Path:
-    root = tmp_path / "research"
-    root.mkdir()
-    assert cli("init", cwd=root).code == 0
-    write(root, "summary.md", "# Summary\n")
-    r = cli("push", cwd=root)
-    assert r.code == 0, r.err
-    return root
+def pushed(daemon_memory: Path) -> Path:
+    return daemon_memory
 
 
 def services(daemon: GitDaemon, since: int) -> list[str]:
