@@ -25,7 +25,8 @@ def test_gc_with_nothing_to_do_succeeds(cli: Cli, memory: Path) -> None:
 
 @pytest.mark.parametrize(("name", "value"), [("MEMSYNC_QUIET", "abc"), ("MEMSYNC_SETTLE", "-1"),
                                              ("MEMSYNC_IO_TIMEOUT", "1.5"), ("MEMSYNC_LOCK_TIMEOUT", "nan"),
-                                             ("MEMSYNC_GC_LOOSE", "many")])
+                                             ("MEMSYNC_GC_LOOSE", "many"), ("MEMSYNC_TURN_TIMEOUT", "soon"),
+                                             ("MEMSYNC_PUSH_QUEUE", "off")])
 def test_a_bad_numeric_variable_is_a_usage_error(memory: Path, name: str, value: str) -> None:
     proc = memsync_cmd("run", "--", "touch", "ran.md", cwd=memory, env=dict(os.environ, **{name: value}))
     assert proc.returncode == 2, proc.stderr

@@ -47,15 +47,18 @@ TAKE_TRIES = 5  # numbers tried when others take the same one meanwhile
 
 
 def enabled() -> bool:
-    return os.environ.get("MEMSYNC_PUSH_QUEUE", "1").strip().lower() not in ("0", "off", "no", "false")
+    """MEMSYNC_PUSH_QUEUE=0 turns the queue off (util/envcheck.py refused any value but 0 and 1)."""
+    return os.environ.get("MEMSYNC_PUSH_QUEUE", "").strip() != "0"
 
 
 def turn_timeout() -> float:
+    """MEMSYNC_TURN_TIMEOUT. The CLI refused a bad value before the command started
+    (util/envcheck.py); a library caller that skipped that check gets the default."""
     try:
-        value = float(os.environ.get("MEMSYNC_TURN_TIMEOUT", "") or DEFAULT_TURN_TIMEOUT)
+        value = float(os.environ.get("MEMSYNC_TURN_TIMEOUT", "").strip() or DEFAULT_TURN_TIMEOUT)
     except ValueError:
         return DEFAULT_TURN_TIMEOUT
-    return value if value > 0 else DEFAULT_TURN_TIMEOUT
+    return value if value >= 0 else DEFAULT_TURN_TIMEOUT
 
 
 def queue_of(branch: str) -> str:

@@ -1,4 +1,5 @@
-"""The numeric environment variables memsync reads, checked before a command does anything.
+"""The numeric environment variables and on/off switches memsync reads, checked before a command
+does anything.
 
 A bad value (MEMSYNC_QUIET=abc) is a usage error naming the variable, exit 2, never a
 ValueError deep inside a run ("this is a bug") nor a silent fallback to the default. Every
@@ -12,7 +13,7 @@ import os
 
 from memsync.errors import UsageError
 
-__all__ = ["NUMERIC", "check_environment"]
+__all__ = ["NUMERIC", "SWITCHES", "check_environment"]
 
 # name: (integer?, smallest allowed, what it is)
 NUMERIC: dict[str, tuple[bool, float, str]] = {
@@ -25,6 +26,12 @@ NUMERIC: dict[str, tuple[bool, float, str]] = {
     "MEMSYNC_GC_LOOSE": (True, 0.0, "loose objects before an automatic repack"),
     "MEMSYNC_GC_PACKS": (True, 0.0, "packs before an automatic repack"),
     "MEMSYNC_STOP_GRACE": (False, 0.0, "seconds a run's final push may go on after a stop signal"),
+    "MEMSYNC_TURN_TIMEOUT": (False, 0.0, "seconds a ticket may stay first in a hub's push queue"),
+}
+
+# name: what `0` turns off (`1` leaves it on)
+SWITCHES: dict[str, str] = {
+    "MEMSYNC_PUSH_QUEUE": "the push queue on a network hub",
 }
 
 
@@ -42,9 +49,14 @@ def check_environment() -> None:
             raise UsageError(f"{name}={raw!r} is not {kind} of {what} (at least {least:g})",
                              f"set it to e.g. {name}={_example(name)}, or unset it for the default "
                              "(docs/ENVIRONMENT.md)")
+    for name, what in SWITCHES.items():
+        raw = os.environ.get(name)
+        if raw is not None and raw.strip() not in ("", "0", "1"):
+            raise UsageError(f"{name}={raw!r} is neither 0 nor 1 ({what}: 0 turns it off)",
+                             f"set {name}=0 or {name}=1, or unset it for the default (docs/ENVIRONMENT.md)")
 
 
 def _example(name: str) -> str:
     return {"MEMSYNC_GC_LOOSE": "6700", "MEMSYNC_GC_PACKS": "50", "MEMSYNC_CONNECT_TIMEOUT": "10",
             "MEMSYNC_IO_TIMEOUT": "60", "MEMSYNC_LOCK_TIMEOUT": "30", "MEMSYNC_PUSH_PATIENCE": "600",
-            "MEMSYNC_SETTLE": "0.5"}.get(name, "2")
+            "MEMSYNC_SETTLE": "0.5", "MEMSYNC_TURN_TIMEOUT": "30"}.get(name, "2")
