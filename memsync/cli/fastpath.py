@@ -143,10 +143,29 @@ def dispatch(words: list[str]) -> int | None:
         from memsync.cli.running import run
 
         return _call(run, params)
+    if words[0] in ("push", "status"):
+        _walk_early()
     from memsync.cli import syncing
 
     body: Callable[..., Any] = getattr(syncing, words[0])
     return _call(body, params)
+
+
+def _walk_early() -> None:
+    """push and status scan the memory's work tree once they hold its lock: begin that walk now,
+    beside the imports and checks before it (git/earlyscan.py says when its result is used)."""
+    from pathlib import Path
+
+    from memsync.core.config import find_root
+    from memsync.git import earlyscan
+    from memsync.git.workdiff import scan_flags
+
+    try:
+        root = find_root(Path.cwd())
+    except OSError:
+        return
+    if root is not None:
+        earlyscan.start(root, int(scan_flags()))
 
 
 def _call(body: Callable[..., Any], params: dict[str, Any], guarded: bool = True) -> int:

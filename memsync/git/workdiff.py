@@ -30,6 +30,16 @@ class _PerfData(ctypes.Structure):
 
 
 _PERFDATA_VERSION = 1
+
+
+def scan_flags(tree_ignores: bool = True) -> DiffOption:
+    """The diff a scan makes (GitRepo.scan). Ignored entries come from the same walk (an ignored
+    directory is one "dir/" entry, not descended into): a .gitignore from the hub must not hide a
+    run's files silently. `tree_ignores=False`: file by file, since a `*` rule hides the whole
+    work tree from a walk that stops at ignored folders, without so much as an "ignored" entry."""
+    flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
+             | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED)
+    return flags if tree_ignores else flags | DiffOption.RECURSE_IGNORED_DIRS
 _lib: Any = None  # the loaded libgit2 through ctypes; False once it could not be found
 
 

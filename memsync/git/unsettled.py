@@ -1,0 +1,109 @@
+"""Index entries memsync staged without stat data, and their later settling.
+
+A file read while it was still fresh (written in the last 2 s, snapshot._settled) is staged
+without stat data, so that a second write in the same timestamp tick cannot hide behind it: the
+next scan hashes it again. A scan with UPDATE_INDEX lets libgit2 refresh such an entry (and write
+the index from inside the diff); the early walk (earlyscan.py) may not write anything, so it walks
+without UPDATE_INDEX, and the entries it hashed are settled here instead, under the memory's lock:
+each path memsync staged that way is listed in .git/memsync-unsettled, and `settle` names the
+entries to be given their stat: those whose file is no longer fresh and still holds their bytes.
+
+The list only saves work: a path missing from it is hashed again by later scans (the early walk is
+then not used, and a full scan refreshes it); a path that should not be in it (an agent can write
+.git) is checked like any other and changes nothing unless the file matches its entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pygit2
+
+from memsync.util.dirfd import Tree
+
+__all__ = ["LEDGER", "MAX_PATHS", "note", "settle"]
+
+LEDGER = "memsync-unsettled"
+MAX_PATHS = 4096  # past this many, the list is dropped: a full scan refreshes them all
+SETTLED_NS = 2_000_000_000  # as snapshot._SETTLED_NS: a file older than this gets a later stamp from any write
+_MAX_BYTES = 1 << 20  # a larger file is left to a full scan
+
+
+def note(git_dir: Path, paths: Iterable[str]) -> None:
+    """Add `paths` (staged without stat data, in an index just written) to the list."""
+    new = sorted(set(paths))
+    if not new:
+        return
+    known = _read(git_dir)
+    merged = known + [p for p in new if p not in set(known)]
+    _write(git_dir, merged if len(merged) <= MAX_PATHS else [])
+
+
+def settle(root: Path, git_dir: Path, index: pygit2.Index,
+           mode_of: Callable[[os.stat_result], int]) -> tuple[list[tuple[str, os.stat_result]], int]:
+    """The listed entries whose file is settled and still holds the entry's bytes (its mode as
+    `mode_of` reads a stat): (path, stat) for the caller to give the entry, and how many others
+    hold their entry's bytes but are still fresh (left for a later scan). The list keeps only
+    the fresh ones."""
+    paths = _read(git_dir)
+    if not paths:
+        return [], 0
+    ready: list[tuple[str, os.stat_result]] = []
+    fresh = 0
+    keep: list[str] = []
+    now = time.time_ns()
+    with Tree(root) as tree:
+        for path in paths:
+            try:
+                entry = index[path]
+                st = tree.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    data: bytes | None = tree.readlink(path)
+                    after: os.stat_result | None = tree.lstat(path)
+                else:
+                    got = tree.read(path, _MAX_BYTES)
+                    data, after = (None, None) if got is None else got
+            except (KeyError, OSError, ValueError, pygit2.GitError):
+                continue  # gone from the index or the tree: nothing left to settle
+            if data is None or after is None or mode_of(st) != int(entry.mode) \
+                    or pygit2.hash(data) != entry.id:
+                continue  # changed: the scan reports it, and staging it lists it again if need be
+            if (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != (
+                    after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns):
+                keep.append(path)  # written while read: left for a later scan
+                fresh += 1
+                continue
+            if now - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_NS:
+                keep.append(path)
+                fresh += 1
+                continue
+            ready.append((path, st))
+    if keep != paths:
+        _write(git_dir, keep)
+    return ready, fresh
+
+
+def _read(git_dir: Path) -> list[str]:
+    try:
+        raw = (git_dir / LEDGER).read_bytes()
+    except OSError:
+        return []
+    if len(raw) > MAX_PATHS * 4096:
+        return []
+    return [os.fsdecode(p) for p in raw.split(b"\0") if p][:MAX_PATHS]
+
+
+def _write(git_dir: Path, paths: list[str]) -> None:
+    target = git_dir / LEDGER
+    with contextlib.suppress(OSError):
+        if not paths:
+            target.unlink(missing_ok=True)
+            return
+        tmp = target.with_name(f"{LEDGER}.{os.getpid()}.tmp")
+        tmp.write_bytes(b"".join(os.fsencode(p) + b"\0" for p in paths))
+        os.replace(tmp, target)
