@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -73,6 +74,21 @@ def place(full: Path, data: bytes, mode: int) -> None:
         raise
 
 
+_FRESH_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _fresh_file(target: Path) -> tuple[int, str]:
+    """A new file beside `target`, created O_EXCL with mode 0600, and its path: mkstemp's
+    contract without importing tempfile and random (~1.5 ms of a cold push)."""
+    for _ in range(100):
+        tmp = os.path.join(target.parent, f".{target.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, _FRESH_FLAGS, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", str(target.parent))
+
+
 def atomic_write(target: Path, data: bytes, *, mode: int | None = None, keep_mode: bool = False,
                  durable: bool = True) -> None:
     """Replace `target` with exactly `data`, all or nothing: written to a fresh temp file in the same
@@ -86,9 +102,7 @@ def atomic_write(target: Path, data: bytes, *, mode: int | None = None, keep_mod
             st = os.lstat(target)
             if stat.S_ISREG(st.st_mode):
                 mode = stat.S_IMODE(st.st_mode)
-    import tempfile  # (with random: not paid by a command that writes nothing)
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = _fresh_file(target)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -5,6 +5,6 @@ from __future__ import annotations
 
 def rfc3339(timestamp: float) -> str:
     """`2026-11-23T14:00:00Z`."""
-    from datetime import datetime, timezone  # the clock's readers import it: not every start-up
+    import time  # not datetime: ~1.5 ms of a cold push, for one line of output
 
-    return datetime.fromtimestamp(timestamp, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(timestamp))
