@@ -32,9 +32,9 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> Taken:
     seen: Taken = []
     real = GitRepo._early_walk
 
-    def spy(self: GitRepo, flags: Any) -> Any:
+    def spy(self: GitRepo, flags: Any, meanwhile: Any = None) -> Any:
         waiting = earlyscan._pending is not None
-        found = real(self, flags)
+        found = real(self, flags, meanwhile)
         if waiting:
             seen.append(found is not None)
         return found

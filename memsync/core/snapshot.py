@@ -99,7 +99,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
     # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
-    found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run")
+    found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run",
+                         meanwhile=None if mem.config.secrets == "off" else _load_scanner)
     rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
     judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
@@ -230,6 +231,11 @@ def _lstat(tree: Tree, path: str) -> os.stat_result | None:
         return tree.lstat(path)
     except OSError:
         return None
+
+
+def _load_scanner() -> None:
+    """Import the secret scanner (~1 ms), while a scan waits for its early walk anyway."""
+    from memsync.checks import secrets  # noqa: F401
 
 
 def _secret_blocked(mem: Memory, item: _Staged, snap: Snapshot) -> bool:

@@ -11,7 +11,8 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -108,7 +109,8 @@ class GitRepo:
         self._index: pygit2.Index | None = None
         self._unsettled: set[str] = set()  # staged without stat data since the index was last written
         # The handle this one replaced when it took the early walk's (_early_walk): HEAD's
-        # folders are in its object cache, which makes rebuilding the index's tree cache cheap.
+        # folders are in its object cache, so what reads whole trees (rebuilding the index's tree
+        # cache, a version's stats) reads them through it, from memory.
         self._warm: pygit2.Repository | None = None
 
     @property
@@ -307,7 +309,8 @@ class GitRepo:
         return str(self._repo.head.target)
 
     # -- the scan ------------------------------------------------------------------------------
-    def scan(self, write_index: bool = True, full: bool = False, tree_ignores: bool = True) -> list[WorkChange]:
+    def scan(self, write_index: bool = True, full: bool = False, tree_ignores: bool = True,
+             meanwhile: Callable[[], None] | None = None) -> list[WorkChange]:
         """Everything that differs from HEAD: one walk of the work tree, which also refreshes
         the index's stat cache so the next scan does not re-hash copied files.
         `write_index=False`: the caller commits next, and commit_index writes the index once.
@@ -315,9 +318,10 @@ class GitRepo:
         `full=True`: never narrowed by a change tracker's hint (git/hints.py), for what must see
         every change however it was made: an agent's record, a read-only memory's undo.
         `tree_ignores=False`: `.gitignore` files in the tree hide nothing, only the operator's
-        own rules do (an agent's record: git/localignores.py)."""
+        own rules do (an agent's record: git/localignores.py).
+        `meanwhile`: the caller's own preparation, run while an early walk is still going."""
         flags = scan_flags(tree_ignores)
-        early = self._early_walk(flags)
+        early = self._early_walk(flags, meanwhile)
         index = self.index
         index.read(force=False)
         head = None if self._repo.head_is_unborn else self._repo.head.peel(pygit2.Commit).tree
@@ -397,7 +401,8 @@ class GitRepo:
                 changes.append(WorkChange(path, "added"))
         return changes
 
-    def _early_walk(self, flags: DiffOption) -> tuple[list[pygit2.DiffDelta], int | None, pygit2.Oid | None] | None:
+    def _early_walk(self, flags: DiffOption, meanwhile: Callable[[], None] | None = None,
+                    ) -> tuple[list[pygit2.DiffDelta], int | None, pygit2.Oid | None] | None:
         """The walk git/earlyscan.py began as the command started, if it stands for one made now:
         (deltas, files hashed, the tree its index's tree cache held before settling). Its handle
         and index (with the settled entries) become this repository's."""
@@ -406,7 +411,7 @@ class GitRepo:
             return None
         walk = earlyscan.claim(self.root, self.git_dir, int(flags), self.head_oid(),
                                self._config_paths("core.excludesFile", "core.attributesFile"),
-                               meanwhile=self._warm_folders if _spare_cpu() else None)
+                               meanwhile=partial(self._warm_folders, meanwhile) if _spare_cpu() else None)
         if walk is None or walk.hashed is None:
             return None
         cached = _index_tree_cached(walk.index)
@@ -425,13 +430,17 @@ class GitRepo:
         self._warm, self._repo, self._index = self._repo if self._warm is not None else None, walk.repo, walk.index
         return walk.deltas, walk.hashed, cached
 
-    def _warm_folders(self) -> None:
-        """Read every folder of HEAD into this handle's object cache (while the early walk runs
-        on another core): the commit's tree cache is then rebuilt from memory (_write_tree)."""
+    def _warm_folders(self, then: Callable[[], None] | None) -> None:
+        """While the early walk runs on another core: read every folder of HEAD into this
+        handle's object cache (the commit's tree cache is then rebuilt from memory, _write_tree)
+        and the versions' stats (tree_stats), then the caller's `then`."""
         with contextlib.suppress(pygit2.GitError, OSError, KeyError, ValueError):
             if not self._repo.head_is_unborn:
                 pygit2.Index().read_tree(self._repo.head.peel(pygit2.Commit).tree)
                 self._warm = self._repo
+        self._stats_cache()
+        if then is not None:
+            then()
 
     def _workdir_deltas(self, index: pygit2.Index, flags: DiffOption,
                         full: bool) -> tuple[list[pygit2.DiffDelta], int | None]:
@@ -706,10 +715,11 @@ class GitRepo:
         cache = self._stats_cache()
         if commit_oid in cache:
             return cache[commit_oid]
-        commit = self._repo[commit_oid].peel(pygit2.Commit)
-        stats = _stats_from_ancestor(self._repo, commit, cache)
+        repo = self._warm or self._repo  # (a tree diff: HEAD's folders may be in the warm handle's cache)
+        commit = repo[commit_oid].peel(pygit2.Commit)
+        stats = _stats_from_ancestor(repo, commit, cache)
         if stats is None:
-            stats = tree_totals(self._repo, commit.tree, self._stats_memo, version=commit_oid)
+            stats = tree_totals(repo, commit.tree, self._stats_memo, version=commit_oid)
         cache[commit_oid] = stats
         self._save_stats_cache(cache)
         return stats
