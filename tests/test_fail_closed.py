@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from memsync.git import hostkeys
+from memsync.util import records
 from tests.conftest import Cli, Result, write
 from tests.helpers.figures import Figures, figures, size
 from tests.helpers.servers import HttpGitServer, SshGitServer, install_reject_hook, make_bare_hub
@@ -82,7 +83,10 @@ class Interrupter:
 
 def sweep(run: Callable[[], Result], figures: Figures, what: str) -> dict[int, int]:
     """Interrupt the callback at every line it runs; returns {exit code: how many times}."""
-    run()  # warm caches (the cffi declarations are parsed on first use) so every run takes one path
+    # Warm caches so that every run takes one path: the cffi declarations are parsed on first use,
+    # and a record class builds its first instances with a generic __init__ (util/records.py).
+    for _ in range(records._COMPILE_AFTER + 1):
+        run()
     with Interrupter(at=10**9) as probe:
         baseline = run()
     assert baseline.code == 4, baseline.err  # uninterrupted, the server is refused
