@@ -151,6 +151,18 @@ class DiskFull(RepoError):
         self.where = where
 
 
+class OutputFailed(MemsyncError):
+    """memsync's own output could not be written (`> file` on a full disk): the output's
+    failure, not the memory's."""
+
+    exit_code = EXIT_REPO
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"cannot write the output ({detail})",
+                         "nothing was lost; free some space where the output goes (or send it elsewhere) "
+                         "and run the command again to see it")
+
+
 class UnsavedWork(MemsyncError):
     """Work is committed locally but could not be pushed; `memsync push` delivers it later."""
 

@@ -27,11 +27,50 @@ def human_size(n: int) -> str:
     return f"{size:.1f} GB"
 
 
+_gone = False  # stdout's reader went away: the rest of the output goes nowhere
+
+
+@contextmanager
+def stdout_writes() -> Iterator[None]:
+    """Around every write to stdout. A reader that went away (a closed pipe: `memsync log |
+    head -1`) ends the output quietly: the command's work goes on, and its exit code is its own.
+    Any other failure (`> file` on a full disk) is an error about the output (OutputFailed, exit
+    7), never taken for the memory's disk; the output is dropped from there on."""
+    try:
+        yield
+    except BrokenPipeError:
+        _drop_stdout()
+    except OSError as exc:
+        _drop_stdout()
+        from memsync.errors import OutputFailed
+
+        raise OutputFailed(exc.strerror or str(exc)) from exc
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that later writes and the flush at exit succeed unseen."""
+    global _gone
+    _gone = True
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, sys.stdout.fileno())
+        finally:
+            os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def out(line: str = "") -> None:
     """Results on stdout. Any control or bidi character a renderer left in (text from the hub)
     is escaped here, so nothing reaches the terminal raw (see textsafe)."""
-    sys.stdout.write(terminal(line, newlines=True) + "\n")
-    sys.stdout.flush()
+    if _gone:
+        return
+    with stdout_writes():
+        sys.stdout.write(terminal(line, newlines=True) + "\n")
+        sys.stdout.flush()
 
 
 def err(line: str) -> None:
@@ -60,7 +99,13 @@ def _plain(obj: Any) -> Any:
 def print_json(obj: Any, stream: TextIO | None = None) -> None:
     import json  # only --json output needs it
 
-    (stream or sys.stdout).write(json.dumps(_plain(obj), indent=2, sort_keys=False) + "\n")
+    text = json.dumps(_plain(obj), indent=2, sort_keys=False) + "\n"
+    if stream is not None:
+        stream.write(text)
+    elif not _gone:
+        with stdout_writes():
+            sys.stdout.write(text)
+            sys.stdout.flush()
 
 
 def table(headers: list[str], rows: list[list[str]]) -> None:
@@ -73,7 +118,8 @@ def table(headers: list[str], rows: list[list[str]]) -> None:
 
     head = line(headers)
     if sys.stdout.isatty():
-        sys.stdout.write(f"\033[1m{head}\033[0m\n")  # memsync's own escape, written past out()
+        with stdout_writes():
+            sys.stdout.write(f"\033[1m{head}\033[0m\n")  # memsync's own escape, written past out()
     else:
         out(head)
     for row in rows:
@@ -117,23 +163,28 @@ def styled(parts: list[Segment]) -> None:
 
     # Text, never a markup string: `[red]` or `[link=...]` in a path is shown as written
     safe = [(terminal(text), style) for text, style in parts]
-    Console(highlight=False, soft_wrap=True).print(Text.assemble(*safe))
+    with stdout_writes():
+        Console(highlight=False, soft_wrap=True).print(Text.assemble(*safe))
 
 
 def unified_diff(chunks: list[bytes]) -> None:
     """Patches as git prints them: the bytes as they are into a pipe, coloured on a terminal."""
     if not sys.stdout.isatty():
-        for data in chunks:
-            sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+        with stdout_writes():
+            for data in chunks:
+                if _gone:
+                    break
+                sys.stdout.buffer.write(data)
+            sys.stdout.flush()
         return
     from rich.console import Console
     from rich.text import Text
 
     console = Console(highlight=False, soft_wrap=True)
-    for data in chunks:
-        for line in data.decode("utf-8", "replace").splitlines():
-            console.print(Text(terminal(line), style=_diff_style(line)))
+    with stdout_writes():
+        for data in chunks:
+            for line in data.decode("utf-8", "replace").splitlines():
+                console.print(Text(terminal(line), style=_diff_style(line)))
 
 
 def _diff_style(line: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 
-from memsync.errors import DiskFull, MemsyncError
+from memsync.errors import DiskFull, MemsyncError, OutputFailed
 
 __all__ = ["LOW", "explain", "low_on_space", "renamed", "says_full"]
 
@@ -46,7 +46,8 @@ def renamed(error: MemsyncError) -> MemsyncError:
     """A memsync error raised for an OSError or GitError that says a disk is full (a RepoError
     "cannot write X: No space left on device"), as a DiskFull keeping its message; else itself."""
     cause = error.__cause__
-    if isinstance(error, DiskFull) or "disk is full" in error.message or cause is None or not says_full(cause):
+    if isinstance(error, (DiskFull, OutputFailed)) or "disk is full" in error.message or cause is None \
+            or not says_full(cause):
         return error  # already says so, with its own hint on what was kept
     named = getattr(cause, "filename", None)
     where = Path(os.fsdecode(named)).parent if isinstance(named, (str, bytes)) else Path.cwd()
