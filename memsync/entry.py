@@ -25,6 +25,9 @@ def _on_sigint(signum: int, frame: object) -> None:
 def main() -> None:
     import _signal  # type: ignore[import-not-found]  # not `signal`: see handoff.py
 
+    from memsync.util.startup import pause_gc, resume_gc
+
+    pause_gc()  # until the command's body runs (util/startup.py)
     _signal.signal(_signal.SIGINT, _on_sigint)
     try:
         from memsync import __version__
@@ -51,6 +54,7 @@ def main() -> None:
             from memsync.serve.start import resident_server
 
             base.resident_server = resident_server
+            resume_gc()
             code = cli_main()
     except KeyboardInterrupt:
         _say_interrupted()

@@ -158,3 +158,26 @@ def test_a_hot_verb_leaves_without_finalisation_but_loses_nothing(case: str) -> 
     expected = {"exit handler": "said\nhandler ran\n", "thread": "said\nthread done\n",
                 "buffered": "x" * 200000 + "\nsaid\n"}[case]
     assert proc.stdout == expected
+
+
+@pytest.mark.parametrize("args", [("status",), ("log",)])
+def test_the_collector_is_off_while_importing_and_on_for_the_command(memory: Path, args: tuple[str, ...]) -> None:
+    """util/startup.py: the cold start's imports run without the cyclic collector, and the
+    command's body (here the fast path's status and typer's log) with it, as always."""
+    script = (
+        "import gc, sys\n"
+        "from memsync.util import startup\n"
+        "real = startup.resume_gc\n"
+        "def resume():\n"
+        "    heavy = 'pygit2' in sys.modules or 'typer' in sys.modules\n"
+        "    sys.stderr.write(f'before: {gc.isenabled()} imported: {heavy}\\n')\n"
+        "    real()\n"
+        "    sys.stderr.write(f'after: {gc.isenabled()}\\n')\n"
+        "startup.resume_gc = resume\n"
+        f"sys.argv = ['memsync', *{list(args)!r}]\n"
+        "from memsync.entry import main\n"
+        "main()\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=memory, env=dict(os.environ), capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "before: False imported: True\nafter: True\n" in proc.stderr  # (typer's, or the fast path's pygit2)

@@ -174,7 +174,9 @@ def _call(body: Callable[..., Any], params: dict[str, Any], guarded: bool = True
     from memsync.cli.failures import Stop, call_guarded, interrupt, unexpected
     from memsync.cli.output import err
     from memsync.errors import EXIT_INTERRUPTED, MemsyncError
+    from memsync.util.startup import resume_gc
 
+    resume_gc()  # the imports are done: the body runs with the collector on (util/startup.py)
     previous = signal.signal(signal.SIGINT, interrupt) if threading.current_thread() is threading.main_thread() \
         else None
     try:
