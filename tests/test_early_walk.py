@@ -239,3 +239,25 @@ def test_a_cold_push_process_takes_the_walk(memory: Path) -> None:
     done = subprocess.run([sys.executable, str(probe), "status"], cwd=memory, env=env, capture_output=True, text=True,
                timeout=120)
     assert done.returncode == 0 and "walk taken: True" in done.stderr, done.stderr
+
+
+def test_concurrent_pushes_in_one_memory_lose_nothing(memory: Path) -> None:
+    """Eight cold `memsync push` processes in one memory at once, each after writing its own file
+    and rewriting a shared one: each walk races the others' commits, which move HEAD and rewrite
+    the index under the lock, so a walk taken stale would commit a tree that misses a file or
+    undoes one. Every file and the last rewrite reach the hub; the tree ends clean."""
+    env = dict(os.environ)
+    for round_no in range(3):
+        procs = []
+        for i in range(8):
+            write(memory, f"writers/{round_no}-{i}.md", f"writer {i}, round {round_no}\n")
+            write(memory, "shared.md", f"round {round_no}, writer {i}\n")
+            procs.append(subprocess.Popen([sys.executable, "-m", "memsync", "push"], cwd=memory, env=env,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+    tree = hub_tree()
+    assert {f"writers/{r}-{i}.md" for r in range(3) for i in range(8)} <= set(tree)
+    assert tree["shared.md"] == b"round 2, writer 7\n"
+    assert git("status", "--porcelain", cwd=memory) == ""

@@ -97,7 +97,10 @@ def start(root: Path, flags: int) -> None:
         if _pending is not None:
             return
         _pending = pending
+    import atexit
+
     pending.thread.start()
+    atexit.register(pending.thread.join)  # never inside libgit2 while the interpreter shuts down
 
 
 def drop() -> None:
