@@ -25,9 +25,6 @@ def _on_sigint(signum: int, frame: object) -> None:
 def main() -> None:
     import _signal  # type: ignore[import-not-found]  # not `signal`: see handoff.py
 
-    from memsync.util.startup import pause_gc, resume_gc
-
-    pause_gc()  # until the command's body runs (util/startup.py)
     _signal.signal(_signal.SIGINT, _on_sigint)
     try:
         from memsync import __version__
@@ -43,6 +40,9 @@ def main() -> None:
                 if served is not None:
                     sys.stdout.flush()
                     os._exit(served)
+        from memsync.util.startup import pause_gc, resume_gc
+
+        pause_gc()  # until the command's body runs (util/startup.py); a served command never gets here
         from memsync.cli.fastpath import dispatch
 
         fast = dispatch(sys.argv[1:])  # the hot verbs without typer's command tree; None: typer's CLI
