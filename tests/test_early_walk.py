@@ -261,3 +261,35 @@ def test_concurrent_pushes_in_one_memory_lose_nothing(memory: Path) -> None:
     assert {f"writers/{r}-{i}.md" for r in range(3) for i in range(8)} <= set(tree)
     assert tree["shared.md"] == b"round 2, writer 7\n"
     assert git("status", "--porcelain", cwd=memory) == ""
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("planted", ["symlink to /dev/zero", "fifo", "directory", "oversized", "symlinked temp name"])
+def test_a_planted_list_file_is_never_followed_or_read_past_its_bound(memory: Path, cli: Cli, taken: Taken,
+                                                                     planted: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an agent can put at .git/memsync-unsettled (or where memsync writes it) costs nothing
+    but the list: no hang on a device or FIFO, no read of a huge file, no write through a link."""
+    monkeypatch.setattr(snapshot, "_SETTLED_NS", 60 * 10**9)
+    ledger = memory / ".git" / unsettled.LEDGER
+    victim = memory.parent / "operator-file.txt"
+    victim.write_text("the operator's own file\n")
+    ledger.unlink(missing_ok=True)  # (the fixture's own push listed its files)
+    if planted == "symlink to /dev/zero":
+        ledger.symlink_to("/dev/zero")
+    elif planted == "fifo":
+        os.mkfifo(ledger)
+    elif planted == "directory":
+        ledger.mkdir()
+    elif planted == "oversized":
+        ledger.write_bytes(b"a.md\0")
+        os.truncate(ledger, unsettled.MAX_PATHS * 4096 + 1)  # sparse: past the bound, read never
+    else:
+        ledger.symlink_to(victim)  # a list written "through" it would land in the operator's file
+    write(memory, "a.md", "first\n")
+    _walked(memory)
+    r = cli("push", cwd=memory)
+    assert r.code == 0, r.err
+    assert hub_tree()["a.md"] == b"first\n"
+    assert victim.read_text() == "the operator's own file\n"
+    assert git("status", "--porcelain", cwd=memory) == ""

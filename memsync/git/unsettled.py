@@ -25,6 +25,7 @@ from pathlib import Path
 import pygit2
 
 from memsync.util.dirfd import Tree
+from memsync.util.fs import atomic_write
 
 __all__ = ["LEDGER", "MAX_PATHS", "note", "settle"]
 
@@ -88,22 +89,35 @@ def settle(root: Path, git_dir: Path, index: pygit2.Index,
     return ready, fresh
 
 
+_MAX_FILE = MAX_PATHS * 4096
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def _read(git_dir: Path) -> list[str]:
+    """The listed paths; none if the file is missing, or is not a plain file of a sane size
+    (a symlink, a FIFO, /dev/zero planted there is never followed or read)."""
     try:
-        raw = (git_dir / LEDGER).read_bytes()
+        fd = os.open(git_dir / LEDGER, _READ_FLAGS)
     except OSError:
         return []
-    if len(raw) > MAX_PATHS * 4096:
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE:
+            return []
+        raw = os.read(fd, _MAX_FILE + 1)
+    except OSError:
         return []
+    finally:
+        os.close(fd)
     return [os.fsdecode(p) for p in raw.split(b"\0") if p][:MAX_PATHS]
 
 
 def _write(git_dir: Path, paths: list[str]) -> None:
+    """The list replaced whole (util/fs.atomic_write: a fresh name, never through a planted link);
+    a failure is ignored: the list only saves work that a later full scan does."""
     target = git_dir / LEDGER
     with contextlib.suppress(OSError):
         if not paths:
             target.unlink(missing_ok=True)
             return
-        tmp = target.with_name(f"{LEDGER}.{os.getpid()}.tmp")
-        tmp.write_bytes(b"".join(os.fsencode(p) + b"\0" for p in paths))
-        os.replace(tmp, target)
+        atomic_write(target, b"".join(os.fsencode(p) + b"\0" for p in paths), durable=False)
