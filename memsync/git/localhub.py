@@ -70,7 +70,7 @@ def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None) ->
     now (None: only if it does not exist). Returns the number of objects written. The caller
     holds the hub's lock (exchange.hub_lock) as for every memsync write to a hub here."""
     hub_repo = _open(hub, "cannot push to")
-    mine = git._repo
+    mine = git.reader  # HEAD's folders may be in its object cache: the pack reads the parents' trees
     if expected is not None and not git.is_ancestor(expected, new):
         raise RemoteError(f"refusing to move {ref} on {hub.display} from {expected[:8]} to {new[:8]}: "
                           "not a fast-forward", "memsync never rewinds a hub's branch; fetch and merge first")

@@ -114,6 +114,12 @@ class GitRepo:
         self._warm: pygit2.Repository | None = None
 
     @property
+    def reader(self) -> pygit2.Repository:
+        """The handle to read existing objects through: the one whose object cache holds HEAD's
+        folders when the early walk's handle replaced it (_early_walk), else the repository's."""
+        return self._warm or self._repo
+
+    @property
     def index(self) -> pygit2.Index:
         """The repository's index. libgit2 keeps one per repository, parsed from disk once and
         re-read by `read(force=False)` only when the file changed (another process, git); each
@@ -535,9 +541,10 @@ class GitRepo:
     def head_blob(self, path: str) -> bytes | None:
         """The current version's bytes at `path` (the guard compares them); None for a file
         held back for its size, which is never read into memory."""
-        if self._repo.head_is_unborn or path in self.held_back():
+        repo = self.reader
+        if repo.head_is_unborn or path in self.held_back():
             return None
-        tree = self._repo.head.peel(pygit2.Commit).tree
+        tree = repo.head.peel(pygit2.Commit).tree
         try:
             obj = tree[path]
         except KeyError:
@@ -715,7 +722,7 @@ class GitRepo:
         cache = self._stats_cache()
         if commit_oid in cache:
             return cache[commit_oid]
-        repo = self._warm or self._repo  # (a tree diff: HEAD's folders may be in the warm handle's cache)
+        repo = self.reader  # (a tree diff: HEAD's folders are in its cache)
         commit = repo[commit_oid].peel(pygit2.Commit)
         stats = _stats_from_ancestor(repo, commit, cache)
         if stats is None:
