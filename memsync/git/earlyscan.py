@@ -36,7 +36,7 @@ import pygit2
 from pygit2.enums import DiffOption
 
 from memsync.git import engine, hints
-from memsync.git.workdiff import diff_to_workdir
+from memsync.git.workdiff import diff_to_workdir, prepare
 from memsync.util.records import dataclass
 
 __all__ = ["Walk", "claim", "drop", "start"]
@@ -101,6 +101,7 @@ def start(root: Path, flags: int) -> None:
 
     pending.thread.start()
     atexit.register(pending.thread.join)  # never inside libgit2 while the interpreter shuts down
+    prepare()  # what the walk needs last (ctypes), loaded here while it starts
 
 
 def drop() -> None:

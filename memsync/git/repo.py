@@ -12,7 +12,6 @@ import re
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -415,26 +414,46 @@ class GitRepo:
         if hints.source is not None or self._index_dirty:
             earlyscan.drop()
             return None
+        checked: list[tuple[list[tuple[unsettled.Found, os.stat_result]], list[unsettled.Found]]] = []
+
+        def wait() -> None:  # while the walk runs on another core
+            self._warm_folders(meanwhile)
+            checked.append(self._check_unsettled())
+
         walk = earlyscan.claim(self.root, self.git_dir, int(flags), self.head_oid(),
                                self._config_paths("core.excludesFile", "core.attributesFile"),
-                               meanwhile=partial(self._warm_folders, meanwhile) if _spare_cpu() else None)
+                               meanwhile=wait if _spare_cpu() else None)
         if walk is None or walk.hashed is None:
             return None
         cached = _index_tree_cached(walk.index)
         if walk.hashed:
             # Each file the walk hashed is either changed (a delta) or unchanged with stale stat
             # data, which a scan refreshes: here the entries memsync staged without any.
-            ready, fresh = unsettled.settle(self.root, self.git_dir, walk.index, file_mode)
-            for path, st in ready:
-                entry = walk.index[path]
-                walk.index.add(_StatEntry(path, entry.id, int(entry.mode), stat_stamp(st)))
-            settled = len(ready)
+            ready, fresh = checked[0] if checked else self._check_unsettled()
+            index = walk.index
+            settled = 0
+            for (path, oid, mode), st in ready:
+                if _holds(index, path, oid, mode):
+                    index.add(_StatEntry(path, oid, mode, stat_stamp(st)))
+                    settled += 1
+            waiting = sum(1 for path, oid, mode in fresh if _holds(index, path, oid, mode))
             changed = sum(1 for d in walk.deltas if d.status in (DeltaStatus.MODIFIED, DeltaStatus.TYPECHANGE)
                           and d.new_file.id.raw != _ZERO_OID)  # a work-tree id is known only if it was hashed
-            if walk.hashed > settled + fresh + changed:
+            if walk.hashed > settled + waiting + changed:
                 return None  # some other entry needs refreshing: a full scan does it
         self._warm, self._repo, self._index = self._repo if self._warm is not None else None, walk.repo, walk.index
         return walk.deltas, walk.hashed, cached
+
+    def _check_unsettled(self) -> tuple[list[tuple[unsettled.Found, os.stat_result]], list[unsettled.Found]]:
+        """The listed entries (unsettled.py) whose file holds HEAD's blob: settled, and fresh."""
+        repo = self.reader
+        head = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
+
+        def expected(path: str) -> tuple[pygit2.Oid, int] | None:
+            entry = None if head is None else file_entry(head, path)
+            return None if entry is None else (entry.id, int(entry.filemode))
+
+        return unsettled.settle(self.root, self.git_dir, expected, file_mode)
 
     def _warm_folders(self, then: Callable[[], None] | None) -> None:
         """While the early walk runs on another core: read every folder of HEAD into this
@@ -952,6 +971,14 @@ def _outermost(paths: Iterator[str] | list[str]) -> list[str]:
         if not kept or not path.startswith(kept[-1] + "/"):
             kept.append(path)
     return kept
+
+
+def _holds(index: pygit2.Index, path: str, oid: pygit2.Oid, mode: int) -> bool:
+    try:
+        entry = index[path]
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+    return entry.id == oid and int(entry.mode) == mode
 
 
 def _spare_cpu() -> bool:

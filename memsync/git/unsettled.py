@@ -7,6 +7,9 @@ the index from inside the diff); the early walk (earlyscan.py) may not write any
 without UPDATE_INDEX, and the entries it hashed are settled here instead, under the memory's lock:
 each path memsync staged that way is listed in .git/memsync-unsettled, and `settle` names the
 entries to be given their stat: those whose file is no longer fresh and still holds their bytes.
+It reads and hashes those files against HEAD's blobs while the walk is still running (the scan's
+wait, GitRepo._early_walk), and the scan then gives the stat only to an index entry that holds
+the same blob.
 
 The list only saves work: a path missing from it is hashed again by later scans (the early walk is
 then not used, and a full scan refreshes it); a path that should not be in it (an agent can write
@@ -27,7 +30,7 @@ import pygit2
 from memsync.util.dirfd import Tree
 from memsync.util.fs import atomic_write
 
-__all__ = ["LEDGER", "MAX_PATHS", "note", "settle"]
+__all__ = ["LEDGER", "MAX_PATHS", "Found", "note", "settle"]
 
 LEDGER = "memsync-unsettled"
 MAX_PATHS = 4096  # past this many, the list is dropped: a full scan refreshes them all
@@ -45,23 +48,28 @@ def note(git_dir: Path, paths: Iterable[str]) -> None:
     _write(git_dir, merged if len(merged) <= MAX_PATHS else [])
 
 
-def settle(root: Path, git_dir: Path, index: pygit2.Index,
-           mode_of: Callable[[os.stat_result], int]) -> tuple[list[tuple[str, os.stat_result]], int]:
-    """The listed entries whose file is settled and still holds the entry's bytes (its mode as
-    `mode_of` reads a stat): (path, stat) for the caller to give the entry, and how many others
-    hold their entry's bytes but are still fresh (left for a later scan). The list keeps only
-    the fresh ones."""
+Found = tuple[str, pygit2.Oid, int]  # a listed path, and the blob id and mode its file holds
+
+
+def settle(root: Path, git_dir: Path, expected: Callable[[str], tuple[pygit2.Oid, int] | None],
+           mode_of: Callable[[os.stat_result], int]) -> tuple[list[tuple[Found, os.stat_result]], list[Found]]:
+    """The listed paths whose file holds the blob and mode `expected` names for it (HEAD's, or
+    the index's: the caller checks the index holds the same before it uses a result; modes as
+    `mode_of` reads a stat): those settled, with the stat to give their entry, and those still
+    fresh (left for a later scan). The list keeps only the fresh ones."""
     paths = _read(git_dir)
     if not paths:
-        return [], 0
-    ready: list[tuple[str, os.stat_result]] = []
-    fresh = 0
+        return [], []
+    ready: list[tuple[Found, os.stat_result]] = []
+    fresh: list[Found] = []
     keep: list[str] = []
     now = time.time_ns()
     with Tree(root) as tree:
         for path in paths:
             try:
-                entry = index[path]
+                want = expected(path)
+                if want is None:
+                    continue  # no longer in the version: nothing left to settle
                 st = tree.lstat(path)
                 if stat.S_ISLNK(st.st_mode):
                     data: bytes | None = tree.readlink(path)
@@ -70,20 +78,17 @@ def settle(root: Path, git_dir: Path, index: pygit2.Index,
                     got = tree.read(path, _MAX_BYTES)
                     data, after = (None, None) if got is None else got
             except (KeyError, OSError, ValueError, pygit2.GitError):
-                continue  # gone from the index or the tree: nothing left to settle
-            if data is None or after is None or mode_of(st) != int(entry.mode) \
-                    or pygit2.hash(data) != entry.id:
+                continue  # gone from the tree, or unreadable: the scan says what it is
+            oid, mode = want
+            if data is None or after is None or mode_of(st) != mode or pygit2.hash(data) != oid:
                 continue  # changed: the scan reports it, and staging it lists it again if need be
             if (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != (
-                    after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns):
-                keep.append(path)  # written while read: left for a later scan
-                fresh += 1
+                    after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns) \
+                    or now - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_NS:
+                keep.append(path)  # fresh, or written while read: left for a later scan
+                fresh.append((path, oid, mode))
                 continue
-            if now - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_NS:
-                keep.append(path)
-                fresh += 1
-                continue
-            ready.append((path, st))
+            ready.append(((path, oid, mode), st))
     if keep != paths:
         _write(git_dir, keep)
     return ready, fresh

@@ -12,8 +12,8 @@ caller writes the index as before.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,12 +22,6 @@ import pygit2
 from pygit2.enums import DiffOption
 from pygit2.errors import check_error
 from pygit2.ffi import C, ffi
-
-
-class _PerfData(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("stat_calls", ctypes.c_size_t),
-                ("oid_calculations", ctypes.c_size_t)]
-
 
 _PERFDATA_VERSION = 1
 
@@ -41,22 +35,37 @@ def scan_flags(tree_ignores: bool = True) -> DiffOption:
              | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED)
     return flags if tree_ignores else flags | DiffOption.RECURSE_IGNORED_DIRS
 _lib: Any = None  # the loaded libgit2 through ctypes; False once it could not be found
+_PerfData: Any = None  # git_diff_perfdata as a ctypes structure, made with _lib
+_loading = threading.Lock()
+
+
+def prepare() -> None:
+    """Import ctypes (~1 ms) and find the loaded libgit2 now: the early walk's thread starts
+    first, and the main thread does this while it runs, off the walk's path."""
+    _libgit2()
 
 
 def _libgit2() -> Any:
-    global _lib
-    if _lib is None:
-        _lib = False
-        for path in _candidates():
-            try:
-                lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_NOW", 2))
-                perf, count = lib.git_diff_get_perfdata, lib.git_diff_num_deltas
-            except (OSError, AttributeError):
-                continue
-            perf.argtypes, perf.restype = [ctypes.POINTER(_PerfData), ctypes.c_void_p], ctypes.c_int
-            count.argtypes, count.restype = [ctypes.c_void_p], ctypes.c_size_t
-            _lib = lib
-            break
+    global _lib, _PerfData
+    with _loading:
+        if _lib is None:
+            import ctypes  # (only the diff's perf data needs it)
+
+            class PerfData(ctypes.Structure):
+                _fields_ = [("version", ctypes.c_uint), ("stat_calls", ctypes.c_size_t),
+                            ("oid_calculations", ctypes.c_size_t)]
+
+            _lib = False
+            for path in _candidates():
+                try:
+                    lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_NOW", 2))
+                    perf, count = lib.git_diff_get_perfdata, lib.git_diff_num_deltas
+                except (OSError, AttributeError):
+                    continue
+                perf.argtypes, perf.restype = [ctypes.POINTER(PerfData), ctypes.c_void_p], ctypes.c_int
+                count.argtypes, count.restype = [ctypes.c_void_p], ctypes.c_size_t
+                _lib, _PerfData = lib, PerfData
+                break
     return _lib or None
 
 
@@ -137,10 +146,12 @@ def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
 
 
 def _hashed(cdiff: Any, diff: pygit2.Diff) -> int | None:
+    lib = _libgit2()
+    if lib is None:
+        return None
+    import ctypes
+
     try:
-        lib = _libgit2()
-        if lib is None:
-            return None
         pointer = ctypes.c_void_p(int(ffi.cast("uintptr_t", cdiff)))
         if lib.git_diff_num_deltas(pointer) != len(diff):
             return None
