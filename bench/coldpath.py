@@ -84,10 +84,19 @@ def measure(res: Results, work: Path, cmds: dict[str, list[str]], files: int, ve
         say(f"  2 files, {verb}: {_brief(res, 'tiny', verb)}")
 
     say(f"{files:,} files")
-    s = bench.build(files, work, work, ("file",), say)
-    ms_tree, git_tree = s.ms["file"], s.git["file"]
-    for cmd in cmds.values():
-        procs.timed([*cmd, "push"], ms_tree, s.env)
+    # Each memsync its own copy of the memory and its own hub: what one version leaves in the
+    # repository (stat data, the list of entries to settle, caches) must not be the other's
+    # starting point, as it never is for a user.
+    builds = {}
+    for i, name in enumerate(cmds):
+        place = work / f"big-{i}"
+        place.mkdir()
+        bench.write_gitconfig(place)
+        builds[name] = bench.build(files, place, work, ("file",), say)
+    s = next(iter(builds.values()))
+    git_tree = s.git["file"]
+    for name, cmd in cmds.items():
+        procs.timed([*cmd, "push"], builds[name].ms["file"], builds[name].env)
     procs.timed(bench.GIT_PUSH_SEQ, git_tree, s.env)
     round_no = [0]
 
@@ -100,18 +109,23 @@ def measure(res: Results, work: Path, cmds: dict[str, list[str]], files: int, ve
     def set_round(r: int) -> None:
         round_no[0] = r
 
+    def mine(name: str) -> Path:
+        return builds[name].ms["file"]
+
     items: list[tuple[str, list[tuple[str, Callable[[], Sample]]]]] = [
-        ("push 10 changed", [(n, edited(n, ms_tree, _ms(c, ["push"], ms_tree, s.env))) for n, c in cmds.items()]
+        ("push 10 changed", [(n, edited(n, mine(n), _ms(c, ["push"], mine(n), builds[n].env)))
+                             for n, c in cmds.items()]
          + [("git", edited("git", git_tree, lambda: procs.timed(GIT_PUSH, git_tree, s.env)))]),
-        ("status", [(n, _ms(c, ["status"], ms_tree, s.env)) for n, c in cmds.items()]
+        ("status", [(n, _ms(c, ["status"], mine(n), builds[n].env)) for n, c in cmds.items()]
          + [("git", lambda: procs.timed(GIT_FULL_STATUS, git_tree, s.env))]),
-        ("run -- true", [(n, _ms(c, ["run", "--", "true"], ms_tree, s.env)) for n, c in cmds.items()]
+        ("run -- true", [(n, _ms(c, ["run", "--", "true"], mine(n), builds[n].env)) for n, c in cmds.items()]
          + [("git", lambda: procs.timed(GIT_RUN, git_tree, s.env))]),
     ]
     for item, cands in items:
         alternate(res, "big", item, big_rounds, [floor, *cands], before=set_round)
         say(f"  {item}: {_brief(res, 'big', item)}")
-    shutil.rmtree(s.root, ignore_errors=True)
+    for built in builds.values():
+        shutil.rmtree(built.root, ignore_errors=True)
 
     say(f"sandbox boot: {versions:,} versions of {files:,} files over git://")
     h = bench.build_history(work, files, versions, ("file", "daemon"), say)
