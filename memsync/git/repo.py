@@ -426,23 +426,30 @@ class GitRepo:
         if walk is None or walk.hashed is None:
             return None
         cached = _index_tree_cached(walk.index)
-        if walk.hashed:
-            # Each file the walk hashed is either changed (a delta) or unchanged with stale stat
-            # data, which a scan refreshes: here the entries memsync staged without any.
-            ready, fresh = checked[0] if checked else self._check_unsettled()
-            index = walk.index
-            settled = 0
-            for (path, oid, mode), st in ready:
-                if _holds(index, path, oid, mode):
-                    index.add(_StatEntry(path, oid, mode, stat_stamp(st)))
-                    settled += 1
-            waiting = sum(1 for path, oid, mode in fresh if _holds(index, path, oid, mode))
-            changed = sum(1 for d in walk.deltas if d.status in (DeltaStatus.MODIFIED, DeltaStatus.TYPECHANGE)
-                          and d.new_file.id.raw != _ZERO_OID)  # a work-tree id is known only if it was hashed
-            if walk.hashed > settled + waiting + changed:
-                return None  # some other entry needs refreshing: a full scan does it
+        if walk.hashed and not self._settle_hashed(walk.index, walk.deltas, walk.hashed,
+                                                   checked[0] if checked else None):
+            return None  # some other entry needs refreshing: a full scan does it
         self._warm, self._repo, self._index = self._repo if self._warm is not None else None, walk.repo, walk.index
         return walk.deltas, walk.hashed, cached
+
+    def _settle_hashed(self, index: pygit2.Index, deltas: list[pygit2.DiffDelta], hashed: int,
+                       checked: tuple[list[tuple[unsettled.Found, os.stat_result]], list[unsettled.Found]] | None,
+                       ) -> bool:
+        """After a diff without UPDATE_INDEX that hashed `hashed` files: give the listed entries
+        that are settled their stat data in `index` (unsettled.py), and say whether every hash is
+        accounted for. Each file hashed is either changed (a delta whose work-tree id is known) or
+        unchanged with stale stat data; False: some entry other than the listed ones needs the
+        refresh a diff with UPDATE_INDEX gives."""
+        ready, fresh = checked if checked is not None else self._check_unsettled()
+        settled = 0
+        for (path, oid, mode), st in ready:
+            if _holds(index, path, oid, mode):
+                index.add(_StatEntry(path, oid, mode, stat_stamp(st)))
+                settled += 1
+        waiting = sum(1 for path, oid, mode in fresh if _holds(index, path, oid, mode))
+        changed = sum(1 for d in deltas if d.status in (DeltaStatus.MODIFIED, DeltaStatus.TYPECHANGE)
+                      and d.new_file.id.raw != _ZERO_OID)  # a work-tree id is known only if it was hashed
+        return hashed <= settled + waiting + changed
 
     def _check_unsettled(self) -> tuple[list[tuple[unsettled.Found, os.stat_result]], list[unsettled.Found]]:
         """The listed entries (unsettled.py) whose file holds HEAD's blob: settled, and fresh."""
@@ -505,7 +512,16 @@ class GitRepo:
         asked = None if paths is None else _outermost(p.rstrip("/") for p in paths)
         if asked is not None and len(asked) > hints.MAX_DIFFS:
             asked = None  # past this many, one full diff costs less
-        deltas, hashed = diff_to_workdir(self._repo, index, flags, asked)
+        if asked is None:
+            deltas, hashed = diff_to_workdir(self._repo, index, flags, None)
+        else:
+            # One diff per path, and libgit2 writes the index from inside each one that refreshed
+            # an entry (~4 ms at 10,000 files, once per path): diff without UPDATE_INDEX, settle
+            # the listed entries in memory (written once, by the caller), and let libgit2 refresh
+            # only if a hash is left unaccounted for.
+            deltas, hashed = diff_to_workdir(self._repo, index, flags & ~DiffOption.UPDATE_INDEX, asked)
+            if hashed is None or (hashed and not self._settle_hashed(index, deltas, hashed, None)):
+                deltas, hashed = diff_to_workdir(self._repo, index, flags, asked)
         if tree is not None:
             found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
             link.settled(root, since.token, tree, stamp, sorted(found), asked is None)
