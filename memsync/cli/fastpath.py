@@ -154,32 +154,20 @@ def dispatch(words: list[str]) -> int | None:
 def _walk_early() -> None:
     """push and status scan the memory's work tree once they hold its lock: begin that walk now,
     beside the imports and checks before it (git/earlyscan.py says when its result is used)."""
-    root = _memory_root()
-    if root is None:
-        return
     from pathlib import Path
 
+    from memsync.core.root import find_root  # (not config.py: its parser is imported meanwhile)
+
+    try:
+        root = find_root(Path.cwd())
+    except OSError:
+        return
+    if root is None:
+        return
     from memsync.git import earlyscan
     from memsync.git.workdiff import scan_flags
 
-    earlyscan.start(Path(root), int(scan_flags()))
-
-
-def _memory_root() -> str | None:
-    """The nearest folder at or above this one holding .vm0/storage.yaml, as config.find_root
-    finds it, without importing the configuration's module before the walk starts (the walk is
-    taken only for the root the command itself finds, so a difference costs only the walk)."""
-    try:
-        here = os.path.realpath(os.getcwd())
-    except OSError:
-        return None
-    while True:
-        if os.path.exists(os.path.join(here, ".vm0", "storage.yaml")):
-            return here
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
+    earlyscan.start(root, int(scan_flags()))
 
 
 def _call(body: Callable[..., Any], params: dict[str, Any], guarded: bool = True) -> int:

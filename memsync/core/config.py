@@ -10,6 +10,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memsync.core.root import CONFIG_DIR as CONFIG_DIR  # (kept here too: where callers look for them)
+from memsync.core.root import CONFIG_FILE as CONFIG_FILE
+from memsync.core.root import find_root as find_root
 from memsync.errors import ConfigError
 from memsync.util import fs
 from memsync.util.names import check_name, check_type, valid_branch
@@ -19,8 +22,6 @@ if TYPE_CHECKING:  # imported where a configuration sets them: a status reads ne
     from memsync.checks.merge_policy import MergeRule
     from memsync.core.pacing import PushRate
 
-CONFIG_DIR = ".vm0"
-CONFIG_FILE = "storage.yaml"
 SECRETS_POLICIES = ("warn", "block", "off")
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 KNOWN_KEYS = ("name", "type", "remote", "branch", "protect", "max_file_size", "secrets", "merge",
@@ -50,15 +51,6 @@ class StorageConfig:
 
 def config_path(root: Path) -> Path:
     return root / CONFIG_DIR / CONFIG_FILE
-
-
-def find_root(start: Path) -> Path | None:
-    """The nearest directory at or above `start` holding `.vm0/storage.yaml`."""
-    start = start.resolve()
-    for candidate in (start, *start.parents):
-        if (candidate / CONFIG_DIR / CONFIG_FILE).exists():
-            return candidate
-    return None
 
 
 _SIMPLE_LINE = re.compile(r"([a-z_]+): ([A-Za-z/][A-Za-z0-9_./@+-]*(?::[A-Za-z0-9_./@+-]+)*)")  # a path, a URL, a word

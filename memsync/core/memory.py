@@ -14,8 +14,9 @@ from memsync.errors import ConfigError, NotAMemory, RunInProgress
 from memsync.git import checkoutjournal
 from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
-from memsync.git.repo import GitRepo, read_private, write_private
+from memsync.git.repo import GitRepo
 from memsync.util import notices
+from memsync.util.fs import read_private, write_private
 from memsync.util.records import dataclass
 
 HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed

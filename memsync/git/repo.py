@@ -23,7 +23,7 @@ from memsync.git import earlyscan, engine, hints, unsettled
 from memsync.git.hub import safe_url
 from memsync.git.hubtree import tree_totals
 from memsync.git.workdiff import diff_to_workdir, scan_flags
-from memsync.util.fs import atomic_write
+from memsync.util.fs import atomic_write, read_private, write_private
 from memsync.util.names import operator_identity
 from memsync.util.records import dataclass
 
@@ -429,7 +429,7 @@ class GitRepo:
         if walk.hashed and not self._settle_hashed(walk.index, walk.deltas, walk.hashed,
                                                    checked[0] if checked else None):
             return None  # some other entry needs refreshing: a full scan does it
-        self._warm, self._repo, self._index = self._repo if self._warm is not None else None, walk.repo, walk.index
+        self._repo, self._index = walk.repo, walk.index  # (the old handle stays in self._warm if it was warmed)
         return walk.deltas, walk.hashed, cached
 
     def _settle_hashed(self, index: pygit2.Index, deltas: list[pygit2.DiffDelta], hashed: int,
@@ -811,25 +811,6 @@ class GitRepo:
             if delta.status != pygit2.enums.DeltaStatus.DELETED:
                 found[delta.new_file.path] = str(delta.new_file.id)
         return found
-
-
-def write_private(target: Path, data: bytes) -> None:
-    """Replace a cache file of memsync's own with `data` (util.fs.atomic_write: a symlink or file
-    planted in a shared hub is never followed or written through). Not flushed to disk: a cache
-    lost in a crash is computed again."""
-    atomic_write(target, data, durable=False)
-
-
-def read_private(path: Path, limit: int = 16 * 1024 * 1024) -> bytes:
-    """A cache file's bytes, never through a symlink and never from a FIFO or device (which
-    would block or never end): OSError otherwise."""
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
-        return fh.read(limit)
 
 
 _STATS_FILE = "memsync-tree-stats.json"

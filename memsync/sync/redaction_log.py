@@ -9,7 +9,7 @@ until it is followed or the hub no longer holds it. `status` and `log --flagged`
 from __future__ import annotations
 
 from memsync.core.memory import HUB_BEFORE_REWRITE, REDACTION_BACKUPS, Memory
-from memsync.git.repo import read_private, write_private
+from memsync.util.fs import read_private, write_private
 from memsync.util.records import asdict, dataclass, field
 
 BACKUP_PREFIX = REDACTION_BACKUPS

@@ -392,7 +392,7 @@ def _last_run_of(git: GitRepo, tip: str) -> LastRun | None:
     import contextlib
     import json
 
-    from memsync.git.repo import read_private, write_private
+    from memsync.util.fs import read_private, write_private
 
     target = git.git_dir / _LAST_RUN_FILE
     cache: dict[str, object] = {}

@@ -116,3 +116,22 @@ def atomic_write(target: Path, data: bytes, *, mode: int | None = None, keep_mod
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_private(target: Path, data: bytes) -> None:
+    """Replace a cache file of memsync's own with `data` (atomic_write: a symlink or file
+    planted in a shared hub is never followed or written through). Not flushed to disk: a cache
+    lost in a crash is computed again."""
+    atomic_write(target, data, durable=False)
+
+
+def read_private(path: Path, limit: int = 16 * 1024 * 1024) -> bytes:
+    """A cache file's bytes, never through a symlink and never from a FIFO or device (which
+    would block or never end): OSError otherwise."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return fh.read(limit)
