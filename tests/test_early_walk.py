@@ -283,7 +283,7 @@ def test_a_planted_list_file_is_never_followed_or_read_past_its_bound(memory: Pa
         ledger.mkdir()
     elif planted == "oversized":
         ledger.write_bytes(b"a.md\0")
-        os.truncate(ledger, unsettled.MAX_PATHS * 4096 + 1)  # sparse: past the bound, read never
+        os.truncate(ledger, unsettled._MAX_FILE + 1)  # sparse: past the bound, no list
     else:
         ledger.symlink_to(victim)  # a list written "through" it would land in the operator's file
     write(memory, "a.md", "first\n")
@@ -293,3 +293,28 @@ def test_a_planted_list_file_is_never_followed_or_read_past_its_bound(memory: Pa
     assert hub_tree()["a.md"] == b"first\n"
     assert victim.read_text() == "the operator's own file\n"
     assert git("status", "--porcelain", cwd=memory) == ""
+
+
+@pytest.mark.attack
+def test_settling_reads_a_bounded_number_of_bytes(memory: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent can list (and keep touching) many large files: a scan reads them up to a budget,
+    and what is past it waits, still listed, for a later scan."""
+    monkeypatch.setattr(snapshot, "_SETTLED_NS", 60 * 10**9)
+    names = [f"big/{i}.bin" for i in range(4)]
+    for name in names:
+        write(memory, name, b"x" * 1000)
+    assert cli("push", cwd=memory).code == 0
+    monkeypatch.setattr(unsettled, "SETTLED_NS", 0)
+    monkeypatch.setattr(unsettled, "_BUDGET", 1500)
+    opened: list[str] = []
+    real_read = Tree.read
+
+    def reading(self: Any, rel: str, limit: int) -> Any:
+        opened.append(rel)
+        return real_read(self, rel, limit)
+
+    monkeypatch.setattr(Tree, "read", reading)
+    g = GitRepo.open(memory)
+    ready, _fresh = g._check_unsettled()
+    assert sum(1 for rel in opened if rel in names) == 2  # 1,000 bytes, then 2,000: past the budget
+    assert set(names) - {path for (path, _oid, _mode), _st in ready} <= set(unsettled._read(memory / ".git"))

@@ -28,7 +28,7 @@ from pathlib import Path
 import pygit2
 
 from memsync.util.dirfd import Tree
-from memsync.util.fs import atomic_write
+from memsync.util.fs import atomic_write, read_private
 
 __all__ = ["LEDGER", "MAX_PATHS", "Found", "note", "settle"]
 
@@ -36,6 +36,7 @@ LEDGER = "memsync-unsettled"
 MAX_PATHS = 4096  # past this many, the list is dropped: a full scan refreshes them all
 SETTLED_NS = 2_000_000_000  # as snapshot._SETTLED_NS: a file older than this gets a later stamp from any write
 _MAX_BYTES = 1 << 20  # a larger file is left to a full scan
+_BUDGET = 16 << 20  # bytes read in all: what is listed past it waits for a later scan (or a full one)
 
 
 def note(git_dir: Path, paths: Iterable[str]) -> None:
@@ -64,8 +65,12 @@ def settle(root: Path, git_dir: Path, expected: Callable[[str], tuple[pygit2.Oid
     fresh: list[Found] = []
     keep: list[str] = []
     now = time.time_ns()
+    spent = 0
     with Tree(root) as tree:
         for path in paths:
+            if spent > _BUDGET:  # a list an agent filled with large files costs a bounded read
+                keep.append(path)
+                continue
             try:
                 want = expected(path)
                 if want is None:
@@ -80,6 +85,7 @@ def settle(root: Path, git_dir: Path, expected: Callable[[str], tuple[pygit2.Oid
             except (KeyError, OSError, ValueError, pygit2.GitError):
                 continue  # gone from the tree, or unreadable: the scan says what it is
             oid, mode = want
+            spent += 0 if data is None else len(data)
             if data is None or after is None or mode_of(st) != mode or pygit2.hash(data) != oid:
                 continue  # changed: the scan reports it, and staging it lists it again if need be
             if (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != (
@@ -94,26 +100,18 @@ def settle(root: Path, git_dir: Path, expected: Callable[[str], tuple[pygit2.Oid
     return ready, fresh
 
 
-_MAX_FILE = MAX_PATHS * 4096
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_MAX_FILE = 1 << 20  # the list's own size: 4,096 paths of 256 bytes
 
 
 def _read(git_dir: Path) -> list[str]:
-    """The listed paths; none if the file is missing, or is not a plain file of a sane size
-    (a symlink, a FIFO, /dev/zero planted there is never followed or read)."""
+    """The listed paths; none if the file is missing, not a plain file (a symlink, a FIFO,
+    /dev/zero planted there is never followed or read) or past its bound."""
     try:
-        fd = os.open(git_dir / LEDGER, _READ_FLAGS)
+        raw = read_private(git_dir / LEDGER, _MAX_FILE + 1)
     except OSError:
         return []
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE:
-            return []
-        raw = os.read(fd, _MAX_FILE + 1)
-    except OSError:
+    if len(raw) > _MAX_FILE:
         return []
-    finally:
-        os.close(fd)
     return [os.fsdecode(p) for p in raw.split(b"\0") if p][:MAX_PATHS]
 
 
