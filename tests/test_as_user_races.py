@@ -463,10 +463,10 @@ def _local_checkpoints(mem: Path) -> int:
 
 def test_checkpoints_under_as_user_leave_the_hubs_new_versions_for_after_the_command(
         open_dir: Path, agent_user: pwd.struct_passwd, tmp_path: Path) -> None:
-    """Another writer pushes while an --as-user command runs: merging it would have root write
-    into the tree the command can swap folders of (libgit2's checkout goes by name). The
-    checkpoints commit locally and wait; once the command has ended (and its processes), the
-    final save merges and pushes everything."""
+    """Another writer pushes while an --as-user command runs: merging it into the tree would have
+    root write where the command can swap folders (libgit2's checkout goes by name). The
+    checkpoints merge aside and push (the hub gets both sides while the command runs); the work
+    tree gets the other writer's file only once the command has ended (and its processes)."""
     mem = _memory(open_dir)
     release = open_dir / "release"
     env = dict(os.environ, MEMSYNC_QUIET="0.2", MEMSYNC_SETTLE="0.1")
@@ -482,12 +482,14 @@ def test_checkpoints_under_as_user_leave_the_hubs_new_versions_for_after_the_com
         assert memsync_cmd("push", cwd=other).returncode == 0
         seen = _local_checkpoints(mem)
         _wait_for(lambda: _local_checkpoints(mem) >= seen + 2)  # checkpoints made after the other push
+        # a checkpoint pushed a merge of the run's notes and the other writer's file meanwhile
+        _wait_for(lambda: git("log", "-1", "--format=%s", "memory/research", cwd=hub_path()).startswith("Merge"))
+        assert not (mem / "other.md").exists()
     finally:
         release.touch()
         out, err = run.communicate(timeout=120)
     assert run.returncode == 0, err
     assert "saw other.md" not in out  # never written into the tree while the command ran
-    assert "merged and this checkpoint pushed once the command has ended" in err
     tree = hub_tree("memory/research")
     assert tree["other.md"] == b"from another writer\n" and "notes/1.md" in tree
     assert (mem / "other.md").read_bytes() == b"from another writer\n"

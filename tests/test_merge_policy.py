@@ -98,10 +98,10 @@ def test_rules_match_like_protect_and_defaults_apply_last() -> None:
     rules = parse_rules([{"path": "notes/**", "strategy": "ours"}, {"path": "*.md", "strategy": "theirs"}])
     assert strategy_for(rules, "notes/x/y.jsonl") == "ours"
     assert strategy_for(rules, "deep/dir/a.md") == "theirs"
-    assert strategy_for([], "deep/dir/events.jsonl") == "union"
-    assert strategy_for([], "log.md") == "union"
+    assert strategy_for([], "deep/dir/events.jsonl") == "append"
+    assert strategy_for([], "log.md") == "append"
     assert strategy_for([], "summary.md") == "keep-both"
-    assert MergeRule("*.jsonl", "union") in DEFAULT_RULES
+    assert MergeRule("*.jsonl", "append") in DEFAULT_RULES
 
 
 @pytest.mark.parametrize(("text", "problem"), [

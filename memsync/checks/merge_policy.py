@@ -5,7 +5,10 @@
       - {path: "notes/**", strategy: keep-both}
 
 Strategies (applied only where the two sides conflict; changes to different lines always merge):
-`union` keeps the lines of both sides (ours first), `keep-both` keeps ours at the path and theirs
+`append` (the default for `log.md` and JSON lines) keeps every line each side added, once, ours
+first, and applies to every file both sides changed (checks/appendmerge.py); `union` keeps the
+lines of both sides of a conflicting hunk (ours first; lines the two hunks share may come out
+twice, as with git's union driver), `keep-both` keeps ours at the path and theirs
 beside it as a conflict copy, `ours` / `theirs` take that side's version of each conflicting hunk,
 `structured` (the default for JSON and YAML) merges key by key (structured.py).
 Whatever the strategy, a merged JSON, JSON lines or YAML file that does not parse is never
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 from memsync.util.records import dataclass
 
-STRATEGIES = ("union", "keep-both", "ours", "theirs", "structured")
+STRATEGIES = ("append", "union", "keep-both", "ours", "theirs", "structured")
 DEFAULT = "keep-both"
 
 
@@ -36,9 +39,9 @@ class MergeRule:
         return _compile_glob(self.pattern).fullmatch(path) is not None
 
 
-# Append-only files agents write: JSON lines and the contract's log merge line by line; JSON and
-# YAML documents by their structure.
-DEFAULT_RULES = (MergeRule("*.jsonl", "union"), MergeRule("*.ndjson", "union"), MergeRule("log.md", "union"),
+# Append-only files agents write: JSON lines and the contract's log keep every appended line once;
+# JSON and YAML documents merge by their structure.
+DEFAULT_RULES = (MergeRule("*.jsonl", "append"), MergeRule("*.ndjson", "append"), MergeRule("log.md", "append"),
                  MergeRule("*.json", "structured"), MergeRule("*.yaml", "structured"),
                  MergeRule("*.yml", "structured"))
 

@@ -73,7 +73,7 @@ def merge(kind: str, strategy: str, base: bytes | None, ours: bytes, theirs: byt
     if kind == "jsonl":
         if result is not None:
             return text_result
-        return _line_union(base, ours, theirs) if strategy in ("union", "structured") else None
+        return _line_union(base, ours, theirs) if strategy in ("append", "union", "structured") else None
     if strategy != "structured":
         return text_result if result is not None else None
     try:

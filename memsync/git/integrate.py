@@ -79,6 +79,27 @@ def integrate(git: GitRepo, branch: str, theirs: str, their_tag: str,
     return Integration("merged", str(oid), merged.conflicts, merged.kept_modified, held)
 
 
+def merge_aside(git: GitRepo, ours: str, theirs: str, their_tag: str, message: str,
+                author: tuple[str, str] | None = None, *, memory: str = "",
+                strategy_for: Callable[[str], str] | None = None) -> Integration:
+    """The keep-both merge of `ours` and `theirs` as a commit that nothing checks out and no
+    branch points at: what a checkpoint pushes while an agent still writes in the work tree
+    (BRIEF rule 9). The hub's version is checked like one that reaches the work tree. The
+    caller knows neither side already holds the other."""
+    repo = git._repo
+    check_tree(repo, repo[theirs].peel(pygit2.Commit).tree, repo[ours].peel(pygit2.Commit).tree,
+               version=theirs, memory=memory)
+    from memsync.git.merge import merge_keep_both
+
+    merged = merge_keep_both(repo, ours, theirs, their_tag, strategy_for=strategy_for)
+    committer = git.operator_signature()
+    signature = pygit2.Signature(*author) if author else committer
+    oid = repo.create_commit(None, signature, committer, message, pygit2.Oid(hex=merged.tree),
+                             [pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs)])
+    git.note_made(str(oid))
+    return Integration("merged", str(oid), merged.conflicts, merged.kept_modified)
+
+
 def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
               checked: str | None = None) -> list[Oversize]:
     """Check `commit` out over HEAD; blobs over `max_file_size` stay out of the work tree (held

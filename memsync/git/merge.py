@@ -61,6 +61,7 @@ def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: 
 
     follow_policy_only(repo)
     index = repo.merge_commits(ours, theirs)
+    _by_appends(repo, index, ours, theirs, strategy_for)
     settled = _by_policy(repo, index, ours, theirs, strategy_for)
     forced = _by_structure(repo, index, ours, theirs, strategy_for, settled)
     _by_entries(repo, index, ours, theirs)
@@ -82,6 +83,28 @@ def _by_entries(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs:
                 index.remove(path)
         else:
             index.add(merged)
+
+
+def _by_appends(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: str,
+                strategy_for: Callable[[str], str]) -> None:
+    """Files whose policy is `append` that both sides changed: merged by appendmerge (every line
+    each side added, once), whatever libgit2's line merge made of them. A deletion on one side, a
+    link or a binary file is left to the other rules (a modification beats a deletion)."""
+    from memsync.checks.appendmerge import merge_appends
+
+    base_oid = repo.merge_base(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs))
+    trees = [repo[oid].peel(pygit2.Commit).tree for oid in (base_oid, ours, theirs)]
+    for path in sorted(p for p in _changed_on_both_sides(repo, *trees) if strategy_for(p) == "append"):
+        base, mine, other = (_blob_entry(tree, path) for tree in trees)
+        if mine is None or other is None:
+            continue
+        sides = [b"" if e is None else repo[e.id].peel(pygit2.Blob).data for e in (base, mine, other)]
+        if any(b"\0" in data[:8000] for data in sides):
+            continue
+        merged = merge_appends(None if base is None else sides[0], sides[1], sides[2])
+        if index.conflicts is not None:
+            _drop_conflict(index.conflicts, path)
+        index.add(pygit2.IndexEntry(path, repo.create_blob(merged), mine.mode))
 
 
 def _merge_gathered(repo: pygit2.Repository, path: str, *sides: pygit2.IndexEntry | None) -> pygit2.IndexEntry | None:

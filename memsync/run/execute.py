@@ -32,7 +32,6 @@ from memsync.errors import (
     Interrupted,
     MemsyncError,
     PushRejected,
-    RemoteError,
     RepoError,
     UsageError,
 )
@@ -519,8 +518,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: 
                     _report(snap, mem, say)
                     m.last_who = who
                     if not o.no_push and pacer.may_push(m.name):  # else it goes with a later push
-                        _deliver(mem, who, m.outcome, say, quiet_failure=True, trust=trust,
-                                 hold_merges=o.user is not None)
+                        _deliver(mem, who, m.outcome, say, quiet_failure=True, trust=trust, live=True)
                         pacer.pushed(m.name)
             return bool(snap.pending)
 
@@ -531,7 +529,7 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: 
                 try:
                     with m.mem.locked():
                         _deliver(m.mem, m.last_who, m.outcome, say, quiet_failure=True, trust=m.trust,
-                                 hold_merges=o.user is not None)
+                                 live=True)
                 finally:
                     pacer.pushed(name)  # an attempt counts: a failing hub is not retried every tick
 
@@ -794,34 +792,14 @@ def _interruptible(work: Callable[[], None], signals: _Signals | None = None, sa
         raise failure[0]
 
 
-class _MergeWaits(RemoteError):
-    """A checkpoint under --as-user met new versions on the hub: merging them would have root
-    write them into a tree the command's user can swap folders of (libgit2's checkout goes by
-    name), so the merge, and the push, wait for the end of the command (its processes ended)."""
-
-
-def _merge_later(mem: Memory) -> Callable[[str], None]:
-    def accept(remote: str) -> None:
-        head = mem.git.head_oid()
-        if head is not None and mem.git.is_ancestor(remote, head):
-            return  # nothing to merge: the push alone moves the hub
-        raise _MergeWaits("the hub has new versions; with --as-user they are merged and this "
-                          "checkpoint pushed once the command has ended")
-    return accept
-
-
 def _deliver(mem: Memory, who: Attribution, outcome: MemoryOutcome, say: Say, quiet_failure: bool,
-             trust: RunTrust, hold_merges: bool = False) -> None:
+             trust: RunTrust, live: bool = False) -> None:
+    """Push the run's commits. `live` (a checkpoint: the command may still be writing): the
+    hub's new versions are merged aside, never into the work tree (exchange.converge)."""
     from memsync.errors import RemoteError as _RemoteError
 
     try:
-        exchange = converge(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted,
-                        accept=_merge_later(mem) if hold_merges else None)
-    except _MergeWaits as exc:
-        if outcome.unpushed == []:  # said once, when the first checkpoint starts to wait
-            say(f"{mem.name}: {exc.message}")
-        outcome.unpushed = unpushed(mem)
-        return
+        exchange = converge(mem, who, lambda: _resnap(mem, who), vetted=trust.vetted, live=live)
     except _RemoteError as exc:
         outcome.unpushed = unpushed(mem)
         if not quiet_failure:

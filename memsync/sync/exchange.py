@@ -6,6 +6,13 @@ gets one merge per exchange. On a file:// hub, libgit2's local transport is not 
 serialise concurrent ref updates: pushes take the hub's lock and re-check its tip under it.
 On a network hub, a push of work ahead of our last fetch goes first, leased on that fetch's
 tip (see _push_ahead): one connection instead of two while nobody else writes.
+
+While an agent writes in the work tree (a run's checkpoints: `live`), nothing of the hub's
+reaches the work tree, the index or the branch: the merge of the branch (the run's own commits)
+and the hub's tip is a commit of its own that only the hub and the tracking ref point at
+(integrate.merge_aside). The next checkpoint's merge has the previous one's run commit as its
+base, so each side is its base plus what it wrote since, and the hub's changes reach the work
+tree with the run's final exchange, once the agent has ended (BRIEF rule 9).
 """
 
 from __future__ import annotations
@@ -353,7 +360,7 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
 def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
          progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None,
          vetted: Callable[[], list[str]] | None = None, depth: int = 0,
-         follow: Decide | None = None) -> Exchange:
+         follow: Decide | None = None, live: bool = False) -> Exchange:
     """Fetch + merge (+ push) until the hub holds our work; caller holds the memory's lock.
 
     `accept` may refuse (raise) a fetched version before anything of it reaches the work tree.
@@ -368,12 +375,13 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
     hub refuses the queue. On a network hub the first try may be a push alone (_push_ahead);
     when that cannot be, the exchange goes on as above at once. `depth`: of the fetches (a
     clone's: see shallow.py). `follow`: the operator's word on a hub's redaction that is not
-    secrets only (redaction.py)."""
+    secrets only (redaction.py). `live`: an agent may be writing in the work tree: merge aside
+    (see the module's docstring) and leave work tree, index and branch as they are."""
     deadline = time.monotonic() + push_patience()
     places: list[Turn] = []  # the ticket a lost race took in a network hub's queue
     try:
         return _converge(mem, who, resnapshot, deadline, places, push=push, progress=progress, accept=accept,
-                         vetted=vetted, depth=depth, follow=follow)
+                         vetted=vetted, depth=depth, follow=follow, live=live)
     finally:
         for turn in places:
             turn.release()
@@ -381,7 +389,8 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
 
 def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], deadline: float, places: list[Turn], *,
               push: bool, progress: ProgressFn | None, accept: Callable[[str], None] | None,
-              vetted: Callable[[], list[str]] | None, depth: int, follow: Decide | None) -> Exchange:
+              vetted: Callable[[], list[str]] | None, depth: int, follow: Decide | None,
+              live: bool = False) -> Exchange:
     result = Exchange()
     network_failures = 0
     lost = 0
@@ -396,7 +405,9 @@ def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], dea
                     break
             with hub_lock(mem, push_patience()) if serial else contextlib.nullcontext():
                 remote = fetch(mem, progress, depth)
-                if remote is not None:
+                if live:
+                    head = _merge_aside(mem, remote, who, result)
+                elif remote is not None:
                     if accept is not None:
                         accept(remote)
                     result.redaction = _follow_redaction(mem, remote, follow) or result.redaction
@@ -407,12 +418,14 @@ def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], dea
                     if merged.outcome == "merged":
                         result.merges.append(_fold(mem, merged, result.merges))
                 result.remote_head = remote
-                head = mem.git.head_oid()
+                if not live:
+                    head = mem.git.head_oid()
                 if not push or head is None or head == remote:
                     return result
                 source = sending = None
                 if vetted is not None:
                     _refuse_foreign(mem, head, [t for t in (remote, *vetted()) if t])
+                if vetted is not None or live:
                     mem.git.set_ref(OUTGOING, head, "memsync: push")
                     source, sending = OUTGOING, head
                 _push_once(mem, remote, progress, source, hub_locked=serial, sending=sending)
@@ -438,6 +451,29 @@ def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], dea
     result.remote_head = head
     result.pushed = True
     return result
+
+
+def _merge_aside(mem: Memory, remote: str | None, who: Attribution, result: Exchange) -> str | None:
+    """A live exchange's commit to push: the branch itself when the hub has nothing it lacks,
+    else a merge of the two that the work tree never sees (integrate.merge_aside); None when
+    the hub already holds the branch. A retry's merge replaces the refused one in `result`."""
+    ours = mem.git.head_oid()
+    result.merges = []
+    if ours is None or remote is None or ours == remote or mem.git.is_ancestor(remote, ours):
+        return ours
+    if mem.git.is_ancestor(ours, remote):
+        return None
+    from memsync.checks.merge_policy import strategy_for
+    from memsync.git.integrate import merge_aside
+
+    if shallow.is_shallow(mem) and mem.git.merge_base(ours, remote) is None:
+        shallow.complete(mem)
+    message = compose(f"Merge {remote[:8]} into {ours[:8]}", who.trailers([]))
+    merged = merge_aside(mem.git, ours, remote, their_tag(mem, remote), message, who.author(), memory=mem.name,
+                         strategy_for=lambda path: strategy_for(mem.config.merge, path))
+    result.rule_files += [p for p in _rule_changes(mem, ours, remote) if p not in result.rule_files]
+    result.merges.append(merged)
+    return merged.head
 
 
 def _take_turn(mem: Memory, places: list[Turn], deadline: float) -> bool:
