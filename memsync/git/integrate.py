@@ -16,9 +16,10 @@ import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
 
 from memsync.errors import MemsyncError, RepoError
-from memsync.git import checkoutjournal
+from memsync.git import checkoutjournal, inplace
 from memsync.git.hubtree import Oversize, check_tree, refusal
 from memsync.git.repo import GitRepo, file_blob_id, file_entry
+from memsync.util import leases
 from memsync.util.records import dataclass, field
 
 if TYPE_CHECKING:  # a version already here (up to date, ahead) needs neither the merge nor the checkout
@@ -29,6 +30,15 @@ Outcome = Literal["up-to-date", "ahead", "fast-forward", "merged"]
 
 class WorktreeChanged(MemsyncError):
     """A file the merge must update changed on disk meanwhile: snapshot again, then retry."""
+
+
+class WorktreeBusy(WorktreeChanged):
+    """Files the merge must update are open in another process (an agent, an editor): none is
+    written; the merge is tried again once they are closed."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(f"{len(paths)} file(s) the merge would update are open in another process")
+        self.paths = paths
 
 
 @dataclass
@@ -106,7 +116,7 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     back: index entry kept, see GitRepo.held_back). `checked`: the hub version a merge
     `commit` was made from, named in a refusal. The checkout is recorded first
     (checkoutjournal.begin): the caller moves the branch, then calls checkoutjournal.finish."""
-    from memsync.git import filters, firstcheckout
+    from memsync.git import filters
 
     repo = git._repo
     tree = repo[commit].peel(pygit2.Commit).tree
@@ -118,6 +128,31 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     unfiltered = old is None and filters.unneeded(repo, checked_tree.attributes)
     stale = _stale_copies(git, old, oversize)  # before anything is written
     paths = None if old is None else _changed_paths(old, tree)
+    exclude = {o.path for o in oversize} | set(git.held_back())
+    rewrite = [] if old is None or paths is None else inplace.candidates(old, tree, paths, exclude)
+    # A file another process has open is never written: its lease is refused (util/leases.py).
+    # One nobody has open is rewritten through its lease, only if it is still the old version;
+    # removed ones stay leased while libgit2 unlinks them. libgit2 opens the rest by name, which
+    # would break a lease of memsync's own: those are only probed (mode and type changes).
+    kept = set(rewrite) | {p for p in paths or [] if _blob_id(tree, p) is None}
+    with leases.held(git.root, [p for p in paths or [] if p not in kept]) as probed:
+        busy = probed.busy
+    with leases.held(git.root, sorted(kept), writable=rewrite) as held_files:
+        busy += held_files.busy
+        if busy:
+            raise WorktreeBusy(busy)
+        fds = {p: held_files.fds[p] for p in rewrite if p in held_files.fds} if held_files.available else {}
+        if old is not None and inplace.differing(repo, old, fds):
+            raise WorktreeChanged("files changed on disk during the merge")
+        return _write_checkout(git, repo, tree, commit, paths, oversize, stale, unfiltered, checked or commit,
+                               memory, fds)
+
+
+def _write_checkout(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree, commit: str, paths: list[str] | None,
+                    oversize: list[Oversize], stale: list[str], unfiltered: bool, checked: str, memory: str,
+                    rewrite: dict[str, int]) -> list[Oversize]:
+    from memsync.git import filters, firstcheckout
+
     try:
         checkoutjournal.begin(git, commit, paths)
     except OSError as exc:
@@ -130,7 +165,7 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     missing = []  # held back before, changed now: not on disk, so SAFE would see a conflict
     if paths is not None:
         missing = [p for p in paths if p in before and p not in held]
-        paths = [p for p in paths if p not in skip and p not in missing]
+        paths = [p for p in paths if p not in skip and p not in missing and p not in rewrite]
     elif skip:
         paths = [p for p in _all_paths(repo, tree) if p not in skip]
     try:
@@ -142,13 +177,17 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
         if missing:
             filters.checkout(repo, tree, CheckoutStrategy.SAFE | CheckoutStrategy.RECREATE_MISSING
                              | CheckoutStrategy.DISABLE_PATHSPEC_MATCH, missing)
+        if rewrite:
+            inplace.write(repo, tree, rewrite)
+    except OSError as exc:
+        raise disk_refusal(git, "cannot update the work tree", exc, _undo_partial_checkout(git)) from exc
     except pygit2.GitError as exc:
         text = str(exc)
         undone = _undo_partial_checkout(git)
         if "conflict" in text.lower():
             raise WorktreeChanged(f"files changed on disk during the merge: {text}") from exc
         if "invalid path" in text.lower():  # libgit2 refuses `..`, `.git`, absolute paths
-            raise refusal(checked or commit, memory, text) from exc
+            raise refusal(checked, memory, text) from exc
         raise disk_refusal(git, "cannot update the work tree", exc, undone) from exc
     for path in stale:  # the previous version of a file now held back: removed, as a checkout would
         (git.root / path).unlink(missing_ok=True)

@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # imported only when needed: a status merges nothing
     from memsync.sync.turns import Turn
 
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
+BUSY_WAIT = 0.1  # seconds between tries of a merge whose files are open elsewhere
 DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers
 BACKOFF_BASE, BACKOFF_CAP = 0.02, 2.0
 NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
@@ -209,8 +210,9 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
              resnapshot: Callable[[], None]) -> Integration:
     """Integrate `theirs`; if files change on disk meanwhile, snapshot them and retry."""
     from memsync.checks.merge_policy import strategy_for
-    from memsync.git.integrate import WorktreeChanged, integrate
+    from memsync.git.integrate import WorktreeBusy, WorktreeChanged, integrate
 
+    busy: list[str] = []
     for _ in range(MAX_ROUNDS):
         tag = their_tag(mem, theirs)
         ours = mem.git.head_oid()
@@ -223,11 +225,23 @@ def merge_in(mem: Memory, theirs: str, who: Attribution,
             result = integrate(mem.git, mem.branch, theirs, tag, message, who.author(), memory=mem.name,
                                max_file_size=mem.config.max_file_size,
                                strategy_for=lambda path: strategy_for(mem.config.merge, path))
+        except WorktreeBusy as exc:
+            busy = exc.paths
+            time.sleep(BUSY_WAIT)
+            continue
         except WorktreeChanged:
+            busy = []
             resnapshot()
             time.sleep(0.05)
             continue
         return result
+    if busy:
+        from memsync.util.textsafe import display_path
+
+        shown = ", ".join(display_path(p) for p in busy[:3]) + (" ..." if len(busy) > 3 else "")
+        raise RepoError(f"not merged: the hub's version changes {shown}, open in another process in {mem.root}",
+                        "the local version is committed and nothing was lost; run the command again once the "
+                        "program writing there is done (memsync never writes over a file that is open)")
     raise RepoError("files kept changing during the merge", "retry when the writer is idle")
 
 

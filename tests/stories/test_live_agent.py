@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
 from tests.helpers.figures import Figures, figures, size
 
 pytestmark = [pytest.mark.stress, pytest.mark.slow, pytest.mark.timeout(size(300, 3600))]
@@ -132,3 +132,43 @@ def test_concurrent_checkpointing_runs_keep_every_line_once(tmp_path: Path, figu
         assert [line for line in expected if counts[line] != 1] == []
         assert sum(counts.values()) == len(expected) + 1  # and nothing else but the heading
         figures.add("live agent: concurrent checkpointing runs, every line once", len(runs))
+
+
+HOLDER = """\
+import sys
+with open(sys.argv[1], "a") as fh:
+    fh.write("- mine 1\\n")
+    fh.flush()
+    print("open", flush=True)
+    sys.stdin.readline()
+    fh.write("- mine 2\\n")
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a file open elsewhere is known by its write lease (Linux)")
+def test_pull_never_writes_over_a_file_open_in_another_process(tmp_path: Path, memory: Path, cli: Cli) -> None:
+    """An editor or agent keeps log.md open while the hub brings a change to it: the pull merges
+    nothing into it (exit 7 naming it, the local version committed); once closed, the next pull
+    merges, and every line of both writers is there once."""
+    write(memory, "log.md", "# log\n")
+    assert cli("push", cwd=memory).code == 0
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    write(other, "log.md", "# log\n- other\n")
+    assert cli("push", cwd=other).code == 0
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(memory / "log.md")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        refused = cli("pull", cwd=memory)
+        assert refused.code == 7, refused.err
+        assert "log.md, open in another process" in refused.err
+        assert (memory / "log.md").read_text() == "# log\n- mine 1\n"  # not written under the writer
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(30)
+    assert cli("pull", cwd=memory).code == 0
+    lines = (memory / "log.md").read_text().splitlines()
+    assert sorted(lines) == sorted(["# log", "- mine 1", "- mine 2", "- other"])
