@@ -9,6 +9,8 @@ differs is the writer's: nothing is written, and the caller snapshots it and mer
 each is truncated and rewritten. While the lease is held nobody can open the file, so no process
 ever sees a half-written one, and a writer that tries waits and then appends to the new content.
 A crash in the middle leaves a prefix of the new content, which the checkout journal rolls back.
+Nothing else runs while the leases are held: libgit2 opens files by name (its index write reads
+recently written ones back), so its checkout of the other paths and the staging come after.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def candidates(old: pygit2.Tree, new: pygit2.Tree, paths: list[str], exclude: se
     """The paths whose file changes content but stays a regular file of the same mode."""
     found = []
     for path in paths:
-        if path in exclude:
+        if path in exclude or path.rsplit("/", 1)[-1] == ".gitattributes":
             continue
         before, after = _entry(old, path), _entry(new, path)
         if before is None or after is None or before.filemode != after.filemode or before.id == after.id:
@@ -34,35 +36,43 @@ def candidates(old: pygit2.Tree, new: pygit2.Tree, paths: list[str], exclude: se
     return found
 
 
-def differing(repo: pygit2.Repository, old: pygit2.Tree, fds: dict[str, int]) -> list[str]:
+def versions(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree,
+             paths: list[str]) -> dict[str, tuple[bytes, bytes]]:
+    """Each path's old and new bytes as a checkout writes them, read before any lease is taken:
+    loading a filter list reads .gitattributes files, and an open by the lease holder breaks it."""
+    found = {}
+    for path in paths:
+        before, after = _entry(old, path), _entry(new, path)
+        assert before is not None and after is not None
+        found[path] = (_worktree_bytes(repo, path, before.id), _worktree_bytes(repo, path, after.id))
+    return found
+
+
+def differing(fds: dict[str, int], wanted: dict[str, tuple[bytes, bytes]]) -> list[str]:
     """The paths whose file (read through its descriptor) is no longer the old version's."""
-    changed = []
-    for path, fd in fds.items():
-        entry = _entry(old, path)
-        assert entry is not None
-        if _read(fd) != _worktree_bytes(repo, path, entry.id):
-            changed.append(path)
-    return changed
+    return [path for path, fd in fds.items() if _read(fd) != wanted[path][0]]
 
 
-def write(repo: pygit2.Repository, new: pygit2.Tree, fds: dict[str, int]) -> None:
-    """Rewrite each file through its descriptor with the new version's bytes; stage the version."""
+def write(fds: dict[str, int], wanted: dict[str, tuple[bytes, bytes]]) -> None:
+    """Rewrite each file through its descriptor with the new version's bytes."""
     for path, fd in fds.items():
-        entry = _entry(new, path)
-        assert entry is not None
-        data = _worktree_bytes(repo, path, entry.id)
+        data = wanted[path][1]
         os.ftruncate(fd, 0)
         view = memoryview(data)
         offset = 0
         while offset < len(data):
             offset += os.pwrite(fd, view[offset:], offset)
+
+
+def stage(repo: pygit2.Repository, new: pygit2.Tree, paths: list[str]) -> None:
+    """Stage the new version of the files written, once their leases are released: staged without
+    stat data (libgit2 would read them by name), so the next scan hashes them and finds them as
+    written, or changed by a writer since."""
     index = repo.index
     index.read(force=False)
-    for path in fds:
+    for path in paths:
         entry = _entry(new, path)
         assert entry is not None
-        # Staged without stat data (reading the file by name would break the lease): the next
-        # scan hashes it and finds it as written, or changed by a writer since.
         index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
     index.write()
 
@@ -91,4 +101,4 @@ def _entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
     return obj if obj.filemode in _REGULAR else None
 
 
-__all__ = ["candidates", "differing", "write"]
+__all__ = ["candidates", "differing", "stage", "versions", "write"]

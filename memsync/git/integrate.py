@@ -131,32 +131,28 @@ def _checkout(git: GitRepo, commit: str, memory: str, max_file_size: int | None,
     exclude = {o.path for o in oversize} | set(git.held_back())
     rewrite = [] if old is None or paths is None else inplace.candidates(old, tree, paths, exclude)
     # A file another process has open is never written: its lease is refused (util/leases.py).
-    # One nobody has open is rewritten through its lease, only if it is still the old version;
-    # removed ones stay leased while libgit2 unlinks them. libgit2 opens the rest by name, which
-    # would break a lease of memsync's own: those are only probed (mode and type changes).
-    kept = set(rewrite) | {p for p in paths or [] if _blob_id(tree, p) is None}
-    with leases.held(git.root, [p for p in paths or [] if p not in kept]) as probed:
+    # One nobody has open is rewritten in place through its lease, only if it is still the old
+    # version (git/inplace.py); every other path is probed (leased and released) before libgit2
+    # writes it: libgit2 opens files by name, which would break a lease memsync still held.
+    with leases.held(git.root, [p for p in paths or [] if p not in rewrite]) as probed:
         busy = probed.busy
-    with leases.held(git.root, sorted(kept), writable=rewrite) as held_files:
-        busy += held_files.busy
-        if busy:
-            raise WorktreeBusy(busy)
-        fds = {p: held_files.fds[p] for p in rewrite if p in held_files.fds} if held_files.available else {}
-        if old is not None and inplace.differing(repo, old, fds):
-            raise WorktreeChanged("files changed on disk during the merge")
-        return _write_checkout(git, repo, tree, commit, paths, oversize, stale, unfiltered, checked or commit,
-                               memory, fds)
+    if busy:
+        raise WorktreeBusy(busy)
+    wanted = inplace.versions(repo, old, tree, rewrite) if old is not None and rewrite else {}
+    return _write_checkout(git, repo, tree, commit, paths, oversize, stale, unfiltered, checked or commit,
+                           memory, wanted)
 
 
 def _write_checkout(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree, commit: str, paths: list[str] | None,
                     oversize: list[Oversize], stale: list[str], unfiltered: bool, checked: str, memory: str,
-                    rewrite: dict[str, int]) -> list[Oversize]:
+                    wanted: dict[str, tuple[bytes, bytes]]) -> list[Oversize]:
     from memsync.git import filters, firstcheckout
 
     try:
         checkoutjournal.begin(git, commit, paths)
     except OSError as exc:
         raise disk_refusal(git, "cannot start the checkout", exc) from exc
+    rewritten = _rewrite_in_place(git, repo, tree, wanted)
     before = git.held_back()
     held = {path: oid for path, oid in before.items() if _blob_id(tree, path) == oid}
     held.update((o.path, o.oid) for o in oversize)
@@ -165,7 +161,7 @@ def _write_checkout(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree, co
     missing = []  # held back before, changed now: not on disk, so SAFE would see a conflict
     if paths is not None:
         missing = [p for p in paths if p in before and p not in held]
-        paths = [p for p in paths if p not in skip and p not in missing and p not in rewrite]
+        paths = [p for p in paths if p not in skip and p not in missing and p not in rewritten]
     elif skip:
         paths = [p for p in _all_paths(repo, tree) if p not in skip]
     try:
@@ -177,8 +173,8 @@ def _write_checkout(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree, co
         if missing:
             filters.checkout(repo, tree, CheckoutStrategy.SAFE | CheckoutStrategy.RECREATE_MISSING
                              | CheckoutStrategy.DISABLE_PATHSPEC_MATCH, missing)
-        if rewrite:
-            inplace.write(repo, tree, rewrite)
+        if rewritten:
+            inplace.stage(repo, tree, rewritten)
     except OSError as exc:
         raise disk_refusal(git, "cannot update the work tree", exc, _undo_partial_checkout(git)) from exc
     except pygit2.GitError as exc:
@@ -199,6 +195,29 @@ def _write_checkout(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree, co
         index.write()
     git.set_held_back(held)
     return oversize
+
+
+def _rewrite_in_place(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree,
+                      wanted: dict[str, tuple[bytes, bytes]]) -> list[str]:
+    """Write the files `wanted` names under their leases (git/inplace.py): the ones rewritten.
+    None is written when one is open elsewhere (WorktreeBusy) or no longer the old version
+    (WorktreeChanged); a failed write is rolled back by the checkout journal."""
+    if not wanted:
+        return []
+    try:
+        with leases.held(git.root, sorted(wanted), writable=wanted) as held_files:
+            if held_files.busy:
+                raise WorktreeBusy(held_files.busy)
+            fds = {p: fd for p, fd in held_files.fds.items() if held_files.available}
+            if inplace.differing(fds, wanted):
+                raise WorktreeChanged("files changed on disk during the merge")
+            inplace.write(fds, wanted)
+    except WorktreeChanged:
+        _undo_partial_checkout(git)
+        raise
+    except OSError as exc:
+        raise disk_refusal(git, "cannot update the work tree", exc, _undo_partial_checkout(git)) from exc
+    return sorted(fds)
 
 
 def _stale_copies(git: GitRepo, old: pygit2.Tree | None, oversize: list[Oversize]) -> list[str]:
