@@ -4,6 +4,7 @@
 
     api.init(Path("notes"), name="research")                # make a directory a memory
     api.push(Path("notes"))                                  # commit as the operator and push
+    api.push(Path("notes"), api.PushOptions(message="x"))    # a verb's options come as one record
     api.clone("research", Path("/mnt/memory"))               # fetch a memory
     api.pull(Path("/mnt/memory"))                            # merge the hub's version in
     report = api.status(Path("/mnt/memory"))                 # StatusReport dataclass
@@ -21,7 +22,9 @@ from __future__ import annotations
 from memsync.errors import MemsyncError
 from memsync.run.execute import Mount, RunReport
 from memsync.run.execute import execute as run
+from memsync.run.options import RunOptions
 from memsync.sync.listing import MemoryInfo, list_memories
+from memsync.sync.options import PushOptions, StatusOptions
 from memsync.sync.storage import InitResult, PullResult, PushResult, StatusReport, clone, init, pull, push, status
 
 __all__ = [
@@ -30,8 +33,11 @@ __all__ = [
     "MemsyncError",
     "Mount",
     "PullResult",
+    "PushOptions",
     "PushResult",
+    "RunOptions",
     "RunReport",
+    "StatusOptions",
     "StatusReport",
     "clone",
     "init",

@@ -1,7 +1,9 @@
-"""The `memsync` command: parse arguments, call one core function, render its result.
+"""The `memsync` app: the typer application the verb modules attach their commands to (verbs.py),
+and `main`, which runs one command line through it.
 
-This is the only module that imports typer. Exit codes are decided in `handle_errors`, from the
-error classes in errors.py; nothing else calls sys.exit.
+Exit codes are decided in failures.call_guarded, from the error classes in errors.py;
+`handle_errors` carries them to typer, and `main` returns them to the entry point (entry.py),
+the one caller of sys.exit.
 """
 
 from __future__ import annotations
