@@ -1,5 +1,6 @@
 """The hot verbs (push, pull, status, run, `hooks run`) without typer: a sandbox runs memsync cold,
-a new Python per command, and importing typer and building its command tree is ~60 ms of each.
+a new Python per command, and importing typer and building its command tree is a large part of
+each (docs/PERFORMANCE.md, "Figures behind the code's speed mechanisms").
 
 `dispatch` reads exactly the forms a script or a hook writes (`--force`, `-m MSG`,
 `--remote URL` or `--remote=URL`, `run [OPTIONS] [--] CMD...`) and calls the same body as the typer
@@ -10,7 +11,7 @@ that does not parse) is declined: the typer CLI runs it, so every usage error an
 stays typer's own. tests/test_fastpath.py checks the two paths against each other.
 
 Hand-rolled, not argparse: the parser only has to accept a few exact forms and decline the rest,
-and argparse would add its own import (~5 ms: gettext, re) and its own notion of abbreviations
+and argparse would add its own import (gettext, re) and its own notion of abbreviations
 (`--rem` for `--remote`) that typer does not share.
 """
 
