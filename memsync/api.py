@@ -13,8 +13,10 @@
     run.status                                               # the exit code memsync would use
 
 Every function returns a dataclass and raises a `memsync.errors.MemsyncError` subclass (with
-`.message`, `.hint` and `.exit_code`) on failure; none of them prints. Remotes are resolved as on
-the command line: the `remote=` argument, storage.yaml, MEMSYNC_REMOTE, then the embedded hub.
+`.message`, `.hint` and `.exit_code`) on failure; none of them prints. push, status and run take
+their verb's options as one record (`PushOptions`, `StatusOptions`, `RunOptions`: the command
+line's options, with the same defaults). Remotes are resolved as on the command line: the
+`remote` option or argument, storage.yaml, MEMSYNC_REMOTE, then the embedded hub.
 """
 
 from __future__ import annotations

@@ -62,11 +62,11 @@ class Verb:
     interspersed: bool = True  # False: options end at the first word (run: the command's own follow)
 
     def shapes(self) -> list[Shape]:
-        hints = typing.get_type_hints(self.record)
         defaults = {f.name: f.default for f in fields(self.record)}
         shaped = []
         for p in self.params:
-            kind, default = (hints[p.name], defaults[p.name]) if p.name in defaults else (p.kind, p.default)
+            kind, default = (_kind(self.record, p.name), defaults[p.name]) if p.name in defaults \
+                else (p.kind, p.default)
             plural = any(typing.get_origin(a) is list for a in (kind, *typing.get_args(kind)))
             if not p.spellings:
                 arity = REST if plural else WORD
@@ -89,6 +89,19 @@ class Verb:
         own = {f.name for f in fields(self.record)}
         others = {s.name: given.get(s.name, s.default) for s in self.shapes() if s.name not in own}
         return {"options": self.record(**{k: v for k, v in given.items() if k in own}), **others}
+
+# The annotations the records use, read without typing.get_type_hints (it compiles each string:
+# a cost every hot command would pay); any other goes through it.
+_PLAIN: dict[str, Any] = {"bool": bool, "float": float, "int": int, "str": str, "str | None": str | None,
+                          "float | None": float | None, "int | None": int | None}
+
+
+def _kind(record: type, name: str) -> Any:
+    written = next(c.__annotations__[name] for c in record.__mro__ if name in getattr(c, "__annotations__", {}))
+    if not isinstance(written, str):
+        return written
+    return _PLAIN[written] if written in _PLAIN else typing.get_type_hints(record)[name]
+
 
 REMOTE = Param("remote", ("--remote",), "Hub URL: a path, file://, git://, http(s)://, ssh:// or user@host:path.")
 JSON = Param("json", ("--json",), "Print JSON instead of text.", kind=bool, default=False)
