@@ -90,6 +90,7 @@ class Verb:
         others = {s.name: given.get(s.name, s.default) for s in self.shapes() if s.name not in own}
         return {"options": self.record(**{k: v for k, v in given.items() if k in own}), **others}
 
+
 # The annotations the records use, read without typing.get_type_hints (it compiles each string:
 # a cost every hot command would pay); any other goes through it.
 _PLAIN: dict[str, Any] = {"bool": bool, "float": float, "int": int, "str": str, "str | None": str | None,
