@@ -4,6 +4,7 @@
 
     api.init(Path("notes"), name="research")                # make a directory a memory
     api.push(Path("notes"))                                  # commit as the operator and push
+    api.push(Path("notes"), api.PushOptions(message="x"))    # a verb's options come as one record
     api.clone("research", Path("/mnt/memory"))               # fetch a memory
     api.pull(Path("/mnt/memory"))                            # merge the hub's version in
     report = api.status(Path("/mnt/memory"))                 # StatusReport dataclass
@@ -12,8 +13,10 @@
     run.status                                               # the exit code memsync would use
 
 Every function returns a dataclass and raises a `memsync.errors.MemsyncError` subclass (with
-`.message`, `.hint` and `.exit_code`) on failure; none of them prints. Remotes are resolved as on
-the command line: the `remote=` argument, storage.yaml, MEMSYNC_REMOTE, then the embedded hub.
+`.message`, `.hint` and `.exit_code`) on failure; none of them prints. push, status and run take
+their verb's options as one record (`PushOptions`, `StatusOptions`, `RunOptions`: the command
+line's options, with the same defaults). Remotes are resolved as on the command line: the
+`remote` option or argument, storage.yaml, MEMSYNC_REMOTE, then the embedded hub.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from __future__ import annotations
 from memsync.errors import MemsyncError
 from memsync.run.execute import Mount, RunReport
 from memsync.run.execute import execute as run
+from memsync.run.options import RunOptions
 from memsync.sync.listing import MemoryInfo, list_memories
+from memsync.sync.options import PushOptions, StatusOptions
 from memsync.sync.storage import InitResult, PullResult, PushResult, StatusReport, clone, init, pull, push, status
 
 __all__ = [
@@ -30,8 +35,11 @@ __all__ = [
     "MemsyncError",
     "Mount",
     "PullResult",
+    "PushOptions",
     "PushResult",
+    "RunOptions",
     "RunReport",
+    "StatusOptions",
     "StatusReport",
     "clone",
     "init",

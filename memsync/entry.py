@@ -69,10 +69,11 @@ def main() -> None:
 
 def _leave(code: int) -> None:
     """The end of a hot verb, its work done and said. Python's own finalisation (freeing every
-    module, and pygit2's libgit2 state, OpenSSL's certificate store among it) takes ~15-20 ms of a
-    cold command and does nothing memsync needs, so the process ends without it: exit handlers
-    run first, and both streams are flushed. A flush that fails (a closed pipe) or a thread that
-    is not a daemon's still running takes the ordinary exit, as before."""
+    module, and pygit2's libgit2 state, OpenSSL's certificate store among it) is a measurable part
+    of a cold command (docs/PERFORMANCE.md) and does nothing memsync needs, so the process ends
+    without it: exit handlers run first, and both streams are flushed. A flush that fails (a
+    closed pipe) or a thread that is not a daemon's still running takes the ordinary exit, as
+    before."""
     import atexit
 
     threading = sys.modules.get("threading")

@@ -43,8 +43,8 @@ def test_api_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     work.mkdir()
     monkeypatch.chdir(work)
     code = "import os; open(os.environ['MEMSYNC_MEMORY_DIR'] + '/x.md', 'w').write('x')"
-    report = api.run([sys.executable, "-c", code], [api.Mount("research", work / "mem")], run_id="api-run",
-                     checkpoint=0)
+    report = api.run([sys.executable, "-c", code], [api.Mount("research", work / "mem")],
+                     api.RunOptions(run_id="api-run", checkpoint=0))
     assert report.status == 0 and report.memories[0].pushed
     assert hub_tree()["x.md"] == b"x"
 

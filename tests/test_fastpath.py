@@ -1,10 +1,12 @@
 """The hot verbs' own dispatch (cli/fastpath.py) against the typer CLI it stands in for.
 
-For a matrix of argument lists of push, pull, status, run and `hooks run` (good ones, and bad ones
-typer turns into usage errors), the fast path either declines or does exactly what typer does:
-first the body's arguments (each body replaced by a recorder, so every list is checked in
-microseconds), then end to end on a real memory and hub, the state put back between the two
-paths, comparing exit code, stdout and stderr.
+Both are made from one declaration per verb (cli/options.py): first the command typer builds from
+it is held equal to the fast path's reading of it, option by option. Then, for a matrix of argument
+lists of push, pull, status, run and `hooks run` (good ones, and bad ones typer turns into usage
+errors), the fast path either declines or does exactly what typer does: first the body's arguments
+(each body replaced by a recorder, so every list is checked in microseconds), then end to end on a
+real memory and hub, the state put back between the two paths, comparing exit code, stdout and
+stderr.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ import io
 import re
 import shutil
 import sys
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memsync.cli import app, fastpath, hookcall, running, syncing
+from memsync.cli import app, fastpath, hookcall, options, running, syncing
+from memsync.run.options import RunOptions
+from memsync.util import records
 from tests.conftest import Cli, Result, hub_path, write
 
 # (verb, arguments, whether the fast path must take it)
@@ -105,14 +111,62 @@ def test_the_fast_path_calls_the_body_as_typer_does_or_declines(
 
 
 def test_every_hot_verb_has_arguments_in_the_matrix() -> None:
-    """A new option on a hot verb is either in the fast path's table and the matrix, or declined:
-    the table names only options the typer command has."""
-    assert {w[0] for w, taken in PARSED if taken} == {*fastpath.VERBS, "hooks"}
-    for verb, spec in fastpath.VERBS.items():
-        command = app._command_for(app._app_for([verb]))
-        typer_spellings = {opt for p in command.commands[verb].params for opt in getattr(p, "opts", [])
-                           if opt.startswith("-")} if hasattr(command, "commands") else set()
-        assert set(spec.flags) | set(spec.values) <= typer_spellings, verb
+    assert {w[0] for w, taken in PARSED if taken} == {*options.HOT, "hooks"}
+
+
+def _without_none(kind: Any) -> Any:
+    if isinstance(kind, types.UnionType):
+        kept = [a for a in typing.get_args(kind) if a is not type(None)]
+        return kept[0] if len(kept) == 1 else kind
+    return kind
+
+
+HOT_SHAPES = {name: verb.shapes() for name, verb in options.HOT.items()}
+
+
+@pytest.mark.parametrize("verb", sorted(options.HOT))
+def test_typer_and_the_fast_path_read_the_same_declaration(verb: str) -> None:
+    """Every option and argument of a hot verb as typer built it, against the fast path's reading
+    of the same declaration: name, spellings, type, default and arity."""
+    whole: Any = app._command_for(app._app_for([verb]))
+    command = whole.commands[verb]
+    declared = HOT_SHAPES[verb]
+    built = {p.name: p for p in command.params if p.name != "help"}
+    assert list(built) == [s.name for s in declared]
+    for shape in declared:
+        param = built[shape.name]
+        what = (verb, shape.name)
+        assert param.type_descriptor.annotation == _without_none(shape.kind), what
+        assert param.default == shape.default, what
+        if shape.arity in (options.WORD, options.REST):
+            assert param.param_type_name == "argument" and not param.required, what
+            assert param.nargs == (-1 if shape.arity == options.REST else 1), what
+            continue
+        assert param.param_type_name == "option", what
+        assert (list(param.opts), param.secondary_opts) == (list(shape.spellings), []), what
+        assert param.is_flag == (shape.arity == options.FLAG), what
+        assert param.multiple == (shape.arity == options.MANY), what
+        assert param.nargs == 1 and shape.number == (shape.kind is float), what
+    interspersed = command.context_settings.get("allow_interspersed_args", True)
+    assert interspersed == options.HOT[verb].interspersed
+
+
+def test_hooks_run_passes_every_word_on_as_the_fast_path_does() -> None:
+    """`hooks run` is declared in hooks.py: one variadic argument, unknown options passed on."""
+    whole: Any = app._command_for(app._app_for(["hooks"]))
+    command = whole.commands["hooks"].commands["run"]
+    assert [(p.name, p.nargs) for p in command.params if p.name != "help"] == [("args", -1)]
+    assert command.context_settings.get("ignore_unknown_options") is True
+
+
+def test_each_default_is_declared_once() -> None:
+    """A record field's default is the record's: the declaration gives none of its own."""
+    for verb in options.HOT.values():
+        own = {f.name for f in records.fields(verb.record)}
+        for param in verb.params:
+            if param.name in own:
+                assert param.kind is None and param.default is None, (verb.name, param.name)
+    assert options.HOT["run"].arguments({})["options"] == RunOptions()
 
 
 # -- end to end: the same memory, hub and arguments through both paths --------------------------------

@@ -142,3 +142,33 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) ->
     source.write_text("def f():\n    import pygit2\n    from .names import x\n")
     found = {m for m, _ in _imports("memsync.util.probe", source)}
     assert found == {"pygit2", "memsync.util.names"}
+
+
+# libgit2 where pygit2 does not reach (its private cffi handles, the library through ctypes, a cffi
+# FFI of memsync's own) goes through one module; ctypes elsewhere only for libc (util/sealed.py).
+NATIVE_ONLY = {"pygit2.ffi": (), "pygit2._libgit2": (), "cffi": (), "_cffi_backend": (),
+               "ctypes": ("memsync.util.sealed",)}
+
+
+def _imported_names(path: Path) -> Iterator[tuple[str, int]]:
+    """Every absolute name an import statement brings in, `from pygit2 import ffi` as `pygit2.ffi`."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.module, node.lineno
+            yield from ((f"{node.module}.{alias.name}", node.lineno) for alias in node.names)
+
+
+def test_libgit2_beyond_pygit2_is_reached_through_git_native() -> None:
+    outside = []
+    for name, path in MODULES.items():
+        if name == "memsync.git.native":
+            continue
+        for imported, line in _imported_names(path):
+            for private, also in NATIVE_ONLY.items():
+                if (imported == private or imported.startswith(private + ".")) and name not in also:
+                    outside.append(f"{path.relative_to(PACKAGE.parent)}:{line} {imported}")
+    assert outside == []
+    names = {n for n, _ in _imported_names(MODULES["memsync.git.native"])}
+    assert {"pygit2.ffi", "pygit2._libgit2", "cffi", "ctypes"} <= names  # the check looks at real imports

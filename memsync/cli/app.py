@@ -1,7 +1,9 @@
-"""The `memsync` command: parse arguments, call one core function, render its result.
+"""The `memsync` app: the typer application the verb modules attach their commands to (verbs.py),
+and `main`, which runs one command line through it.
 
-This is the only module that imports typer. Exit codes are decided in `handle_errors`, from the
-error classes in errors.py; nothing else calls sys.exit.
+Exit codes are decided in failures.call_guarded, from the error classes in errors.py;
+`handle_errors` carries them to typer, and `main` returns them to the entry point (entry.py),
+the one caller of sys.exit.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ compat.lean_coercion()
 
 def _app_for(words: list[str]) -> typer.Typer:
     """The app with only the command being run: typer inspects the signature of every command it
-    builds (~12 ms for all of them, on every invocation). Anything else (no command, an option
+    builds (docs/PERFORMANCE.md, "Figures behind the code's speed mechanisms"). Anything else (no command, an option
     first, an unknown name) gets the whole app, so help and "no such command" stay the same."""
     from memsync.cli.verbs import register_for
 
@@ -105,8 +107,8 @@ _built: dict[int, tuple[object, Callable[..., Any]]] = {}  # id(command info) ->
 
 def _command_for(chosen: typer.Typer) -> Callable[..., Any]:
     """What typer would call for `chosen`; the click command of a single verb is built once per
-    process and reused (building it inspects the verb's signature: ~3-5 ms per invocation, all of
-    it spent again by every call in one process, e.g. a server's)."""
+    process and reused (building it inspects the verb's signature, which every call in one
+    process, e.g. a server's, would pay again; docs/PERFORMANCE.md)."""
     infos = [*chosen.registered_commands, *chosen.registered_groups]
     compat.install_except_hook()
     if chosen is app or len(infos) != 1:
@@ -149,7 +151,7 @@ def prepare() -> None:
 def _help_options(command: Any, parent: Any = None) -> None:
     """Build the help option of `command` and of its subcommands now, in a context made as a real
     parse makes it (the option's names, `-h/--help`, come from there): click builds it, and imports
-    its decorators module, on the first parse in each process, ~1 ms of every served command."""
+    its decorators module, on the first parse in each process (docs/PERFORMANCE.md)."""
     ctx = command.context_class(command, info_name=command.name, parent=parent, **command.context_settings)
     command.get_help_option(ctx)
     for sub in getattr(command, "commands", {}).values():

@@ -65,7 +65,7 @@ def install_completion(shell: str, prog_name: str, complete_var: str) -> tuple[s
 
 
 def lean_coercion() -> None:
-    """Start-up: typer builds a pydantic TypeAdapter (importing pydantic, ~100 ms) for every
+    """Start-up: typer builds a pydantic TypeAdapter (importing pydantic: docs/PERFORMANCE.md) for every
     parameter a command has, even unset ones. Unset values and values that already have the
     declared plain type need no coercion; anything else still goes through typer's own."""
     try:

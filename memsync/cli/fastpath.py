@@ -1,16 +1,17 @@
 """The hot verbs (push, pull, status, run, `hooks run`) without typer: a sandbox runs memsync cold,
-a new Python per command, and importing typer and building its command tree is ~60 ms of each.
+a new Python per command, and importing typer and building its command tree is a large part of
+each (docs/PERFORMANCE.md, "Figures behind the code's speed mechanisms").
 
 `dispatch` reads exactly the forms a script or a hook writes (`--force`, `-m MSG`,
 `--remote URL` or `--remote=URL`, `run [OPTIONS] [--] CMD...`) and calls the same body as the typer
-command (syncing.py, running.py, hookcall.py) through the same error handling (failures.py).
-Anything else (help, completion, an unknown or repeated option, a value that looks like an
-option, a cluster like `-fm`, a number that does not parse) is declined: the typer CLI runs it,
-so every usage error and every help text stays typer's own. tests/test_fastpath.py checks the two
-paths against each other.
+command, with the same options record, through the same error handling (failures.py). Both
+parsers are made from one declaration per verb (cli/options.py). Anything else (help, completion,
+an unknown or repeated option, a value that looks like an option, a cluster like `-fm`, a number
+that does not parse) is declined: the typer CLI runs it, so every usage error and every help text
+stays typer's own. tests/test_fastpath.py checks the two paths against each other.
 
 Hand-rolled, not argparse: the parser only has to accept a few exact forms and decline the rest,
-and argparse would add its own import (~5 ms: gettext, re) and its own notion of abbreviations
+and argparse would add its own import (gettext, re) and its own notion of abbreviations
 (`--rem` for `--remote`) that typer does not share.
 """
 
@@ -22,40 +23,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from memsync.util.records import dataclass, field
+from memsync.cli.options import FLAG, HOT, MANY, REST, WORD, Shape, Verb
 
 __all__ = ["dispatch", "parse"]
-
-
-@dataclass(frozen=True)
-class Verb:
-    """What one hot verb accepts: spellings of its flags and of its options with a value (each
-    mapped to the body's parameter), the options that may repeat, and its words."""
-
-    flags: dict[str, str]
-    values: dict[str, str]
-    repeated: frozenset[str] = frozenset()
-    numbers: frozenset[str] = frozenset()  # float options
-    positional: str | None = None  # one optional word (pull NAME)
-    rest: str | None = None  # run: the first word that is not an option (or what follows `--`) on
-    defaults: dict[str, Any] = field(default_factory=dict)
-
-
-REMOTE = {"--remote": "remote"}
-VERBS: dict[str, Verb] = {
-    "push": Verb({"-f": "force", "--force": "force"}, {"-m": "message", "--message": "message", **REMOTE},
-                 defaults={"force": False, "message": None, "remote": None}),
-    "pull": Verb({}, REMOTE, positional="name", defaults={"name": None, "remote": None}),
-    "status": Verb({"--json": "json"}, REMOTE, defaults={"json": False, "remote": None}),
-    "run": Verb({"--offline": "offline", "--no-push": "no_push", "--keep-ssh-agent": "keep_ssh_agent",
-                 "--create": "create"},
-                {"--memory": "memory", "--run-id": "run_id", "--checkpoint": "checkpoint", "--as-user": "as_user",
-                 "--max-push-rate": "max_push_rate", **REMOTE},
-                repeated=frozenset({"memory"}), numbers=frozenset({"checkpoint"}), rest="command",
-                defaults={"command": None, "memory": None, "run_id": None, "offline": False, "no_push": False,
-                          "checkpoint": 30.0, "remote": None, "keep_ssh_agent": False, "as_user": None,
-                          "max_push_rate": None, "create": False}),
-}
 
 
 def _is_option(word: str) -> bool:
@@ -63,53 +33,62 @@ def _is_option(word: str) -> bool:
 
 
 def parse(verb: Verb, words: list[str]) -> dict[str, Any] | None:
-    """The body's keyword arguments for `words` (what follows the verb), or None to decline."""
+    """The parameters given by `words` (what follows the verb), or None to decline."""
+    shapes = verb.shapes()
+    spelled = {spelling: s for s in shapes for spelling in s.spellings}
+    word = next((s for s in shapes if s.arity == WORD), None)
+    rest = next((s for s in shapes if s.arity == REST), None)
     given: dict[str, Any] = {}
     i = 0
     while i < len(words):
-        word = words[i]
-        if verb.rest is not None and word == "--":
-            given[verb.rest] = words[i + 1:]
+        if rest is not None and words[i] == "--":
+            given[rest.name] = words[i + 1:]
             break
-        if not _is_option(word):
-            if verb.rest is not None:  # options end at the command (typer: allow_interspersed_args=False)
-                given[verb.rest] = words[i:]
+        if not _is_option(words[i]):
+            if rest is not None and not verb.interspersed:  # options end at the command
+                given[rest.name] = words[i:]
                 break
-            if verb.positional is None or verb.positional in given:
+            if word is None or word.name in given:
                 return None
-            given[verb.positional] = word
+            given[word.name] = words[i]
             i += 1
             continue
-        name, eq, attached = word.partition("=") if word.startswith("--") else (word, "", "")
-        if name in verb.flags and not eq:
-            key = verb.flags[name]
-            if key in given:
-                return None
-            given[key] = True
-        elif name in verb.values:
-            if eq:
-                value = attached
-            elif i + 1 < len(words) and not words[i + 1].startswith("-"):
-                i += 1
-                value = words[i]
-            else:
-                return None
-            key = verb.values[name]
-            if key in verb.repeated:
-                given.setdefault(key, []).append(value)
-            elif key in given:
-                return None
-            elif key in verb.numbers:
-                try:
-                    given[key] = float(value)  # as typer's lean coercion reads it (compat.lean_coercion)
-                except ValueError:
-                    return None
-            else:
-                given[key] = value
-        else:
+        taken = _option(spelled, words, i, given)
+        if taken is None:
             return None
-        i += 1
-    return {**verb.defaults, **given}
+        i += taken
+    return given
+
+
+def _option(spelled: dict[str, Shape], words: list[str], i: int, given: dict[str, Any]) -> int | None:
+    """Reads the option at words[i] into `given`: how many words it took, or None to decline."""
+    name, eq, attached = words[i].partition("=") if words[i].startswith("--") else (words[i], "", "")
+    shape = spelled.get(name)
+    if shape is None or (shape.arity == FLAG and eq):
+        return None
+    if shape.arity == FLAG:
+        if shape.name in given:
+            return None
+        given[shape.name] = True
+        return 1
+    if eq:
+        value, taken = attached, 1
+    elif i + 1 < len(words) and not words[i + 1].startswith("-"):
+        value, taken = words[i + 1], 2
+    else:
+        return None
+    if shape.arity == MANY:
+        given.setdefault(shape.name, []).append(value)
+    elif shape.name in given:
+        return None
+    elif shape.number:
+        try:
+            given[shape.name] = float(value)  # as typer's lean coercion reads it (compat.lean_coercion)
+        except ValueError:
+            return None
+    else:
+        given[shape.name] = value
+    return taken
 
 
 def _hook_words(words: list[str]) -> list[str] | None:
@@ -133,22 +112,16 @@ def dispatch(words: list[str]) -> int | None:
         from memsync.cli.hookcall import run_hook
 
         return _call(run_hook, {"args": args}, guarded=False)
-    verb = VERBS.get(words[0])
+    verb = HOT.get(words[0])
     if verb is None:
         return None
-    params = parse(verb, words[1:])
-    if params is None:
+    given = parse(verb, words[1:])
+    if given is None:
         return None
-    if words[0] == "run":
-        from memsync.cli.running import run
-
-        return _call(run, params)
     if words[0] in ("push", "status"):
         _walk_early()
-    from memsync.cli import syncing
-
-    body: Callable[..., Any] = getattr(syncing, words[0])
-    return _call(body, params)
+    body = verb.body()
+    return _call(body, verb.arguments(given))
 
 
 def _walk_early() -> None:

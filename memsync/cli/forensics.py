@@ -25,124 +25,125 @@ RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push
 
 
 def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    @app.command()
-    @guard
-    def log(
-        path: Annotated[str | None, typer.Argument(help="Only versions that changed this file, with its "
-                                                   "size and sha256 at each.")] = None,
-        run: Annotated[str | None, typer.Option("--run", help="Only this run's versions "
-                                                "(checkpoints, final, merges).",
-                                                autocompletion=completing.run_ids)] = None,
-        flagged: Annotated[bool, typer.Option("--flagged", help="Only versions the integrity guard "
-                                              "flagged or a protect policy refused.")] = False,
-        json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
-        limit: Annotated[int | None, typer.Option("-n", "--max-count",
-                                                  help="Show at most N versions.")] = None,
-    ) -> None:
-        """One line per version, newest first: version, UTC time, actor, exit code, files, bytes +/-,
-        integrity flags. Reads the local history (`memsync pull` first to see the newest)."""
-        from pathlib import Path
+    app.command()(guard(log))
+    app.command(cls=_PathsAfterDashes)(guard(diff))
+    app.command()(guard(restore))
+    app.command()(guard(revert))
 
-        from memsync.history import log as logview  # not forensics: log needs nothing of the exchange with the hub
 
-        if limit is not None and limit < 1:
-            from memsync.errors import UsageError
+def log(
+    path: Annotated[str | None, typer.Argument(help="Only versions that changed this file, with its "
+                                               "size and sha256 at each.")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's versions "
+                                            "(checkpoints, final, merges).",
+                                            autocompletion=completing.run_ids)] = None,
+    flagged: Annotated[bool, typer.Option("--flagged", help="Only versions the integrity guard "
+                                          "flagged or a protect policy refused.")] = False,
+    json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    limit: Annotated[int | None, typer.Option("-n", "--max-count",
+                                              help="Show at most N versions.")] = None,
+) -> None:
+    """One line per version, newest first: version, UTC time, actor, exit code, files, bytes +/-,
+    integrity flags. Reads the local history (`memsync pull` first to see the newest)."""
+    from pathlib import Path
 
-            raise UsageError(f"-n must be 1 or more, not {limit}", "e.g. -n 10")
-        result = logview.log(Path.cwd(), path, run_id=run, flagged=flagged, limit=limit)
-        if json:
-            print_json(result)
-            return
-        if not result.versions:
-            what = f" of {display_path(result.path)}" if result.path else ""
-            out(f"No versions{what} match" if (run or flagged or path) else "No versions yet")
-            return
-        for entry in result.versions:
-            styled(_log_line(entry))
+    from memsync.history import log as logview  # not forensics: log needs nothing of the exchange with the hub
 
-    @app.command(cls=_PathsAfterDashes)
-    @guard
-    def diff(
-        ctx: typer.Context,
-        args: Annotated[list[str] | None, typer.Argument(
-            help="[REV [REV]] [-- PATH...]. REV: a version (full or short), a git revision (HEAD~2) or "
-            "run:<id>. None: uncommitted changes; one: what it changed; two: from the first to the "
-            "second.")] = None,
-        stat: Annotated[bool, typer.Option("--stat", help="Only a summary per file.")] = False,
-    ) -> None:
-        """Show changes as a unified diff (coloured on a terminal)."""
-        from pathlib import Path
+    if limit is not None and limit < 1:
+        from memsync.errors import UsageError
 
-        from memsync.history import forensics
+        raise UsageError(f"-n must be 1 or more, not {limit}", "e.g. -n 10")
+    result = logview.log(Path.cwd(), path, run_id=run, flagged=flagged, limit=limit)
+    if json:
+        print_json(result)
+        return
+    if not result.versions:
+        what = f" of {display_path(result.path)}" if result.path else ""
+        out(f"No versions{what} match" if (run or flagged or path) else "No versions yet")
+        return
+    for entry in result.versions:
+        styled(_log_line(entry))
 
-        paths = ctx.meta.get(_PATHS)
-        result = forensics.diff(Path.cwd(), list(args or []), paths)
-        if stat:
-            _print_stat(result.patches)
-        else:
-            unified_diff([p.data for p in result.patches])
 
-    @app.command()
-    @guard
-    def restore(
-        paths: Annotated[list[str], typer.Argument(help="Files or folders to put back.")],
-        at: Annotated[str | None, typer.Option("--at", help="The version to take them from "
-                                               "(sha, HEAD~2, run:<id>).", autocompletion=completing.run_revs)] = None,
-        conflict: Annotated[str | None, typer.Option(
-            "--conflict", help="Instead of --at: the id of a version another writer lost to PATH, "
-            "as listed in PATH's gathered NAME.conflicts.md.")] = None,
-        force: Annotated[bool, typer.Option("--force", help="Even if PATH has uncommitted changes (they are "
-                                            "committed first, so they stay in history).")] = False,
-        remote: RemoteOpt = None,
-    ) -> None:
-        """Put files back byte for byte as they were at a version, as a new version by the operator
-        (pushed). Works for files deleted since; never rewrites history. With --conflict ID: PATH
-        gets the version with that id from its gathered conflict file, byte for byte."""
-        from pathlib import Path
+def diff(
+    ctx: typer.Context,
+    args: Annotated[list[str] | None, typer.Argument(
+        help="[REV [REV]] [-- PATH...]. REV: a version (full or short), a git revision (HEAD~2) or "
+        "run:<id>. None: uncommitted changes; one: what it changed; two: from the first to the "
+        "second.")] = None,
+    stat: Annotated[bool, typer.Option("--stat", help="Only a summary per file.")] = False,
+) -> None:
+    """Show changes as a unified diff (coloured on a terminal)."""
+    from pathlib import Path
 
-        from memsync.history import forensics
+    from memsync.history import forensics
 
-        result = forensics.restore(Path.cwd(), paths, at, force=force, remote=remote, conflict=conflict)
-        if result.saved_first:
-            err(f"saved your uncommitted changes first as version {result.saved_first[:8]}")
-        _report_snapshot(result.snapshot)
-        if result.version is None:
-            out(f"Already as at {result.source[:8]}: nothing to restore")
-        else:
-            out(f"Restored from {result.source[:8]} as version {result.version[:8]}:")
-        for f in result.files:
-            out(f"  {display_path(f.path)}  {f.size} bytes  sha256 {f.sha256}")
-        _report_push(result)
+    paths = ctx.meta.get(_PATHS)
+    result = forensics.diff(Path.cwd(), list(args or []), paths)
+    if stat:
+        _print_stat(result.patches)
+    else:
+        unified_diff([p.data for p in result.patches])
 
-    @app.command()
-    @guard
-    def revert(
-        rev: Annotated[str, typer.Argument(help="The version to undo, or run:<id> for a whole run.",
-                                           autocompletion=completing.run_revs)],
-        remote: RemoteOpt = None,
-    ) -> None:
-        """Undo a version or a whole run as one new version (pushed); never rewrites history. Where
-        later versions changed the same lines, both are kept: the current content at the path, the
-        reverted one added to its gathered conflict file, NAME.conflicts.md."""
-        from pathlib import Path
 
-        from memsync.history import forensics
+def restore(
+    paths: Annotated[list[str], typer.Argument(help="Files or folders to put back.")],
+    at: Annotated[str | None, typer.Option("--at", help="The version to take them from "
+                                           "(sha, HEAD~2, run:<id>).", autocompletion=completing.run_revs)] = None,
+    conflict: Annotated[str | None, typer.Option(
+        "--conflict", help="Instead of --at: the id of a version another writer lost to PATH, "
+        "as listed in PATH's gathered NAME.conflicts.md.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Even if PATH has uncommitted changes (they are "
+                                        "committed first, so they stay in history).")] = False,
+    remote: RemoteOpt = None,
+) -> None:
+    """Put files back byte for byte as they were at a version, as a new version by the operator
+    (pushed). Works for files deleted since; never rewrites history. With --conflict ID: PATH
+    gets the version with that id from its gathered conflict file, byte for byte."""
+    from pathlib import Path
 
-        result = forensics.revert(Path.cwd(), rev, remote=remote)
-        _report_snapshot(result.snapshot)
-        what = result.source if result.source.startswith("run:") else result.source[:8]
-        if result.version is None:
-            out(f"Nothing to revert: the changes of {what} are already undone")
-            return
-        out(f"Reverted {what} as version {result.version[:8]}:")
-        for f in result.files:
-            out(f"  {f.state:<8} {display_path(f.path)}")
-        for c in result.conflicts:
-            warn(f"{display_path(c.path)} changed since {what}: kept the current content there, "
-                 f"the reverted one {where_kept(display_path(c.copy))}")
-        for p in result.kept_modified:
-            warn(f"{display_path(p)} changed since {what}: kept the current content (a change beats a deletion)")
-        _report_push(result)
+    from memsync.history import forensics
+
+    result = forensics.restore(Path.cwd(), paths, at, force=force, remote=remote, conflict=conflict)
+    if result.saved_first:
+        err(f"saved your uncommitted changes first as version {result.saved_first[:8]}")
+    _report_snapshot(result.snapshot)
+    if result.version is None:
+        out(f"Already as at {result.source[:8]}: nothing to restore")
+    else:
+        out(f"Restored from {result.source[:8]} as version {result.version[:8]}:")
+    for f in result.files:
+        out(f"  {display_path(f.path)}  {f.size} bytes  sha256 {f.sha256}")
+    _report_push(result)
+
+
+def revert(
+    rev: Annotated[str, typer.Argument(help="The version to undo, or run:<id> for a whole run.",
+                                       autocompletion=completing.run_revs)],
+    remote: RemoteOpt = None,
+) -> None:
+    """Undo a version or a whole run as one new version (pushed); never rewrites history. Where
+    later versions changed the same lines, both are kept: the current content at the path, the
+    reverted one added to its gathered conflict file, NAME.conflicts.md."""
+    from pathlib import Path
+
+    from memsync.history import forensics
+
+    result = forensics.revert(Path.cwd(), rev, remote=remote)
+    _report_snapshot(result.snapshot)
+    what = result.source if result.source.startswith("run:") else result.source[:8]
+    if result.version is None:
+        out(f"Nothing to revert: the changes of {what} are already undone")
+        return
+    out(f"Reverted {what} as version {result.version[:8]}:")
+    for f in result.files:
+        out(f"  {f.state:<8} {display_path(f.path)}")
+    for c in result.conflicts:
+        warn(f"{display_path(c.path)} changed since {what}: kept the current content there, "
+             f"the reverted one {where_kept(display_path(c.copy))}")
+    for p in result.kept_modified:
+        warn(f"{display_path(p)} changed since {what}: kept the current content (a change beats a deletion)")
+    _report_push(result)
 
 
 # -- log -----------------------------------------------------------------------------------------

@@ -1,28 +1,29 @@
-"""memsync run as it runs and reports: the typer command (run.py) and the hot verbs' own
-dispatch (fastpath.py) both call `run`, so both print the same. No typer here."""
+"""memsync run as it runs and reports: the typer command and the hot verbs' own dispatch
+(fastpath.py), both made from its declaration in options.py, call `run` with the same options
+record, so both print the same. No typer here."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsync.cli.output import err
 
+if TYPE_CHECKING:
+    from memsync.run.options import RunOptions
 
-def run(command: list[str] | None, memory: list[str] | None, run_id: str | None, offline: bool, no_push: bool,
-        checkpoint: float, remote: str | None, keep_ssh_agent: bool, as_user: str | None,
-        max_push_rate: str | None, create: bool) -> int:
-    """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push; the
-    exit code memsync ends with."""
+
+def run(options: RunOptions, command: list[str] | None, memory: list[str] | None) -> int:
+    """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
+
+    Exit code: the command's own; 8 if it succeeded but a memory could not be pushed; 9 if a
+    policy kept files out of the commit or the command changed a read-only memory."""
     from memsync.run import execute as runner
 
     cwd = Path.cwd()
     mounts = [runner.parse_mount(spec, cwd) for spec in memory or []]
-    report = runner.execute(list(command or []), mounts, run_id=run_id, offline=offline, no_push=no_push,
-                            checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"),
-                            keep_ssh_agent=keep_ssh_agent, as_user=as_user, max_push_rate=max_push_rate,
-                            create=create)
-    _summarise(report, no_push)
+    report = runner.execute(list(command or []), mounts, options, say=lambda m: err(f"memsync: {m}"))
+    _summarise(report, options.no_push)
     return int(report.status)
 
 

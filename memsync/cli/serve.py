@@ -24,31 +24,32 @@ def default_socket() -> Path:
 
 
 def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    @app.command()
-    @guard
-    def serve(
-        socket: Annotated[Path | None, typer.Option(
-            "--socket", help="Where to listen (default: $XDG_RUNTIME_DIR/memsync.sock, else "
-            "$MEMSYNC_HOME/serve.sock).")] = None,
-        idle: Annotated[float, typer.Option("--idle", help="Stop after this many seconds without a "
-                                            "command; 0 = never.")] = 0.0,
-        track: Annotated[bool, typer.Option("--track/--no-track", help="Watch the memories commands use "
-                                            "(inotify), so status, push and pull look only at what "
-                                            "changed.")] = True,
-    ) -> None:
-        """Run in the foreground and take on the work of memsync commands whose environment has
-        MEMSYNC_SERVER=<socket>: they skip Python's and pygit2's start-up (about 0.2 s each) and
-        otherwise behave exactly as before (same output, exit codes, files). It also watches the
-        memories they use, so status, push and pull look only at what changed (a run's record,
-        restore, revert and redact always look at every file). Without a server, or with a stale
-        socket, commands run in-process as usual. Stop with Ctrl-C or SIGTERM."""
-        from memsync.cli import base
-        from memsync.errors import UsageError
+    app.command()(guard(serve))
 
-        if idle < 0:
-            raise UsageError("--idle must be 0 or more")
-        if base.resident_server is None:
-            raise UsageError("memsync serve starts only as a command of its own",
-                             "run `memsync serve` (or `python -m memsync serve`) in a shell")
-        path = (socket or default_socket()).absolute()
-        raise typer.Exit(base.resident_server(path, idle, lambda line: err(f"memsync: {line}"), track))
+
+def serve(
+    socket: Annotated[Path | None, typer.Option(
+        "--socket", help="Where to listen (default: $XDG_RUNTIME_DIR/memsync.sock, else "
+        "$MEMSYNC_HOME/serve.sock).")] = None,
+    idle: Annotated[float, typer.Option("--idle", help="Stop after this many seconds without a "
+                                        "command; 0 = never.")] = 0.0,
+    track: Annotated[bool, typer.Option("--track/--no-track", help="Watch the memories commands use "
+                                        "(inotify), so status, push and pull look only at what "
+                                        "changed.")] = True,
+) -> None:
+    """Run in the foreground and take on the work of memsync commands whose environment has
+    MEMSYNC_SERVER=<socket>: they skip Python's and pygit2's start-up (about 0.2 s each) and
+    otherwise behave exactly as before (same output, exit codes, files). It also watches the
+    memories they use, so status, push and pull look only at what changed (a run's record,
+    restore, revert and redact always look at every file). Without a server, or with a stale
+    socket, commands run in-process as usual. Stop with Ctrl-C or SIGTERM."""
+    from memsync.cli import base
+    from memsync.errors import UsageError
+
+    if idle < 0:
+        raise UsageError("--idle must be 0 or more")
+    if base.resident_server is None:
+        raise UsageError("memsync serve starts only as a command of its own",
+                         "run `memsync serve` (or `python -m memsync serve`) in a shell")
+    path = (socket or default_socket()).absolute()
+    raise typer.Exit(base.resident_server(path, idle, lambda line: err(f"memsync: {line}"), track))

@@ -1,4 +1,4 @@
-"""init, push, pull, clone, status, list."""
+"""init, push, pull, clone, gc, status, list (push, pull and status: declared in options.py)."""
 
 from __future__ import annotations
 
@@ -7,133 +7,110 @@ from typing import Annotated
 
 import typer
 
-from memsync.cli import completing, syncing
+from memsync.cli import completing, options, syncing
 from memsync.cli.base import CommandWrapper
+from memsync.cli.hotverbs import hot_command
 from memsync.cli.output import err, human_size, out, print_json, warn
 from memsync.util.wording import count
 
-RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL: a path, file://, git://, "
-                                               "http(s)://, ssh:// or user@host:path.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+RemoteOpt = Annotated[str | None, typer.Option(*options.REMOTE.spellings, help=options.REMOTE.help)]
+JsonOpt = Annotated[bool, typer.Option(*options.JSON.spellings, help=options.JSON.help)]
 
 
 def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    @app.command()
-    @guard
-    def init(
-        name: Annotated[str | None, typer.Option("--name", help="Memory name (default: the directory's).")] = None,
-        kind: Annotated[str | None, typer.Option("--type", help="memory (default) or artifact.")] = None,
-        remote: RemoteOpt = None,
-    ) -> None:
-        """Make the current directory a memory (.vm0/storage.yaml + a git repository)."""
-        from memsync.sync import storage as sync
+    app.command()(guard(init))
+    hot_command(app, guard, "push")
+    hot_command(app, guard, "pull")
+    app.command()(guard(clone))
+    app.command()(guard(gc))
+    hot_command(app, guard, "status")
+    app.command("list")(guard(list_))
 
-        result = sync.init(Path.cwd(), name, kind, remote)
-        syncing.report_init(result)
 
-    @app.command()
-    @guard
-    def push(
-        force: Annotated[bool, typer.Option("-f", "--force", help="Make a new version even if nothing changed "
-                                            "(never rewrites remote history).")] = False,
-        message: Annotated[str | None, typer.Option("-m", "--message", help="Commit message.")] = None,
-        remote: RemoteOpt = None,
-    ) -> None:
-        """Commit local changes as the operator and push them; merges if the remote moved on."""
-        syncing.push(force, message, remote)
+def init(
+    name: Annotated[str | None, typer.Option("--name", help="Memory name (default: the directory's).")] = None,
+    kind: Annotated[str | None, typer.Option("--type", help="memory (default) or artifact.")] = None,
+    remote: RemoteOpt = None,
+) -> None:
+    """Make the current directory a memory (.vm0/storage.yaml + a git repository)."""
+    from memsync.sync import storage as sync
 
-    @app.command()
-    @guard
-    def pull(
-        name: Annotated[str | None, typer.Argument(help="Outside a memory: clone NAME into ./NAME.",
-                                                   autocompletion=completing.memory_names)] = None,
-        remote: RemoteOpt = None,
-    ) -> None:
-        """Fetch the remote memory and merge it in, keeping local changes."""
-        syncing.pull(name, remote)
+    result = sync.init(Path.cwd(), name, kind, remote)
+    syncing.report_init(result)
 
-    @app.command()
-    @guard
-    def clone(
-        name: Annotated[str, typer.Argument(help="The memory's name on the remote.",
-                                            autocompletion=completing.memory_names)],
-        dest: Annotated[Path | None, typer.Argument(help="Directory to create (default: ./NAME).")] = None,
-        remote: RemoteOpt = None,
-        full_history: Annotated[bool, typer.Option(
-            "--full-history",
-            help="Fetch every version now. By default a network hub sends the newest one and older "
-                 "ones come the first time something reads them (log, diff, restore, revert).")] = False,
-    ) -> None:
-        """Create a working memory from the remote."""
-        from memsync.cli.output import transfer_progress
-        from memsync.sync import storage as sync
 
-        with transfer_progress() as progress:
-            result = sync.clone(name, dest, remote=remote, progress=progress, full_history=full_history)
-        out(f"Cloned {name} into {(dest or Path(name)).resolve()}")
-        syncing.report_merges(result.exchange)
-        syncing.print_version(result.version)
+def clone(
+    name: Annotated[str, typer.Argument(help="The memory's name on the remote.",
+                                        autocompletion=completing.memory_names)],
+    dest: Annotated[Path | None, typer.Argument(help="Directory to create (default: ./NAME).")] = None,
+    remote: RemoteOpt = None,
+    full_history: Annotated[bool, typer.Option(
+        "--full-history",
+        help="Fetch every version now. By default a network hub sends the newest one and older "
+             "ones come the first time something reads them (log, diff, restore, revert).")] = False,
+) -> None:
+    """Create a working memory from the remote."""
+    from memsync.cli.output import transfer_progress
+    from memsync.sync import storage as sync
 
-    @app.command()
-    @guard
-    def gc(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
-        """Repack the memory's repository (and its hub, if on this machine) into one pack each."""
-        from memsync.sync.gc import gc as run_gc
+    with transfer_progress() as progress:
+        result = sync.clone(name, dest, remote=remote, progress=progress, full_history=full_history)
+    out(f"Cloned {name} into {(dest or Path(name)).resolve()}")
+    syncing.report_merges(result.exchange)
+    syncing.print_version(result.version)
 
-        result = run_gc(Path.cwd(), remote=remote)
-        done = [("memory " + repr(result.memory), result.local)]
-        if result.hub_result is not None:
-            done.append((f"hub {result.hub}", result.hub_result))
-        if json:
-            print_json({"memory": result.memory, "hub": result.hub, "repacked": [
-                {"what": what, "objects": r.objects, "packs_before": r.packs_before,
-                 "loose_before": r.loose_before, "seconds": round(r.seconds, 3)} for what, r in done]})
-            return
-        for what, r in done:
-            if r.objects == 0:
-                out(f"Nothing to repack in {what}: it is one pack already")
-                continue
-            out(f"Repacked {what}: {count(r.objects, 'object')} from {count(r.packs_before, 'pack')} and "
-                f"{count(r.loose_before, 'loose object')} into 1 pack in {r.seconds:.1f}s")
-        if result.hub_result is None:
-            out(f"The hub {result.hub} is not on this machine: its host keeps it compact")
 
-    @app.command()
-    @guard
-    def status(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
-        """The remote's version and last run; local ahead/behind, uncommitted changes, conflicts."""
-        syncing.status(json, remote)
+def gc(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
+    """Repack the memory's repository (and its hub, if on this machine) into one pack each."""
+    from memsync.sync.gc import gc as run_gc
 
-    @app.command("list")
-    @guard
-    def list_(json: JsonOpt = False, remote: RemoteOpt = None,
-              prefix: Annotated[str, typer.Option("--prefix", help="Only memories whose names start "
-                                                  "with this.")] = "",
-              limit: Annotated[int | None, typer.Option("--limit", help="At most this many memories "
-                                                        "(a page).")] = None,
-              after: Annotated[str | None, typer.Option("--after", help="Start after this name (the "
-                                                        "last of the previous page).")] = None) -> None:
-        """Every memory on the remote: NAME TYPE SIZE FILES UPDATED LAST-RUN."""
-        from memsync.cli.output import table
-        from memsync.sync import listing
+    result = run_gc(Path.cwd(), remote=remote)
+    done = [("memory " + repr(result.memory), result.local)]
+    if result.hub_result is not None:
+        done.append((f"hub {result.hub}", result.hub_result))
+    if json:
+        print_json({"memory": result.memory, "hub": result.hub, "repacked": [
+            {"what": what, "objects": r.objects, "packs_before": r.packs_before,
+             "loose_before": r.loose_before, "seconds": round(r.seconds, 3)} for what, r in done]})
+        return
+    for what, r in done:
+        if r.objects == 0:
+            out(f"Nothing to repack in {what}: it is one pack already")
+            continue
+        out(f"Repacked {what}: {count(r.objects, 'object')} from {count(r.packs_before, 'pack')} and "
+            f"{count(r.loose_before, 'loose object')} into 1 pack in {r.seconds:.1f}s")
+    if result.hub_result is None:
+        out(f"The hub {result.hub} is not on this machine: its host keeps it compact")
 
-        page = listing.list_page(remote, prefix=prefix, after=after, limit=limit)
-        where, found = page.hub, page.memories
-        if json:
-            print_json({"remote": where, "memories": found, "more_after": page.more})
-            return
-        if not found:
-            if prefix or after:
-                out(f"No memories on {where} match.")
-            else:
-                out(f"No memories on {where} yet. Create one with `memsync init` and `memsync push`.")
-            return
-        table(["NAME", "TYPE", "SIZE", "FILES", "UPDATED", "LAST-RUN"],
-              [[m.name, m.type, "refused" if m.error else human_size(m.size), "-" if m.error else str(m.files),
-                m.updated, m.last_run or "-"] for m in found])
-        for m in found:
-            if m.error:
-                warn(f"{m.name}: {m.error}")
-        if page.more is not None:
-            again = " ".join(x for x in (f"--prefix {prefix}" if prefix else "", f"--limit {limit}") if x)
-            err(f"more memories follow: memsync list {again} --after {page.more}")
+
+def list_(json: JsonOpt = False, remote: RemoteOpt = None,
+          prefix: Annotated[str, typer.Option("--prefix", help="Only memories whose names start "
+                                              "with this.")] = "",
+          limit: Annotated[int | None, typer.Option("--limit", help="At most this many memories "
+                                                    "(a page).")] = None,
+          after: Annotated[str | None, typer.Option("--after", help="Start after this name (the "
+                                                    "last of the previous page).")] = None) -> None:
+    """Every memory on the remote: NAME TYPE SIZE FILES UPDATED LAST-RUN."""
+    from memsync.cli.output import table
+    from memsync.sync import listing
+
+    page = listing.list_page(remote, prefix=prefix, after=after, limit=limit)
+    where, found = page.hub, page.memories
+    if json:
+        print_json({"remote": where, "memories": found, "more_after": page.more})
+        return
+    if not found:
+        if prefix or after:
+            out(f"No memories on {where} match.")
+        else:
+            out(f"No memories on {where} yet. Create one with `memsync init` and `memsync push`.")
+        return
+    table(["NAME", "TYPE", "SIZE", "FILES", "UPDATED", "LAST-RUN"],
+          [[m.name, m.type, "refused" if m.error else human_size(m.size), "-" if m.error else str(m.files),
+            m.updated, m.last_run or "-"] for m in found])
+    for m in found:
+        if m.error:
+            warn(f"{m.name}: {m.error}")
+    if page.more is not None:
+        again = " ".join(x for x in (f"--prefix {prefix}" if prefix else "", f"--limit {limit}") if x)
+        err(f"more memories follow: memsync list {again} --after {page.more}")

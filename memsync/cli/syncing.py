@@ -1,24 +1,28 @@
-"""push, pull and status as they run and show their results: the typer commands (storage.py)
-and the hot verbs' own dispatch (fastpath.py) both call these, so both print the same. No typer
-here: a hot verb's start-up does not pay for it."""
+"""push, pull and status as they run and show their results: the typer commands and the hot
+verbs' own dispatch (fastpath.py), both made from their declarations in options.py, call these
+with the same options record, so both print the same. No typer here: a hot verb's start-up does
+not pay for it."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsync.cli.output import err, human_size, out, print_json, transfer_progress, warn
 from memsync.util.names import where_kept
 from memsync.util.textsafe import clean, display_path
 from memsync.util.wording import count
 
+if TYPE_CHECKING:
+    from memsync.sync.options import PullOptions, PushOptions, StatusOptions
 
-def push(force: bool, message: str | None, remote: str | None) -> None:
+
+def push(options: PushOptions) -> None:
     """Commit local changes as the operator and push them; merges if the remote moved on."""
     from memsync.sync import storage as sync
 
     with transfer_progress() as progress:
-        result = sync.push(Path.cwd(), force=force, message=message, remote=remote, progress=progress)
+        result = sync.push(Path.cwd(), options, progress=progress)
     if result.adopted is not None:
         report_init(result.adopted)
     report_unverified(result.unverified)
@@ -32,7 +36,7 @@ def push(force: bool, message: str | None, remote: str | None) -> None:
     if result.mirror_of is not None and result.exchange.pushed:
         from memsync.git.hub import safe_url
 
-        out(f"Mirror push to {safe_url(remote or '')}: the memory's own hub stays {result.mirror_of}")
+        out(f"Mirror push to {safe_url(options.remote or '')}: the memory's own hub stays {result.mirror_of}")
     print_version(result.version)
     if result.snapshot.blocked:
         from memsync.errors import Blocked
@@ -41,12 +45,12 @@ def push(force: bool, message: str | None, remote: str | None) -> None:
                       "remove the secret from the file (it is still on disk), then `memsync push`")
 
 
-def pull(name: str | None, remote: str | None) -> None:
+def pull(options: PullOptions) -> None:
     """Fetch the remote memory and merge it in, keeping local changes."""
     from memsync.sync import storage as sync
 
     with transfer_progress() as progress:
-        result = sync.pull_or_clone(name, Path.cwd(), remote=remote, progress=progress)
+        result = sync.pull_or_clone(Path.cwd(), options, progress=progress)
     report_snapshot(result.snapshot)
     report_merges(result.exchange)
     if result.remote_missing:
@@ -54,12 +58,12 @@ def pull(name: str | None, remote: str | None) -> None:
     print_version(result.version)
 
 
-def status(json: bool, remote: str | None) -> None:
+def status(options: StatusOptions, json: bool) -> None:
     """The remote's version and last run; local ahead/behind, uncommitted changes, conflicts."""
     from memsync.errors import RemoteError
     from memsync.sync import storage as sync
 
-    report = sync.status(Path.cwd(), remote=remote)
+    report = sync.status(Path.cwd(), options)
     if json:
         print_json(report)
     else:

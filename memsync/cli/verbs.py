@@ -1,7 +1,11 @@
 """The CLI's verbs, one module per group; each attaches its commands to the app.
 
 Command modules import typer and memsync.output only at the top; the core they call is imported
-inside each command, so `memsync --help` does not pay for pygit2, rich or yaml.
+inside each command, so `memsync --help` does not pay for pygit2, rich or yaml. A command is a
+module-level function, attached to the app in its module's `register`; a hot verb's command is
+made from its declaration (options.py) by hotverbs.py, and the fast path reads the same.
+
+A new verb module is one line: in `register` below if it is a core verb, else in OCCASIONAL.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def register_for(app: typer.Typer, guard: CommandWrapper, words: list[str]) -> N
     if first in core:
         return
     wanted = {OCCASIONAL[first]} if first in OCCASIONAL else set(OCCASIONAL.values())
-    for name in ("redact", "hooks", "mcp", "serve"):
+    for name in dict.fromkeys(OCCASIONAL.values()):
         if name in wanted and name not in _registered:
             _registered.add(name)
             importlib.import_module(f"memsync.cli.{name}").register(app, guard)

@@ -20,39 +20,40 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    @app.command()
-    @guard
-    def watch(
-        debounce: Annotated[float, typer.Option("--debounce", help="Commit after the files have been quiet "
-                                                "this many seconds.")] = 2.0,
-        poll: Annotated[float, typer.Option("--poll", help="Check the remote for new versions this often "
-                                            "(seconds; one ref advertisement when nothing changed).")] = 30.0,
-        once: Annotated[bool, typer.Option("--once", help="One full cycle (commit, merge, push), then exit: "
-                                           "for cron.")] = False,
-    ) -> None:
-        """Keep this memory in live two-way sync until Ctrl-C: local edits are committed (as
-        `Memsync-Actor: watch`) and pushed, remote versions merged in (conflicts keep both)."""
-        import threading
+    app.command()(guard(watch))
 
-        from memsync.core.memory import open_memory
-        from memsync.live import watch as core
 
-        core.check_timings(debounce, poll)
-        mem = open_memory(Path.cwd())
-        if once:
-            summary = core.once(mem, _log_line)
-            _finish(summary)
-            if summary.blocked:  # exit 9, as push and run do
-                from memsync.errors import Blocked
+def watch(
+    debounce: Annotated[float, typer.Option("--debounce", help="Commit after the files have been quiet "
+                                            "this many seconds.")] = 2.0,
+    poll: Annotated[float, typer.Option("--poll", help="Check the remote for new versions this often "
+                                        "(seconds; one ref advertisement when nothing changed).")] = 30.0,
+    once: Annotated[bool, typer.Option("--once", help="One full cycle (commit, merge, push), then exit: "
+                                       "for cron.")] = False,
+) -> None:
+    """Keep this memory in live two-way sync until Ctrl-C: local edits are committed (as
+    `Memsync-Actor: watch`) and pushed, remote versions merged in (conflicts keep both)."""
+    import threading
 
-                raise Blocked(f"kept out of the commit by `secrets: block`: {', '.join(summary.blocked)}",
-                              "remove the secret from the file (it is still on disk), then run again")
-            return
-        stop = threading.Event()
-        with _display() as (report, heartbeat), core.stop_on_signals(stop):
-            watcher = core.Watcher(mem, debounce=debounce, poll=poll, report=report, heartbeat=heartbeat)
-            summary = watcher.run(stop)
+    from memsync.core.memory import open_memory
+    from memsync.live import watch as core
+
+    core.check_timings(debounce, poll)
+    mem = open_memory(Path.cwd())
+    if once:
+        summary = core.once(mem, _log_line)
         _finish(summary)
+        if summary.blocked:  # exit 9, as push and run do
+            from memsync.errors import Blocked
+
+            raise Blocked(f"kept out of the commit by `secrets: block`: {', '.join(summary.blocked)}",
+                          "remove the secret from the file (it is still on disk), then run again")
+        return
+    stop = threading.Event()
+    with _display() as (report, heartbeat), core.stop_on_signals(stop):
+        watcher = core.Watcher(mem, debounce=debounce, poll=poll, report=report, heartbeat=heartbeat)
+        summary = watcher.run(stop)
+    _finish(summary)
 
 
 def _finish(summary: WatchSummary) -> None:

@@ -32,7 +32,6 @@ from pathlib import Path
 
 import pygit2
 from pygit2.enums import ConfigLevel, Option
-from pygit2.ffi import C, ffi
 
 _engaged = False
 PACKING_CONFIG = Path(__file__).with_name("packing.gitconfig")
@@ -74,13 +73,9 @@ def for_packing(path: Path | str) -> pygit2.Repository:
     repo = repository(path)
     if not PACKING_CONFIG.is_file():
         return repo
-    config = ffi.new("git_config **")
-    if C.git_repository_config(config, repo._repo) != 0:
-        return repo
-    try:
-        C.git_config_add_file_ondisk(config[0], bytes(PACKING_CONFIG), ConfigLevel.PROGRAMDATA, repo._repo, 0)
-    finally:
-        C.git_config_free(config[0])
+    from memsync.git import native
+
+    native.add_config_file(repo, bytes(PACKING_CONFIG), ConfigLevel.PROGRAMDATA)
     return repo
 
 

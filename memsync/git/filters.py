@@ -18,7 +18,8 @@ import re
 import pygit2
 from pygit2.callbacks import git_checkout_options
 from pygit2.enums import CheckoutStrategy, ConfigLevel, FileMode
-from pygit2.ffi import C, ffi
+
+from memsync.git import native
 
 __all__ = ["checkout", "unneeded"]
 
@@ -81,6 +82,4 @@ def checkout(repo: pygit2.Repository, tree: pygit2.Tree, strategy: CheckoutStrat
     """repo.checkout_tree(tree, strategy=, paths=), with libgit2's filters off unless `filters`."""
     with git_checkout_options(strategy=strategy, paths=paths) as payload:
         payload.checkout_options.disable_filters = 0 if filters else 1
-        target = ffi.new("git_object **")
-        ffi.buffer(target)[:] = tree._pointer[:]
-        payload.check_error(C.git_checkout_tree(repo._repo, target[0], payload.checkout_options))
+        native.checkout_tree(repo, tree, payload)

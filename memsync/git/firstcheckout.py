@@ -28,9 +28,8 @@ from collections.abc import Iterator
 
 import pygit2
 from pygit2.enums import CheckoutStrategy
-from pygit2.ffi import C
 
-from memsync.git import filters
+from memsync.git import filters, native
 
 __all__ = ["MIN_FILES_PER_WORKER", "PART_FILES", "WORKERS", "lean_cache", "write_all"]
 
@@ -176,7 +175,5 @@ def _runs(counted: list[tuple[str, int]], workers: int) -> list[list[tuple[str, 
 def _append(index: pygit2.Index, other: pygit2.Index) -> None:
     """Add `other`'s entries to `index` as they are (stat data and the in-memory up-to-date flag
     included). Entries that sort after all of `index`'s are appended, not inserted."""
-    for position in range(C.git_index_entrycount(other._index)):
-        entry = C.git_index_get_byindex(other._index, position)
-        if C.git_index_add(index._index, entry) != 0:
-            raise pygit2.GitError("cannot merge the index entries of a parallel checkout")
+    if not native.append_index(index, other):
+        raise pygit2.GitError("cannot merge the index entries of a parallel checkout")

@@ -28,7 +28,6 @@ refuses whatever libgit2 did not find valid.
 from __future__ import annotations
 
 import base64
-import functools
 import os
 import re
 import struct
@@ -37,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from pygit2 import callbacks as pygit2_callbacks
-from pygit2.ffi import ffi
 
 from memsync.errors import HostKeyError
-from memsync.git import interrupts
+from memsync.git import interrupts, native
 from memsync.util.records import dataclass
 
 _CERT_X509 = 1
@@ -48,17 +46,6 @@ _CERT_HOSTKEY = 2
 _SSH_SHA256 = 1 << 2
 _SSH_RAW = 1 << 3
 _MAX_KEY_LEN = 16384
-
-
-@functools.cache
-def _full_ffi() -> Any:  # a cffi.FFI
-    """Built on first use: parsing a cdef loads pycparser (~40 ms), so not at start-up (nor cffi's
-    own Python part: an SSH host key is the only user)."""
-    import cffi  # type: ignore[import-untyped]
-
-    full = cffi.FFI()
-    full.cdef(_CERT_CDEF)
-    return full
 
 
 _CERT_CDEF = """
@@ -212,11 +199,11 @@ def verify_ssh(display: str, host: str, port: int | None, blob: bytes) -> None:
 
 
 def _read_identity(cert_i: Any, valid: int, host: Any) -> ServerIdentity:
-    name = ffi.string(host).decode(errors="replace") if host != ffi.NULL else ""
-    if cert_i == ffi.NULL:
+    name = native.text(host).decode(errors="replace")
+    if native.is_null(cert_i):
         return ServerIdentity("other", name, bool(valid))
-    _full = _full_ffi()
-    cert = _full.cast("memsync_cert_hostkey *", int(ffi.cast("uintptr_t", cert_i)))
+    _full = native.own_ffi(_CERT_CDEF)  # built on first use (an SSH host key is its only user)
+    cert = _full.cast("memsync_cert_hostkey *", native.address(cert_i))
     if cert.cert_type == _CERT_X509:
         return ServerIdentity("tls", name, bool(valid))
     if cert.cert_type != _CERT_HOSTKEY:
@@ -239,7 +226,7 @@ def _certificate_check(cert_i: Any, valid: int, host: Any, payload: Any) -> int:
     # refuses the server. What escapes even this (an interrupt inside the except clause) is
     # refused by `interrupts.on_escape`, or by cffi's `error` value (see memsync.git.interrupts).
     try:
-        data = ffi.from_handle(payload)
+        data = native.from_handle(payload)
         check = getattr(data, "server_identity", None)
         if check is None:
             assert _original is not None
@@ -252,7 +239,7 @@ def _certificate_check(cert_i: Any, valid: int, host: Any, payload: Any) -> int:
 
 def _refuse(payload: Any, exc: BaseException) -> int:
     try:
-        data = ffi.from_handle(payload)
+        data = native.from_handle(payload)
     except BaseException:
         return interrupts.REFUSE
     return interrupts.keep(data, exc)

@@ -17,12 +17,13 @@ from types import TracebackType
 from typing import Any
 
 from pygit2 import callbacks as pygit2_callbacks
-from pygit2.ffi import C, ffi
+
+from memsync.git import native
 
 # GIT_EUSER makes pygit2 re-raise the exception stored on the callbacks object; GIT_ERROR is for
 # when none could be stored (pygit2 asserts on a bare GIT_EUSER).
-REFUSE_STORED = int(C.GIT_EUSER)
-REFUSE = int(C.GIT_ERROR)
+REFUSE_STORED = native.EUSER
+REFUSE = native.ERROR
 
 # pygit2's callbacks for fetch, push and ls-remote (the certificate check is memsync's own).
 PYGIT2_REMOTE_CALLBACKS = ("_credentials_cb", "_push_negotiation_cb", "_push_update_reference_cb",
@@ -45,9 +46,9 @@ def _callbacks_object(tb: TracebackType) -> Any:
     once the wrapper has looked it up)."""
     names = tb.tb_frame.f_locals
     if "payload" in names:
-        return ffi.from_handle(names["payload"])
+        return native.from_handle(names["payload"])
     last = names["args"][-1]
-    return ffi.from_handle(last) if isinstance(last, ffi.CData) else last
+    return native.from_handle(last) if native.is_handle(last) else last
 
 
 def on_escape(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> int:
@@ -61,7 +62,7 @@ def on_escape(kind: type[BaseException], exc: BaseException, tb: TracebackType |
 
 def define(name: str, function: Callable[..., int]) -> None:
     """Bind the cffi extern `name` to `function`, failing closed."""
-    ffi.def_extern(name=name, error=REFUSE, onerror=on_escape)(function)
+    native.define_extern(name, function, REFUSE, on_escape)
 
 
 def quiet_progress(tick: Callable[[], None]) -> Any:
@@ -75,7 +76,7 @@ def quiet_progress(tick: Callable[[], None]) -> Any:
         tick()
         return 0
 
-    return ffi.callback("git_indexer_progress_cb", progress, error=REFUSE, onerror=on_escape)
+    return native.callback("git_indexer_progress_cb", progress, REFUSE, on_escape)
 
 
 def received_bytes_progress(report: Callable[[int], None]) -> Any:
@@ -86,7 +87,7 @@ def received_bytes_progress(report: Callable[[int], None]) -> Any:
         report(int(stats.received_bytes))
         return 0
 
-    return ffi.callback("git_indexer_progress_cb", progress, error=REFUSE, onerror=on_escape)
+    return native.callback("git_indexer_progress_cb", progress, REFUSE, on_escape)
 
 
 def packbuilder_progress(tick: Callable[[], None]) -> Any:
@@ -97,7 +98,7 @@ def packbuilder_progress(tick: Callable[[], None]) -> Any:
         tick()
         return 0
 
-    return ffi.callback("git_packbuilder_progress", progress, error=REFUSE, onerror=on_escape)
+    return native.callback("git_packbuilder_progress", progress, REFUSE, on_escape)
 
 
 def _nothing() -> None:

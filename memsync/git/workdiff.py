@@ -3,27 +3,19 @@
 With UPDATE_INDEX, libgit2 updates an index entry's stat data only for a file whose stat did not
 match and whose content it hashed (git_diff__oid_for_entry); every such hash is counted in the
 diff's perf data (`oid_calculations`). No hash means no entry changed, so the index need not be
-written (~8 ms at 10,000 files, on every status). pygit2 does not expose `git_diff_get_perfdata`:
-it is called through ctypes on the libgit2 the process already has loaded, and checked against
-the diff pygit2 sees (its delta count). Anything unexpected answers None: "unknown", and the
-caller writes the index as before.
+written (~8 ms at 10,000 files, on every status). pygit2 does not expose `git_diff_get_perfdata`
+(native.hashed_files reads it); anything unexpected answers None: "unknown", and the caller
+writes the index as before.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pygit2
 from pygit2.enums import DiffOption
-from pygit2.errors import check_error
-from pygit2.ffi import C, ffi
 
-_PERFDATA_VERSION = 1
+from memsync.git import native
 
 
 def scan_flags(tree_ignores: bool = True) -> DiffOption:
@@ -34,62 +26,12 @@ def scan_flags(tree_ignores: bool = True) -> DiffOption:
     flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
              | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED)
     return flags if tree_ignores else flags | DiffOption.RECURSE_IGNORED_DIRS
-_lib: Any = None  # the loaded libgit2 through ctypes; False once it could not be found
-_PerfData: Any = None  # git_diff_perfdata as a ctypes structure, made with _lib
-_loading = threading.Lock()
 
 
 def prepare() -> None:
     """Import ctypes (~1 ms) and find the loaded libgit2 now: the early walk's thread starts
     first, and the main thread does this while it runs, off the walk's path."""
-    _libgit2()
-
-
-def _libgit2() -> Any:
-    global _lib, _PerfData
-    with _loading:
-        if _lib is None:
-            import ctypes  # (only the diff's perf data needs it)
-
-            class PerfData(ctypes.Structure):
-                _fields_ = [("version", ctypes.c_uint), ("stat_calls", ctypes.c_size_t),
-                            ("oid_calculations", ctypes.c_size_t)]
-
-            _lib = False
-            for path in _candidates():
-                try:
-                    lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_NOW", 2))
-                    perf, count = lib.git_diff_get_perfdata, lib.git_diff_num_deltas
-                except (OSError, AttributeError):
-                    continue
-                perf.argtypes, perf.restype = [ctypes.POINTER(PerfData), ctypes.c_void_p], ctypes.c_int
-                count.argtypes, count.restype = [ctypes.c_void_p], ctypes.c_size_t
-                _lib, _PerfData = lib, PerfData
-                break
-    return _lib or None
-
-
-def _candidates() -> Iterator[str]:
-    """The libgit2 mapped into this process: the copy a pygit2 wheel bundles (found without
-    reading the ~300 lines of /proc/self/maps, ~1 ms), else whichever the maps show (the
-    system's), then pygit2's own extension in case libgit2 is linked into it. The caller's
-    RTLD_NOLOAD keeps out any that is not already loaded; it stops at the first that is."""
-    with contextlib.suppress(OSError):
-        bundled = os.path.join(os.path.dirname(os.path.dirname(pygit2.__file__)), "pygit2.libs")
-        for name in sorted(os.listdir(bundled)):
-            if name.startswith("libgit2"):
-                yield os.path.join(bundled, name)
-    found: list[str] = []
-    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
-            if os.path.basename(path).startswith("libgit2") and path not in found:
-                found.append(path)
-    yield from found
-    with contextlib.suppress(ImportError, AttributeError):
-        from pygit2 import _libgit2
-
-        yield str(_libgit2.__file__)
+    native.prepare_perfdata()
 
 
 def diff_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
@@ -118,21 +60,13 @@ _PATIENCE = 2.0  # seconds of such retries (at least _ATTEMPTS of them) before t
 
 def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
           path: str | None) -> tuple[list[pygit2.DiffDelta], int | None]:
-    copts = ffi.new("git_diff_options *")
-    check_error(C.git_diff_options_init(copts, 1))
-    copts.flags = int(flags) | (int(DiffOption.DISABLE_PATHSPEC_MATCH) if path is not None else 0)
-    if path is not None:
-        name = ffi.new("char[]", path.encode("utf-8", "surrogateescape"))
-        strings = ffi.new("char *[]", [name])
-        copts.pathspec.strings = strings
-        copts.pathspec.count = 1
-    cdiff = ffi.new("git_diff **")
+    literal = int(flags) | (int(DiffOption.DISABLE_PATHSPEC_MATCH) if path is not None else 0)
     give_up = time.monotonic() + _PATIENCE
     attempt = 0
     while True:
         try:
-            check_error(C.git_diff_index_to_workdir(cdiff, repo._repo, index._index, copts))
-            break
+            diff, hashed = native.diff_index_to_workdir(repo, index, literal, path)
+            return list(diff.deltas), hashed
         except pygit2.GitError:
             # A file that goes between libgit2's lstat and its read ("error reading file for
             # hashing", "could not find ... to open"): someone writes the tree meanwhile, an agent
@@ -141,23 +75,3 @@ def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
             if attempt >= _ATTEMPTS and time.monotonic() >= give_up:
                 raise
             time.sleep(min(0.01 * attempt, 0.1))
-    diff = pygit2.Diff.from_c(bytes(ffi.buffer(cdiff)[:]), repo)  # owns (and frees) the git_diff
-    return list(diff.deltas), _hashed(cdiff[0], diff)
-
-
-def _hashed(cdiff: Any, diff: pygit2.Diff) -> int | None:
-    lib = _libgit2()
-    if lib is None:
-        return None
-    import ctypes
-
-    try:
-        pointer = ctypes.c_void_p(int(ffi.cast("uintptr_t", cdiff)))
-        if lib.git_diff_num_deltas(pointer) != len(diff):
-            return None
-        perf = _PerfData(_PERFDATA_VERSION, 0, 0)
-        if lib.git_diff_get_perfdata(ctypes.byref(perf), pointer) != 0:
-            return None
-        return int(perf.oid_calculations)
-    except (OSError, AttributeError, TypeError, ValueError, ctypes.ArgumentError):
-        return None

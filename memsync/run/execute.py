@@ -38,19 +38,18 @@ from memsync.errors import (
 from memsync.git import hub as hubmod
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
+from memsync.run.options import DEFAULT_CHECKPOINT, RunOptions
 from memsync.run.record import RunTrust
 from memsync.sync.exchange import converge, unpushed
 from memsync.util import sealed
 from memsync.util.names import check_name, check_run_id, env_var_for, new_run_id, where_kept
-from memsync.util.records import dataclass, field
+from memsync.util.records import dataclass, field, fields
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     from memsync.core import readonly
     from memsync.git.hubtree import Oversize
     from memsync.git.merge import ConflictCopy
     from memsync.run import runas
-
-DEFAULT_CHECKPOINT = 30.0
 
 
 def _quiet() -> float:
@@ -124,17 +123,10 @@ class RunReport:
 
 
 @dataclass(frozen=True)
-class RunOptions:
-    """How `memsync run` goes about its memories and the command (the CLI's flags)."""
+class Resolved(RunOptions):
+    """A run's options (run/options.py) with what `execute` made of them."""
 
-    offline: bool = False
-    no_push: bool = False
-    checkpoint: float = DEFAULT_CHECKPOINT
-    remote: str | None = None
-    keep_ssh_agent: bool = False
     user: runas.RunAs | None = None
-    max_push_rate: str | None = None
-    create: bool = False
     generated_id: bool = False  # the run id is memsync's (its clock is then checked: runclock.py)
 
 
@@ -442,10 +434,10 @@ class _Signals:
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
-def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
-            no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
-            say: Say = lambda _m: None, keep_ssh_agent: bool = False, as_user: str | None = None,
-            max_push_rate: str | None = None, create: bool = False) -> RunReport:
+def execute(command: list[str], mounts: list[Mount], options: RunOptions | None = None, *,
+            say: Say = lambda _m: None) -> RunReport:
+    o = options or RunOptions()
+    run_id, checkpoint, remote, as_user = o.run_id, o.checkpoint, o.remote, o.as_user
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
     if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
@@ -456,7 +448,7 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         raise UsageError(f"--remote {hubmod.safe_url(remote)}: a credential on memsync's command line is "
                          "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
                          "set MEMSYNC_TOKEN instead and give the URL without it")
-    pacing.resolve(max_push_rate, None)  # a bad flag stops the run before anything is pulled
+    pacing.resolve(o.max_push_rate, None)  # a bad flag stops the run before anything is pulled
     user = None
     if as_user is not None:
         from memsync.run import runas
@@ -465,12 +457,11 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         _end_processes(user, say)  # one a past run left behind must not race the pre-run save
     sealed.make_undumpable()
     with sealed.seal():
-        options = RunOptions(offline, no_push, checkpoint, remote, keep_ssh_agent, user, max_push_rate, create,
-                             generated_id=run_id is None)
+        options = Resolved(**{f.name: getattr(o, f.name) for f in fields(o)}, user=user, generated_id=run_id is None)
         return _execute(command, mounts, rid, cwd, say, options)
 
 
-def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: Say, options: RunOptions) -> RunReport:
+def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: Say, options: Resolved) -> RunReport:
     o = options
     memories = prepare(mounts or [], cwd, o.remote, o.offline, say, run_id=rid, claim=True, create=o.create)
     read_only = {m.name for m in mounts if m.read_only}
@@ -834,6 +825,7 @@ __all__ = [
     "DEFAULT_CHECKPOINT",
     "MemoryOutcome",
     "Mount",
+    "RunOptions",
     "RunReport",
     "execute",
     "parse_mount",

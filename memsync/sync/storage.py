@@ -22,6 +22,7 @@ from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.transport import ProgressFn
 from memsync.sync.exchange import Exchange, converge, fetch, link_hub_objects
 from memsync.sync.hubs import LastRun, ensure_hub, last_run
+from memsync.sync.options import PullOptions, PushOptions, StatusOptions
 from memsync.sync.redaction_log import RedactionNote
 from memsync.sync.redaction_log import notes as redaction_notes
 from memsync.util.fs import pid_alive
@@ -211,12 +212,13 @@ def _prepare(mem: Memory) -> None:
     ensure_hub(mem.hub)
 
 
-def push(path: Path, *, force: bool = False, message: str | None = None, remote: str | None = None,
-         progress: ProgressFn | None = None) -> PushResult:
+def push(path: Path, options: PushOptions | None = None, *, progress: ProgressFn | None = None) -> PushResult:
     """Commit local changes as the operator and deliver them to the hub (never forced).
 
     A directory with a storage.yaml but no git repository (vm0 users type `push` first) is
     adopted as `init` would adopt it."""
+    o = options or PushOptions()
+    force, message, remote = o.force, o.message, o.remote
     adopted = _adopt_config_only(path, remote)
     record_hub(path, remote)
     mem = open_memory(path, remote)
@@ -363,9 +365,10 @@ def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:
     return MemoryNotFound(name, hub.display, available)
 
 
-def pull_or_clone(name: str | None, path: Path, *, remote: str | None = None,
-                  progress: ProgressFn | None = None) -> PullResult:
+def pull_or_clone(path: Path, options: PullOptions | None = None, *, progress: ProgressFn | None = None) -> PullResult:
     """`memsync pull [NAME]`: inside a memory, pull; outside one with NAME, clone into ./NAME."""
+    o = options or PullOptions()
+    name, remote = o.name, o.remote
     root = cfgmod.find_root(path)
     if root is None and name is not None:
         dest = path / name
@@ -420,8 +423,8 @@ def _last_run_of(git: GitRepo, tip: str) -> LastRun | None:
     return found
 
 
-def status(path: Path, *, remote: str | None = None) -> StatusReport:
-    mem = open_memory(path, remote)
+def status(path: Path, options: StatusOptions | None = None) -> StatusReport:
+    mem = open_memory(path, (options or StatusOptions()).remote)
     with mem.locked():
         error = None
         try:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from memsync.errors import MemsyncError, PushRejected
 from memsync.git import transport
 from memsync.git.transport import Lease
+from memsync.util import envcheck
 
 if TYPE_CHECKING:
     from memsync.core.memory import Memory
@@ -47,18 +48,13 @@ TAKE_TRIES = 5  # numbers tried when others take the same one meanwhile
 
 
 def enabled() -> bool:
-    """MEMSYNC_PUSH_QUEUE=0 turns the queue off (util/envcheck.py refused any value but 0 and 1)."""
-    return os.environ.get("MEMSYNC_PUSH_QUEUE", "").strip() != "0"
+    """MEMSYNC_PUSH_QUEUE=0 turns the queue off (checked by util/envcheck.py: 0 or 1)."""
+    return envcheck.switch("MEMSYNC_PUSH_QUEUE")
 
 
 def turn_timeout() -> float:
-    """MEMSYNC_TURN_TIMEOUT. The CLI refused a bad value before the command started
-    (util/envcheck.py); a library caller that skipped that check gets the default."""
-    try:
-        value = float(os.environ.get("MEMSYNC_TURN_TIMEOUT", "").strip() or DEFAULT_TURN_TIMEOUT)
-    except ValueError:
-        return DEFAULT_TURN_TIMEOUT
-    return value if value >= 0 else DEFAULT_TURN_TIMEOUT
+    """MEMSYNC_TURN_TIMEOUT, as util/envcheck.py checked it (a bad value is a usage error)."""
+    return envcheck.number("MEMSYNC_TURN_TIMEOUT", DEFAULT_TURN_TIMEOUT)
 
 
 def queue_of(branch: str) -> str:

@@ -2,7 +2,9 @@
 does anything.
 
 A bad value (MEMSYNC_QUIET=abc) is a usage error naming the variable, exit 2, never a
-ValueError deep inside a run ("this is a bug") nor a silent fallback to the default. Every
+ValueError deep inside a run ("this is a bug") nor a silent fallback to the default. The checks
+return what they checked (`check_environment`: every set variable's value; `number`, `switch`: one
+variable's, or the reader's default), so a reader need not parse a variable a second time. Every
 variable memsync reads is listed in docs/ENVIRONMENT.md.
 """
 
@@ -13,7 +15,7 @@ import os
 
 from memsync.errors import UsageError
 
-__all__ = ["NUMERIC", "SWITCHES", "check_environment"]
+__all__ = ["NUMERIC", "SWITCHES", "check_environment", "number", "switch"]
 
 # name: (integer?, smallest allowed, what it is)
 NUMERIC: dict[str, tuple[bool, float, str]] = {
@@ -35,25 +37,59 @@ SWITCHES: dict[str, str] = {
 }
 
 
-def check_environment() -> None:
-    for name, (integer, least, what) in NUMERIC.items():
-        raw = os.environ.get(name)
-        if raw is None or raw.strip() == "":
-            continue
-        try:
-            value = int(raw) if integer else float(raw)
-        except ValueError:
-            value = math.nan
-        if math.isnan(value) or math.isinf(value) or value < least:
-            kind = "a whole number" if integer else "a number"
-            raise UsageError(f"{name}={raw!r} is not {kind} of {what} (at least {least:g})",
-                             f"set it to e.g. {name}={_example(name)}, or unset it for the default "
-                             "(docs/ENVIRONMENT.md)")
-    for name, what in SWITCHES.items():
-        raw = os.environ.get(name)
-        if raw is not None and raw.strip() not in ("", "0", "1"):
-            raise UsageError(f"{name}={raw!r} is neither 0 nor 1 ({what}: 0 turns it off)",
-                             f"set {name}=0 or {name}=1, or unset it for the default (docs/ENVIRONMENT.md)")
+def check_environment() -> dict[str, float | bool]:
+    """Every variable of NUMERIC and SWITCHES that is set, by name, with its checked value; the
+    first bad one raises."""
+    found: dict[str, float | bool] = {}
+    for name in NUMERIC:
+        value = _checked_number(name)
+        if value is not None:
+            found[name] = value
+    for name in SWITCHES:
+        on = _checked_switch(name)
+        if on is not None:
+            found[name] = on
+    return found
+
+
+def number(name: str, default: float) -> float:
+    """The checked value of `name` (one of NUMERIC), `default` when it is unset or empty: a reader
+    takes it from here rather than parsing the variable again."""
+    value = _checked_number(name)
+    return default if value is None else value
+
+
+def switch(name: str, default: bool = True) -> bool:
+    """Whether `name` (one of SWITCHES) is on: `default` when it is unset or empty."""
+    on = _checked_switch(name)
+    return default if on is None else on
+
+
+def _checked_number(name: str) -> float | None:
+    integer, least, what = NUMERIC[name]
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        value: float = int(raw) if integer else float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or math.isinf(value) or value < least:
+        kind = "a whole number" if integer else "a number"
+        raise UsageError(f"{name}={raw!r} is not {kind} of {what} (at least {least:g})",
+                         f"set it to e.g. {name}={_example(name)}, or unset it for the default "
+                         "(docs/ENVIRONMENT.md)")
+    return value
+
+
+def _checked_switch(name: str) -> bool | None:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return None
+    if raw.strip() not in ("0", "1"):
+        raise UsageError(f"{name}={raw!r} is neither 0 nor 1 ({SWITCHES[name]}: 0 turns it off)",
+                         f"set {name}=0 or {name}=1, or unset it for the default (docs/ENVIRONMENT.md)")
+    return raw.strip() == "1"
 
 
 def _example(name: str) -> str:

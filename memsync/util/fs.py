@@ -34,15 +34,6 @@ def real_folders(root: Path, rel: str) -> bool:
         return False
 
 
-def make_folders(root: Path, rel: str) -> bool:
-    """The folders on the way to `rel` as real folders, the missing ones created; False (nothing
-    created) when one of them is a symlink or a file."""
-    if in_the_way(root, rel) is not None:
-        return False
-    (root / rel).parent.mkdir(parents=True, exist_ok=True)
-    return True
-
-
 def pid_alive(pid: int) -> bool:
     """Whether process `pid` exists (another user's counts)."""
     try:

@@ -1,0 +1,32 @@
+"""What push, pull and status are asked to do: each verb's options as one record, their defaults
+declared here and nowhere else (the command line's spellings and help are in cli/options.py)."""
+
+from __future__ import annotations
+
+from memsync.util.records import dataclass
+
+__all__ = ["PullOptions", "PushOptions", "StatusOptions"]
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    """`memsync push`: commit local changes as the operator, then push."""
+
+    force: bool = False  # a new version even if nothing changed (never rewrites the hub's history)
+    message: str | None = None  # the commit message; None: memsync's own
+    remote: str | None = None  # the hub URL; None: storage.yaml's, MEMSYNC_REMOTE, the embedded hub
+
+
+@dataclass(frozen=True)
+class PullOptions:
+    """`memsync pull [NAME]`: in a memory, fetch and merge; outside one with NAME, clone into ./NAME."""
+
+    name: str | None = None
+    remote: str | None = None
+
+
+@dataclass(frozen=True)
+class StatusOptions:
+    """`memsync status`."""
+
+    remote: str | None = None
