@@ -19,7 +19,7 @@ from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
 from memsync.git.merge import ConflictCopy, follow_policy_only, keep_both
 from memsync.git.repo import GitRepo, file_entry
 from memsync.git.treediff import DeltaKind
-from memsync.util.names import is_gathered
+from memsync.util.names import is_conflict_copy, is_gathered
 from memsync.util.records import dataclass, field
 
 REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
@@ -50,6 +50,8 @@ class VersionChanges:
     author: str
     deltas: list[PathDelta]
     created: list[str]  # conflict files a merge made or added versions to (in no parent as they are here)
+    tree: str = ""
+    parent_tree: str | None = None  # the first parent's tree; None for a first version
 
 
 @dataclass(frozen=True)
@@ -113,8 +115,9 @@ def changes(git: GitRepo, oid: str, *, deltas: bool = True) -> VersionChanges:
     repo = git._repo
     c = repo[oid].peel(pygit2.Commit)
     if not deltas:
+        parent_tree = str(c.parents[0].tree_id) if c.parent_ids else None
         return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
-                              c.author.name, [], [])
+                              c.author.name, [], [], str(c.tree_id), parent_tree)
     return _version_changes(repo, c)
 
 
@@ -124,7 +127,25 @@ def _version_changes(repo: pygit2.Repository, c: pygit2.Commit) -> VersionChange
     deltas = _tree_deltas(repo, old, c.tree)
     created = [d.path for d in deltas if _made_here(c.tree, parents, d)] if len(parents) > 1 else []
     return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
-                          c.author.name, deltas, created)
+                          c.author.name, deltas, created, str(c.tree_id), None if old is None else str(old.id))
+
+
+def tree_changes(git: GitRepo, parent_tree: str | None, tree: str) -> list[PathDelta]:
+    """What `tree` changed against `parent_tree` (None: the empty tree), as a version's deltas."""
+    repo = git._repo
+    old = None if parent_tree is None else repo[parent_tree].peel(pygit2.Tree)
+    return _tree_deltas(repo, old, repo[tree].peel(pygit2.Tree))
+
+
+def counts(deltas: list[PathDelta], created: list[str] | None = None) -> tuple[int, int, int, list[str]]:
+    """What a log line shows of a version's deltas: files changed, bytes added, bytes removed,
+    and the conflict copies it made (`created`, for a merge; else the copies it added and the
+    gathered conflict files that grew)."""
+    copies = created if created is not None else [
+        d.path for d in deltas if (d.kind == "added" and is_conflict_copy(d.path))
+        or (is_gathered(d.path) and d.new_size > d.old_size)]
+    return (len(deltas), sum(max(d.new_size - d.old_size, 0) for d in deltas),
+            sum(max(d.old_size - d.new_size, 0) for d in deltas), sorted(copies))
 
 
 def messages(git: GitRepo, tip: str, *, stream: bool = False) -> Iterator[tuple[str, int, str]]:

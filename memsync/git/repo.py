@@ -22,6 +22,7 @@ from memsync.errors import RepoError
 from memsync.git import earlyscan, engine, hints, unsettled
 from memsync.git.hub import safe_url
 from memsync.git.hubtree import tree_totals
+from memsync.git.trailers import append as trailer_append
 from memsync.git.workdiff import diff_to_workdir, scan_flags
 from memsync.util.fs import atomic_write, read_private, write_private
 from memsync.util.names import operator_identity
@@ -660,9 +661,11 @@ class GitRepo:
             index.remove_directory(path)
 
     def commit_index(self, branch: str, message: str, author: tuple[str, str] | None,
-                     allow_empty: bool = False) -> str | None:
+                     allow_empty: bool = False,
+                     describe: Callable[[str, str | None], list[tuple[str, str]]] | None = None) -> str | None:
         """Write the index as a commit on `branch`; None if it equals the parent's tree.
-        `author` is (name, email); None means the operator."""
+        `author` is (name, email); None means the operator. `describe(tree, parent's tree)`:
+        trailers added to `message` once the tree is known (what the version changes)."""
         index = self.index
         if self._matches_head is not None and not allow_empty and self._matches_head == self.head_oid():
             # the scan found nothing to commit and nothing was staged since: the tree is HEAD's
@@ -687,6 +690,9 @@ class GitRepo:
                 index.write()  # (an empty commit, e.g. a run's record, leaves an unchanged index alone)
                 self._index_dirty = False
                 self._note_unsettled()
+            if describe is not None:
+                parent_tree = None if parent is None else str(self._repo[parent].peel(pygit2.Commit).tree_id)
+                message = trailer_append(message, describe(str(tree), parent_tree))
             committer = self.operator_signature()
             signature = pygit2.Signature(*author) if author else committer
             parents = [pygit2.Oid(hex=parent)] if parent else []

@@ -15,9 +15,8 @@ from memsync.errors import UsageError
 from memsync.git import history
 from memsync.git.history import VersionChanges
 from memsync.git.hub import memsync_home
-from memsync.git.trailers import every, first, parse
+from memsync.git.trailers import every, first, parse, recorded_changes
 from memsync.history.summaries import Summaries, Summary
-from memsync.util.names import is_conflict_copy, is_gathered
 from memsync.util.records import dataclass, field
 from memsync.util.timefmt import rfc3339
 
@@ -129,22 +128,30 @@ def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id:
 
 
 def summarize(v: VersionChanges) -> Summary:
-    """The numbers a log line shows for a version (summaries.py keeps them)."""
-    merge = len(v.parents) > 1
-    copies = v.created if merge else [d.path for d in v.deltas if (d.kind == "added" and is_conflict_copy(d.path))
-                                      or (is_gathered(d.path) and d.new_size > d.old_size)]
-    return Summary(len(v.deltas), sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
-                   sum(max(d.old_size - d.new_size, 0) for d in v.deltas), tuple(sorted(copies)))
+    """The numbers a log line shows for a version, counted from its diff (summaries.py keeps them)."""
+    files, added, removed, copies = history.counts(v.deltas, v.created if len(v.parents) > 1 else None)
+    return Summary(files, added, removed, tuple(copies))
 
 
-def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry:
+def _summary(mem: Memory, oid: str, cache: Summaries) -> tuple[VersionChanges, Summary]:
+    """The version and its numbers: as it recorded them when it was made (git/trailers.py,
+    `Memsync-Changes`), else from the cache, else counted from its diff (a version made by plain
+    git, an older memsync, a merge, or one whose message was copied onto other trees)."""
+    v = history.changes(mem.git, oid, deltas=False)
+    recorded = recorded_changes(parse(v.message), v.tree, v.parent_tree)
+    if recorded is not None:
+        files, added, removed, copies = recorded
+        return v, Summary(files, added, removed, tuple(copies))
     summary = cache.get(oid)
     if summary is None:
         v = history.changes(mem.git, oid)
         summary = summarize(v)
         cache.put(oid, summary)
-    else:
-        v = history.changes(mem.git, oid, deltas=False)
+    return v, summary
+
+
+def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry:
+    v, summary = _summary(mem, oid, cache)
     trailers = parse(v.message)
     actor = first(trailers, "Memsync-Actor") or "git"
     merge = len(v.parents) > 1
