@@ -49,9 +49,8 @@ def change_trailers(git: GitRepo, tree: str, parent_tree: str | None) -> list[tu
     """The trailers that record what a version about to be made changes (`tree` against its
     first parent's `parent_tree`), so that `memsync log` reads them instead of diffing the two
     trees (git/trailers.py, history/log.py)."""
-    from memsync.git import history
     from memsync.git.trailers import CHANGES, COPY, changes_value, quote_path
 
-    files, added, removed, copies = history.counts(history.tree_changes(git, parent_tree, tree))
+    files, added, removed, copies = git.tree_counts(parent_tree, tree)
     return [(CHANGES, changes_value(files, added, removed, tree, parent_tree)),
             *((COPY, quote_path(path)) for path in copies)]

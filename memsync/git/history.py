@@ -18,8 +18,8 @@ from memsync.git import treediff
 from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
 from memsync.git.merge import ConflictCopy, follow_policy_only, keep_both
 from memsync.git.repo import GitRepo, file_entry
-from memsync.git.treediff import DeltaKind
-from memsync.util.names import is_conflict_copy, is_gathered
+from memsync.git.treediff import DeltaKind, PathDelta
+from memsync.util.names import is_gathered
 from memsync.util.records import dataclass, field
 
 REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
@@ -29,14 +29,6 @@ class UnknownRevision(UsageError):
     def __init__(self, spec: str, why: str = "no such version") -> None:
         super().__init__(f"unknown version {spec!r}: {why}", REV_HINT)
         self.spec = spec
-
-
-@dataclass(frozen=True)
-class PathDelta:
-    path: str
-    kind: DeltaKind
-    old_size: int
-    new_size: int
 
 
 @dataclass(frozen=True)
@@ -128,24 +120,6 @@ def _version_changes(repo: pygit2.Repository, c: pygit2.Commit) -> VersionChange
     created = [d.path for d in deltas if _made_here(c.tree, parents, d)] if len(parents) > 1 else []
     return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
                           c.author.name, deltas, created, str(c.tree_id), None if old is None else str(old.id))
-
-
-def tree_changes(git: GitRepo, parent_tree: str | None, tree: str) -> list[PathDelta]:
-    """What `tree` changed against `parent_tree` (None: the empty tree), as a version's deltas."""
-    repo = git._repo
-    old = None if parent_tree is None else repo[parent_tree].peel(pygit2.Tree)
-    return _tree_deltas(repo, old, repo[tree].peel(pygit2.Tree))
-
-
-def counts(deltas: list[PathDelta], created: list[str] | None = None) -> tuple[int, int, int, list[str]]:
-    """What a log line shows of a version's deltas: files changed, bytes added, bytes removed,
-    and the conflict copies it made (`created`, for a merge; else the copies it added and the
-    gathered conflict files that grew)."""
-    copies = created if created is not None else [
-        d.path for d in deltas if (d.kind == "added" and is_conflict_copy(d.path))
-        or (is_gathered(d.path) and d.new_size > d.old_size)]
-    return (len(deltas), sum(max(d.new_size - d.old_size, 0) for d in deltas),
-            sum(max(d.old_size - d.new_size, 0) for d in deltas), sorted(copies))
 
 
 def messages(git: GitRepo, tip: str, *, stream: bool = False) -> Iterator[tuple[str, int, str]]:
@@ -292,14 +266,7 @@ def undo(git: GitRepo, base_tree: str, result_tree: str, onto: str, tag: str,
 
 # -- helpers -----------------------------------------------------------------------------------------
 def _tree_deltas(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree) -> list[PathDelta]:
-    """What libgit2's tree-to-tree diff (no options) reports, in its order, but walking only the
-    subtrees whose ids differ: libgit2 iterates every entry of both trees (~2 ms per version at
-    10,000 files), this follows the change."""
-    found: treediff.Found = []
-    treediff.walk(repo, old.id if old is not None else None, new.id, "", found, 1)
-    found.sort(key=lambda d: d[0].encode("utf-8", "surrogateescape"))
-    return [PathDelta(path, kind, _size(repo, a) if a is not None else 0, _size(repo, b) if b is not None else 0)
-            for path, kind, a, b in found]
+    return treediff.deltas(repo, old.id if old is not None else None, new.id)
 
 
 def _kind(status: DeltaStatus) -> DeltaKind:
@@ -308,13 +275,6 @@ def _kind(status: DeltaStatus) -> DeltaKind:
     if status == DeltaStatus.DELETED:
         return "deleted"
     return "modified"
-
-
-def _size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
-    try:
-        return int(repo.odb.read_header(oid)[1])
-    except (KeyError, ValueError, pygit2.GitError):
-        return 0
 
 
 def _entry_id(tree: pygit2.Tree, path: str) -> str | None:

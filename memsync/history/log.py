@@ -16,6 +16,7 @@ from memsync.git import history
 from memsync.git.history import VersionChanges
 from memsync.git.hub import memsync_home
 from memsync.git.trailers import every, first, parse, recorded_changes
+from memsync.git.treediff import counts
 from memsync.history.summaries import Summaries, Summary
 from memsync.util.records import dataclass, field
 from memsync.util.timefmt import rfc3339
@@ -129,7 +130,7 @@ def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id:
 
 def summarize(v: VersionChanges) -> Summary:
     """The numbers a log line shows for a version, counted from its diff (summaries.py keeps them)."""
-    files, added, removed, copies = history.counts(v.deltas, v.created if len(v.parents) > 1 else None)
+    files, added, removed, copies = counts(v.deltas, v.created if len(v.parents) > 1 else None)
     return Summary(files, added, removed, tuple(copies))
 
 
