@@ -67,9 +67,10 @@ class LogResult:
 
 # -- log -----------------------------------------------------------------------------------------
 def log(start: Path, path: str | None = None, *, run_id: str | None = None, flagged: bool = False,
-        limit: int | None = None) -> LogResult:
+        limit: int | None = None, recorded: bool = True) -> LogResult:
     """The versions of a memory (or of one file), newest first, from the local history (a shallow
-    clone fetches its older versions first when they are needed: shallow.py)."""
+    clone fetches its older versions first when they are needed: shallow.py). `recorded=False`:
+    every version's numbers counted from its diff, none read from its trailers (`_summary`)."""
     if limit is not None and limit < 0:
         raise UsageError("-n must be 0 or more")
     mem = open_memory(start)
@@ -78,7 +79,7 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
     found: list[LogEntry] = []
     if head is None or limit == 0:
         return LogResult(mem.name, rel, head, found)
-    cache = Summaries(memsync_home() / "cache" / "versions.db")
+    cache = _Counted(memsync_home() / "cache" / "versions.db", recorded)
     try:
         found = _versions(mem, head, cache, rel, run_id, flagged, limit)
         if (limit is None or len(found) < limit) and mem.git.is_shallow:
@@ -97,7 +98,7 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
     return LogResult(mem.name, rel, head, found)
 
 
-def _refused_redaction(mem: Memory, cache: Summaries) -> list[LogEntry]:
+def _refused_redaction(mem: Memory, cache: _Counted) -> list[LogEntry]:
     """The hub's redaction this clone refused (not in its history): shown first, flagged."""
     from memsync.sync import redaction_log
 
@@ -109,7 +110,7 @@ def _refused_redaction(mem: Memory, cache: Summaries) -> list[LogEntry]:
     return [entry]
 
 
-def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id: str | None,
+def _versions(mem: Memory, head: str, cache: _Counted, rel: str | None, run_id: str | None,
               flagged: bool, limit: int | None) -> list[LogEntry]:
     repo = mem.git
     found: list[LogEntry] = []
@@ -134,12 +135,20 @@ def summarize(v: VersionChanges) -> Summary:
     return Summary(files, added, removed, tuple(copies))
 
 
-def _summary(mem: Memory, oid: str, cache: Summaries) -> tuple[VersionChanges, Summary]:
+class _Counted(Summaries):
+    """The kept summaries, and whether a version's own record of its numbers is read first."""
+
+    def __init__(self, path: Path, recorded: bool) -> None:
+        super().__init__(path)
+        self.recorded = recorded
+
+
+def _summary(mem: Memory, oid: str, cache: _Counted) -> tuple[VersionChanges, Summary]:
     """The version and its numbers: as it recorded them when it was made (git/trailers.py,
     `Memsync-Changes`), else from the cache, else counted from its diff (a version made by plain
     git, an older memsync, a merge, or one whose message was copied onto other trees)."""
     v = history.changes(mem.git, oid, deltas=False)
-    recorded = recorded_changes(parse(v.message), v.tree, v.parent_tree)
+    recorded = recorded_changes(parse(v.message), v.tree, v.parent_tree) if cache.recorded else None
     if recorded is not None:
         files, added, removed, copies = recorded
         return v, Summary(files, added, removed, tuple(copies))
@@ -151,7 +160,7 @@ def _summary(mem: Memory, oid: str, cache: Summaries) -> tuple[VersionChanges, S
     return v, summary
 
 
-def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry:
+def _entry(mem: Memory, oid: str, cache: _Counted, rel: str | None) -> LogEntry:
     v, summary = _summary(mem, oid, cache)
     trailers = parse(v.message)
     actor = first(trailers, "Memsync-Actor") or "git"
