@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memsync.git.trailers import parse, recorded_changes
 from memsync.history.log import log
-from tests.conftest import Cli, git, write
+from tests.conftest import Cli, git, hub_path, write
 
 ME = ("-c", "user.name=Me", "-c", "user.email=me@example.invalid")
 COUNTED = ("files_changed", "bytes_added", "bytes_removed", "copies")
@@ -83,6 +85,23 @@ def test_plain_git_and_moved_messages_fall_back_to_the_diff(memory: Path, cli: C
         "first run\n")
 
 
+@pytest.mark.attack
+def test_an_agents_forged_counts_are_never_pushed(memory: Path, cli: Cli) -> None:
+    """A plain commit that records small counts for a large deletion (to hide it from `log`) is
+    one memsync did not make: push refuses it for its forged Memsync-* trailer."""
+    (memory / "summary.md").unlink()
+    git("add", "-A", cwd=memory)
+    tree = git("write-tree", cwd=memory).strip()
+    parent_tree = git("rev-parse", "HEAD^{tree}", cwd=memory).strip()
+    start = git("rev-parse", "memory/research", cwd=hub_path()).strip()
+    git(*ME, "commit", "-qm", f"tidy\n\nMemsync-Changes: files=0 added=0 removed=0 tree={tree} "
+        f"parent-tree={parent_tree}\n", cwd=memory)
+    r = cli("push", cwd=memory)
+    assert r.code == 9 and "forged trailer" in r.err and "Memsync-Changes" in r.err, r.err
+    assert git("rev-parse", "memory/research", cwd=hub_path()).strip() == start
+
+
+@pytest.mark.attack
 def test_malformed_or_repeated_trailers_are_not_read() -> None:
     tree, parent = "a" * 40, "b" * 40
     good = f"files=1 added=2 removed=3 tree={tree} parent-tree={parent}"
