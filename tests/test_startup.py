@@ -181,3 +181,10 @@ def test_the_collector_is_off_while_importing_and_on_for_the_command(memory: Pat
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "before: False imported: True\nafter: True\n" in proc.stderr  # (typer's, or the fast path's pygit2)
+
+
+def test_a_log_of_versions_that_recorded_their_numbers_opens_no_cache(memory: Path) -> None:
+    """Each version memsync made records what it changed (Memsync-Changes): `log` reads that and
+    neither diffs the trees nor opens the kept summaries (history/summaries.py, SQLite)."""
+    found = imported("log", "-n", "5", cwd=memory)
+    assert "pygit2" in found and "sqlite3" not in found
