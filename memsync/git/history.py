@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
@@ -16,11 +16,15 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
 from memsync.errors import RepoError, UsageError
 from memsync.git import treediff
 from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
-from memsync.git.merge import ConflictCopy, follow_policy_only, keep_both
 from memsync.git.repo import GitRepo, file_entry
 from memsync.git.treediff import DeltaKind, PathDelta
 from memsync.util.names import is_gathered
 from memsync.util.records import dataclass, field
+
+if TYPE_CHECKING:  # (the merge machinery is imported by what undoes a change, not by `log`)
+    from datetime import datetime
+
+    from memsync.git.merge import ConflictCopy
 
 REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
 
@@ -240,6 +244,8 @@ def own_result(git: GitRepo, commits: list[str]) -> tuple[str, str]:
     if chained:
         return base, tree_of(git, commits[-1])
     current = base
+    from memsync.git.merge import follow_policy_only, keep_both
+
     follow_policy_only(repo)
     for oid in commits:
         index = repo.merge_trees(tree_of(git, first_parent(git, oid)), current, tree_of(git, oid),
@@ -254,6 +260,8 @@ def undo(git: GitRepo, base_tree: str, result_tree: str, onto: str, tag: str,
     ancestor=result, ours=onto, theirs=base. Where later versions touched the same lines, the
     current content stays at the path and the undone content goes beside it (`tag` names it)."""
     repo = git._repo
+    from memsync.git.merge import follow_policy_only, keep_both
+
     follow_policy_only(repo)
     try:
         index = repo.merge_trees(result_tree, tree_of(git, onto), base_tree)
