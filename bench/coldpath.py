@@ -78,8 +78,8 @@ def measure(res: Results, work: Path, cmds: dict[str, list[str]], files: int, ve
         for cmd in cmds.values():
             procs.timed([*cmd, "status"], tree, env)
     floor = ("import pygit2", lambda: procs.timed([python, "-c", "import pygit2"], tree, env))
-    for verb in ("status", "push"):
-        cands = [floor] + [(name, _ms(cmd, [verb], tree, env)) for name, cmd in cmds.items()]
+    for verb in ("status", "push", "run -- true"):
+        cands = [floor] + [(name, _ms(cmd, verb.split(), tree, env)) for name, cmd in cmds.items()]
         alternate(res, "tiny", verb, rounds, cands)
         say(f"  2 files, {verb}: {_brief(res, 'tiny', verb)}")
 
@@ -129,6 +129,7 @@ def measure(res: Results, work: Path, cmds: dict[str, list[str]], files: int, ve
 
     say(f"sandbox boot: {versions:,} versions of {files:,} files over git://")
     h = bench.build_history(work, files, versions, ("file", "daemon"), say)
+    cold_log(res, h, cmds, floor[1], big_rounds, say)
     dest = h.root / "boot"
     ms_url, git_url = h.ms_url["daemon"], h.git_url["daemon"]
     assert ms_url is not None
@@ -144,6 +145,24 @@ def measure(res: Results, work: Path, cmds: dict[str, list[str]], files: int, ve
     alternate(res, "boot", "sandbox boot", boot_rounds, cands, after=lambda _n: shutil.rmtree(dest, ignore_errors=True))
     say(f"  sandbox boot: {_brief(res, 'boot', 'sandbox boot')}")
     shutil.rmtree(h.root, ignore_errors=True)
+
+
+def cold_log(res: Results, h: bench.History, cmds: dict[str, list[str]], floor: Callable[[], Sample],
+             rounds: int, say: Callable[[str], None]) -> None:
+    """`log -n 20` in a clone of the long history, cold: a new process, and no kept summaries
+    (history/summaries.py's cache is removed before each memsync run, outside its time)."""
+    kept = Path(h.env["MEMSYNC_HOME"]) / "cache" / "versions.db"
+
+    def cold(cmd: list[str]) -> Callable[[], Sample]:
+        def go() -> Sample:
+            kept.unlink(missing_ok=True)
+            return procs.timed([*cmd, "log", "-n", "20"], h.ms_log, h.env)
+        return go
+
+    cands = [("import pygit2", floor)] + [(name, cold(cmd)) for name, cmd in cmds.items()]
+    cands.append(("git", lambda: procs.timed(bench.GIT_LOG, h.git_log, h.env)))
+    alternate(res, "history", "log -n 20", rounds, cands)
+    say(f"  cold log -n 20: {_brief(res, 'history', 'log -n 20')}")
 
 
 def _ms(cmd: list[str], args: list[str], cwd: Path, env: dict[str, str]) -> Callable[[], Sample]:
@@ -169,10 +188,12 @@ TARGETS: list[tuple[str, str, str, str]] = [
     ("push 10 changed, {files} files", "big", "push 10 changed", "git*1.6"),
     ("status, {files} files", "big", "status", "floor+git*1.5"),
     ("run -- true, {files} files", "big", "run -- true", "floor+git*1.5"),
+    ("run -- true, 2 files", "tiny", "run -- true", "report-floor"),
+    ("cold log -n 20, long history", "history", "log -n 20", "floor+git*1.5"),
     ("sandbox boot (clone + run + push, git://)", "boot", "sandbox boot", "report"),
 ]
 SHOWN = {"floor*1.3": "<= 1.3x import pygit2", "git*1.6": "<= 1.6x git", "floor+git*1.5": "<= floor + 1.5x git",
-         "report": "(reported: vs git clone --depth 1 + script)"}
+         "report": "(reported: vs git clone --depth 1 + script)", "report-floor": "(reported: vs import pygit2)"}
 
 
 def target_rows(res: Results, names: list[str], files: int) -> list[dict[str, Any]]:
@@ -188,7 +209,7 @@ def target_rows(res: Results, names: list[str], files: int) -> list[dict[str, An
                                "limit_ms": _ms_of(limit), "floor_ms": _ms_of(floor), "git_ms": _ms_of(git)}
         for name in names:
             value = found[name].median if name in found else None
-            base = floor if formula == "floor*1.3" else git
+            base = floor if formula in ("floor*1.3", "report-floor") else git
             row[name] = {"ms": _ms_of(value), "ratio": round(value / base, 2) if value and base else None,
                          "met": None if limit is None or value is None else value <= limit}
         rows.append(row)

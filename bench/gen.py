@@ -102,30 +102,86 @@ def edit(root: Path, paths: list[str], tag: str) -> None:
             fh.write(edit_line(path, tag))
 
 
+class _TreeIds:
+    """git's tree ids of a memory as files change, computed as git does (so a generated commit
+    can carry the `Memsync-Changes` trailer memsync writes, which names its trees)."""
+
+    def __init__(self) -> None:
+        self.dirs: dict[str, dict[str, tuple[bytes, bytes]]] = {"": {}}  # folder -> name -> (mode, raw id)
+        self.ids: dict[str, bytes] = {}
+        self.dirty: set[str] = {""}
+        self.subdirs: dict[str, set[str]] = {"": set()}
+
+    def put(self, path: str, data: bytes) -> None:
+        import hashlib
+
+        folder, _, name = path.rpartition("/")
+        self._folder(folder)[name] = (b"100644", hashlib.sha1(b"blob %d\0" % len(data) + data).digest())
+        while True:
+            self.dirty.add(folder)
+            if not folder:
+                break
+            folder = folder.rpartition("/")[0]
+
+    def _folder(self, folder: str) -> dict[str, tuple[bytes, bytes]]:
+        if folder not in self.dirs:
+            self.dirs[folder], self.subdirs[folder] = {}, set()
+            parent = folder.rpartition("/")[0]
+            self._folder(parent)
+            self.subdirs[parent].add(folder)
+        return self.dirs[folder]
+
+    def root(self) -> str:
+        import hashlib
+
+        for folder in sorted(self.dirty, key=lambda f: -f.count("/") - (1 if f else 0)):
+            entries = dict(self.dirs[folder])
+            prefix = f"{folder}/" if folder else ""
+            for sub in self.subdirs[folder]:
+                entries[sub[len(prefix):]] = (b"40000", self.ids[sub])
+            body = b"".join(mode + b" " + name.encode() + b"\0" + raw for name, (mode, raw) in
+                            sorted(entries.items(), key=lambda kv: kv[0].encode() + (b"/" if kv[1][0] == b"40000"
+                                                                                      else b"")))
+            self.ids[folder] = hashlib.sha1(b"tree %d\0" % len(body) + body).digest()
+        self.dirty = set()
+        return self.ids[""].hex()
+
+
 def history_stream(count: int, versions: int, per_version: int = 3, seed: int = 8) -> Iterator[bytes]:
     """A `git fast-import` stream of `versions` commits on refs/heads/main: the first holds the
     whole memory (`count` files), every later one appends a line to `per_version` files, as
-    gen.edit does. Fixed dates and names, run-style messages with memsync's trailers: the same
-    arguments always give the same commits."""
+    gen.edit does. Fixed dates and names, run-style messages with memsync's trailers (what each
+    version changed included, as memsync records it): the same arguments always give the same
+    commits."""
     files = dict(contents(count, seed))
     paths = sorted(files)
     rng = random.Random(f"history-{count}-{versions}-{seed}")
     when = 1_767_225_600  # 2026-01-01T00:00:00Z
+    trees = _TreeIds()
+    parent_tree = ["-"]
 
-    def commit(number: int, changed: list[str]) -> Iterator[bytes]:
+    def commit(number: int, changed: list[str], added: int) -> Iterator[bytes]:
         run_id = f"20260101T000000Z-{number:05d}"
-        msg = (f"Run {run_id}\n\nMemsync-Actor: run\nMemsync-Run-Id: {run_id}\n"
-               f"Memsync-Exit-Code: 0\n").encode()
+        for path in changed:
+            trees.put(path, files[path])
+        tree = trees.root()
+        msg = (f"Run {run_id}\n\nMemsync-Actor: run\nMemsync-Run-Id: {run_id}\nMemsync-Exit-Code: 0\n"
+               f"Memsync-Changes: files={len(changed)} added={added} removed=0 tree={tree} "
+               f"parent-tree={parent_tree[0]}\n").encode()
+        parent_tree[0] = tree
         yield (f"commit refs/heads/main\ncommitter Bench Agent <agent@example.invalid> "
                f"{when + 60 * number} +0000\ndata {len(msg)}\n").encode() + msg + b"\n"
         for path in changed:
             data = files[path]
             yield f"M 100644 inline {path}\ndata {len(data)}\n".encode() + data + b"\n"
 
-    yield from commit(0, paths)
+    yield from commit(0, paths, sum(len(d) for d in files.values()))
     for number in range(1, versions):
         changed = sorted(rng.sample(paths, per_version))
+        grown = 0
         for path in changed:
-            files[path] += edit_line(path, f"version {number}").encode()
-        yield from commit(number, changed)
+            line = edit_line(path, f"version {number}").encode()
+            files[path] += line
+            grown += len(line)
+        yield from commit(number, changed, grown)
     yield b"done\n"

@@ -1,9 +1,7 @@
-"""The change monitor watches the memory's files, never `.git/` (written on every commit)."""
+"""The change monitor (watchdog) counts the memory's files, never `.git/` (written on every commit)."""
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from pathlib import Path
 
@@ -11,23 +9,6 @@ import pytest
 
 from memsync.live.changes import ChangeMonitor
 from tests.conftest import write
-
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts inotify watches in /proc")
-
-
-def _inotify_watches() -> list[int]:
-    """The inode numbers this process's inotify instances watch, from /proc/self/fdinfo."""
-    inodes = []
-    for fd in os.listdir("/proc/self/fdinfo"):
-        try:
-            text = Path(f"/proc/self/fdinfo/{fd}").read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            if line.startswith("inotify wd:"):
-                field = dict(part.split(":", 1) for part in line.split()[1:] if ":" in part)
-                inodes.append(int(field["ino"], 16))
-    return inodes
 
 
 def _wait_for(predicate, seconds: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
@@ -51,32 +32,48 @@ def _settle(monitor: ChangeMonitor, quiet: float = 0.3, seconds: float = 5.0) ->
     raise AssertionError("file events did not settle")
 
 
-def test_git_directory_is_never_watched(memory: Path) -> None:
+def test_git_directory_is_never_a_change(memory: Path) -> None:
     write(memory, "notes/deep/a.md", "a\n")
-    before = set(_inotify_watches())
     monitor = ChangeMonitor(memory)
     monitor.start()
     try:
-        watched = set(_inotify_watches()) - before
-        git_dirs = {p.stat().st_ino for p in (memory / ".git").rglob("*") if p.is_dir()}
-        git_dirs.add((memory / ".git").stat().st_ino)
-        assert git_dirs and not watched & git_dirs
-        wanted = {memory.stat().st_ino, *(p.stat().st_ino for p in (memory / "notes").rglob("*") if p.is_dir()),
-                  (memory / "notes").stat().st_ino, (memory / "runs").stat().st_ino}
-        assert wanted <= watched
-
+        assert not monitor.polling
+        write(memory, "notes/deep/a.md", "a, edited\n")
+        assert _wait_for(lambda: "notes/deep/a.md" in monitor.changed)
+        _settle(monitor)
         # a top-level directory made later is followed, and files below it are changes
         (memory / "later").mkdir()
-        assert _wait_for(lambda: (memory / "later").stat().st_ino in _inotify_watches())
+        _settle(monitor)
         monitor.take()
         write(memory, "later/x.md", "x\n")
         assert _wait_for(lambda: "later/x.md" in monitor.changed)
         # (the write's later events, modify and close, may still be on their way: let them land)
         _settle(monitor)
-        # and a commit's writes under .git are not
+        # and a commit's writes under .git are not, nor .vm0's
         monitor.take()
         write(memory, ".git/objects/zz/fake", "not a change\n")
-        time.sleep(0.3)
+        write(memory, ".vm0/local.txt", "not a change either\n")
+        time.sleep(0.5)
         assert monitor.peek()[0] is False and not monitor.changed
+    finally:
+        monitor.stop()
+
+
+def test_without_file_events_the_tree_is_polled(memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memsync.live import changes
+
+    def refused(root: Path, on_event: object) -> None:
+        raise OSError(28, "inotify watch limit reached")
+
+    monkeypatch.setattr(changes, "_observe", refused)
+    monkeypatch.setattr(changes, "POLL_EVERY", 0.05)
+    said: list[str] = []
+    monitor = ChangeMonitor(memory, said.append)
+    monitor.start()
+    try:
+        assert monitor.polling and "polling" in said[0] and "inotify watch limit reached" in said[0]
+        monitor.take()
+        write(memory, "polled.md", "seen by a poll\n")
+        assert _wait_for(lambda: monitor.peek()[0])
     finally:
         monitor.stop()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import FileMode, ObjectType
 
-from memsync.git import firstcheckout, history
+from memsync.git import firstcheckout, history, treediff
 from memsync.git.repo import GitRepo
 from tests.conftest import Cli, hub_tree, write
 
@@ -38,8 +38,8 @@ def _libgit2(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree)
     for d in found.deltas:
         kind = history._kind(d.status)
         path = d.new_file.path if kind != "deleted" else d.old_file.path
-        out.append((path, kind, history._size(repo, d.old_file.id) if kind != "added" else 0,
-                    history._size(repo, d.new_file.id) if kind != "deleted" else 0))
+        out.append((path, kind, treediff._size(repo, d.old_file.id) if kind != "added" else 0,
+                    treediff._size(repo, d.new_file.id) if kind != "deleted" else 0))
     return out
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import write
 
-HEAVY = ("rich", "yaml", "inotify_simple", "filelock", "pydantic", "mcp", "anthropic", "anyio")
+HEAVY = ("rich", "yaml", "inotify_simple", "watchdog", "filelock", "pydantic", "mcp", "anthropic", "anyio")
 
 
 def imported(*args: str, cwd: Path) -> set[str]:
@@ -130,14 +130,14 @@ def test_status_imports_only_what_reading_a_memory_needs(memory: Path) -> None:
 def test_a_plain_run_imports_no_read_only_user_switch_or_history_reader(memory: Path) -> None:
     """`run -- CMD` with a writable memory, no --as-user and nothing failing: the read-only undo
     (and the history reader it uses), the user switch and the disk-full explainer are imported
-    where those cases are met."""
+    where those cases are met; watchdog, once the command has lasted a moment (run/execute.py)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsync", "run", "--offline", "--", "true"],
                           cwd=memory, env=dict(os.environ), capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-2000:]
     loaded = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
     assert "memsync.run.execute" in loaded
-    unused = {"memsync.core.readonly", "memsync.run.runas", "memsync.git.history", "memsync.git.diskfull"}
+    unused = {"memsync.core.readonly", "memsync.run.runas", "memsync.git.history", "memsync.git.diskfull", "watchdog"}
     assert not loaded & unused, sorted(loaded & unused)
 
 
@@ -181,3 +181,10 @@ def test_the_collector_is_off_while_importing_and_on_for_the_command(memory: Pat
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "before: False imported: True\nafter: True\n" in proc.stderr  # (typer's, or the fast path's pygit2)
+
+
+def test_a_log_of_versions_that_recorded_their_numbers_opens_no_cache(memory: Path) -> None:
+    """Each version memsync made records what it changed (Memsync-Changes): `log` reads that and
+    neither diffs the trees nor opens the kept summaries (history/summaries.py, SQLite)."""
+    found = imported("log", "-n", "5", cwd=memory)
+    assert "pygit2" in found and "sqlite3" not in found

@@ -118,29 +118,15 @@ def dispatch(words: list[str]) -> int | None:
     given = parse(verb, words[1:])
     if given is None:
         return None
-    if words[0] in ("push", "status"):
-        _walk_early()
     body = verb.body()
+    if words[0] in ("push", "status"):  # the memory's lock first, and the walk under it (core/lockfirst.py)
+        from pathlib import Path
+
+        from memsync.core.lockfirst import walking
+
+        with walking(Path.cwd()):
+            return _call(body, verb.arguments(given))
     return _call(body, verb.arguments(given))
-
-
-def _walk_early() -> None:
-    """push and status scan the memory's work tree once they hold its lock: begin that walk now,
-    beside the imports and checks before it (git/earlyscan.py says when its result is used)."""
-    from pathlib import Path
-
-    from memsync.core.root import find_root  # (not config.py: its parser is imported meanwhile)
-
-    try:
-        root = find_root(Path.cwd())
-    except OSError:
-        return
-    if root is None:
-        return
-    from memsync.git import earlyscan
-    from memsync.git.workdiff import scan_flags
-
-    earlyscan.start(root, int(scan_flags()))
 
 
 def _call(body: Callable[..., Any], params: dict[str, Any], guarded: bool = True) -> int:

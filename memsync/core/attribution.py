@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from memsync.util.names import host_name
 from memsync.util.records import dataclass, field
+
+if TYPE_CHECKING:
+    from memsync.git.repo import GitRepo
 
 Actor = Literal["run", "operator", "watch"]
 
@@ -40,3 +43,14 @@ def operator(subject: str, *extra: tuple[str, str]) -> Attribution:
 def acting(run_id: str | None, subject: str, *extra: tuple[str, str]) -> Attribution:
     """The run `run_id` if given (an agent's tool call), else the operator."""
     return Attribution("run", subject, run_id, tuple(extra)) if run_id else operator(subject, *extra)
+
+
+def change_trailers(git: GitRepo, tree: str, parent_tree: str | None) -> list[tuple[str, str]]:
+    """The trailers that record what a version about to be made changes (`tree` against its
+    first parent's `parent_tree`), so that `memsync log` reads them instead of diffing the two
+    trees (git/trailers.py, history/log.py)."""
+    from memsync.git.trailers import CHANGES, COPY, changes_value, quote_path
+
+    files, added, removed, copies = git.tree_counts(parent_tree, tree)
+    return [(CHANGES, changes_value(files, added, removed, tree, parent_tree)),
+            *((COPY, quote_path(path)) for path in copies)]

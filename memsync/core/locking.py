@@ -75,7 +75,7 @@ def held(lock_file: Path, what: str, timeout: float | None = None) -> Iterator[T
     """Hold `lock_file` for the block; wait up to `timeout`, then fail with LockBusy."""
     wait = lock_timeout() if timeout is None else timeout
     try:
-        release, tenure = _acquire(lock_file, wait)
+        release, tenure = _handed(lock_file) or _acquire(lock_file, wait)
     except TimeoutError as exc:
         raise LockBusy(
             f"{what} is busy: another memsync process has held its lock for {wait:.0f}s",
@@ -88,6 +88,39 @@ def held(lock_file: Path, what: str, timeout: float | None = None) -> Iterator[T
         yield tenure
     finally:
         release()
+
+
+# A lock taken at the top of the command line (take_early), for the command's first `held` of it.
+_early: dict[str, tuple[Callable[[], None], Tenure]] = {}
+
+
+def take_early(lock_file: Path, before_release: Callable[[], None]) -> Tenure | None:
+    """Take `lock_file` now if it is free (never waits) and keep it for this process's next
+    `held` of the same file, which then takes it over instead of taking it again (core/lockfirst.py).
+    `before_release`: what must end before the lock is let go (the work begun under it)."""
+    try:
+        release, tenure = _acquire(lock_file, 0)
+    except (TimeoutError, OSError):
+        return None
+
+    def end() -> None:
+        try:
+            before_release()
+        finally:
+            release()
+
+    _early[os.path.realpath(lock_file)] = (end, tenure)
+    return tenure
+
+
+def release_early() -> None:
+    """Let go of a lock taken early that no `held` took over (the command stopped before it)."""
+    while _early:
+        _early.popitem()[1][0]()
+
+
+def _handed(lock_file: Path) -> tuple[Callable[[], None], Tenure] | None:
+    return _early.pop(os.path.realpath(lock_file), None) if _early else None
 
 
 def _acquire(lock_file: Path, wait: float) -> tuple[Callable[[], None], Tenure]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from memsync.checks import guard
 from memsync.checks.merge_policy import is_rule_file
-from memsync.core.attribution import Attribution
+from memsync.core.attribution import Attribution, change_trailers
 from memsync.core.memory import Memory
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, WorkChange, file_mode, stat_stamp
@@ -147,7 +147,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
     snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
-                                       allow_empty=allow_empty or bool(snap.run_flags))
+                                       allow_empty=allow_empty or bool(snap.run_flags),
+                                       describe=lambda tree, parent: change_trailers(mem.git, tree, parent))
     if snap.commit is not None:
         snap.changes = [s.change for s in staged]
         committed = {s.change.path for s in staged}

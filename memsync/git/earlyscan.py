@@ -1,27 +1,26 @@
-"""A push's or a status's walk of the work tree, begun while the command is still starting.
+"""A push's or a status's walk of the work tree, begun under the memory's lock while the command
+still imports its modules.
 
-A cold `push` or `status` spends ~20 ms importing its modules, reading its configuration and
-taking the memory's lock before it scans, and the scan's index-to-work-tree diff (git/workdiff.py)
-is ~20 ms of lstat() at 10,000 files, spent in libgit2 without Python's lock. `start` runs that
-diff in a thread as soon as the command line is read, on its own handle of the repository (libgit2
-objects are used by one thread at a time), so the two overlap on a machine with a second core.
+git orders `status` as lock, refresh, write once; memsync does the same with the lock taken
+first, at the top of the command line (core/lockfirst.py): with the memory's lock held, `start`
+runs the scan's index-to-work-tree diff (git/workdiff.py), index refresh included (libgit2 writes
+the index itself when it refreshed an entry), in a thread, on its own handle of the repository
+(libgit2 objects are used by one thread at a time), so the ~20 ms of lstat() at 10,000 files
+overlap the imports on a machine with a second core. The command's first scan (GitRepo.scan)
+takes the walk's deltas instead of walking again.
 
-The walk only reads: it writes nothing, and what it found is used only by the command's first scan
-(GitRepo.scan), which runs with the memory's lock held and after every check the command makes,
-and only if `claim` finds the repository as the walk saw it:
-- the same repository (the work tree's realpath, the .git directory's device and inode);
-- the same flags, no change tracker (git/hints.py), nothing staged meanwhile in this process;
-- the index file, HEAD's commit, git's config, exclude and attribute files unchanged (their
-  inode, size, mtime and ctime), no index.lock and no interrupted checkout (checkoutjournal.py)
-  at either end.
-Every commit, checkout, rollback or index refresh (memsync's or git's) rewrites the index or
-moves HEAD, so a walk that overlapped one is dropped and the scan walks again. What an agent
-writes meanwhile is like a write just after a scan: seen by the next one.
-
-The walk runs without UPDATE_INDEX (with it libgit2 writes the index from inside the diff, which
-must not happen before the lock). The scan settles the entries the walk hashed (unsettled.py) and
-drops the walk if it cannot account for every hash; the index and the handle it belongs to then
-become the command's (GitRepo._early_walk).
+The invariant, in one place:
+- the walk runs only while this process holds the memory's lock, handed from the command line to
+  the command (core/locking.py), and only when the command will not write the index or the work
+  tree before its first scan (no crash to recover from: lockfirst.py);
+- nothing in the process uses a repository's index before the walk has finished (`wait`, called
+  by GitRepo.index), and the lock is not let go before it has (`forget`, which also drops a walk
+  no scan took), so the walk is the index's only writer and is never used under another lock;
+- the first scan takes it only for the same work tree, the same diff flags, no change tracker
+  (git/hints.py), and an index that scan's repository has not touched yet; anything else walks
+  again. What an agent or a plain `git` writes meanwhile is like a write just after a scan: the
+  next scan sees it.
+core/lockfirst.py starts it (`MEMSYNC_NO_EARLY_WALK=1` turns it off).
 """
 
 from __future__ import annotations
@@ -30,144 +29,79 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pygit2
-from pygit2.enums import DiffOption
 
 from memsync.git import engine, hints
-from memsync.git.workdiff import diff_to_workdir, prepare
-from memsync.util.records import dataclass
+from memsync.git.workdiff import diff_to_workdir
 
-__all__ = ["Walk", "claim", "drop", "start"]
-
-
-@dataclass
-class Walk:
-    """What the early walk found, and the handle whose index it refreshed."""
-
-    repo: pygit2.Repository
-    index: pygit2.Index
-    deltas: list[pygit2.DiffDelta]
-    hashed: int | None
-    stamp: tuple[Any, ...]
+__all__ = ["forget", "start", "take", "wait"]
 
 
-class _Pending:
-    def __init__(self, root: Path, flags: int) -> None:
+class _Walk:
+    def __init__(self, root: str, flags: int) -> None:
         self.root = root
         self.flags = flags
-        self.walk: Walk | None = None
-        self.thread = threading.Thread(target=self._run, name="memsync-early-scan", daemon=True)
+        self.deltas: list[pygit2.DiffDelta] | None = None
+        self.thread = threading.Thread(target=self._run, name="memsync-early-walk", daemon=True)
 
     def _run(self) -> None:
         try:
-            git_dir = self.root / ".git"
-            before = _stamp(git_dir, None)
-            if before is None:
-                return
-            repo = engine.repository(git_dir)
+            repo = engine.repository(os.path.join(self.root, ".git"))
             workdir = repo.workdir
-            if workdir is None or os.path.realpath(workdir) != str(self.root):
+            if workdir is None or os.path.realpath(workdir) != self.root:
                 return  # GitRepo.open refuses it (core.worktree, core.bare): nothing to offer
-            head = None if repo.head_is_unborn else str(repo.head.target)
-            index = repo.index
-            # never UPDATE_INDEX: libgit2 would write the index from here, before the lock
-            walk_flags = DiffOption(self.flags) & ~DiffOption.UPDATE_INDEX
-            deltas, hashed = diff_to_workdir(repo, index, walk_flags)
-            self.walk = Walk(repo, index, deltas, hashed, (head, *before, *_extra(repo)))
+            self.deltas = diff_to_workdir(repo, repo.index, pygit2.enums.DiffOption(self.flags))
         except Exception:  # any failure: the scan walks as it always did, and reports it there
-            self.walk = None
+            self.deltas = None
 
 
-_pending: _Pending | None = None
+_walk: _Walk | None = None
 _lock = threading.Lock()
 
 
 def start(root: Path, flags: int) -> None:
-    """Begin the walk of the memory at `root` (its config found) with the scan's `flags`."""
-    global _pending
+    """Walk the memory at `root` with the scan's `flags`; the caller holds the memory's lock."""
+    global _walk
     if hints.source is not None:
         return
-    real = Path(os.path.realpath(root))
-    if not (real / ".git").is_dir():
-        return
-    pending = _Pending(real, flags)
+    walk = _Walk(os.path.realpath(root), flags)
     with _lock:
-        if _pending is not None:
+        if _walk is not None:
             return
-        _pending = pending
+        _walk = walk
     import atexit
 
-    pending.thread.start()
-    atexit.register(pending.thread.join)  # never inside libgit2 while the interpreter shuts down
-    prepare()  # what the walk needs last (ctypes), loaded here while it starts
+    walk.thread.start()
+    atexit.register(walk.thread.join)  # never inside libgit2 while the interpreter shuts down
 
 
-def drop() -> None:
-    """Forget a walk not taken (it finishes on its own; its thread does not keep the process)."""
-    global _pending
+def wait() -> None:
+    """Let a walk still running finish (it may be writing the index), keeping its result."""
+    walk = _walk
+    if walk is not None and walk.thread.is_alive():
+        walk.thread.join()
+
+
+def forget() -> None:
+    """The lock the walk was made under is let go: let it finish, and never use it."""
+    global _walk
+    wait()
     with _lock:
-        _pending = None
+        _walk = None
 
 
-def claim(root: Path, git_dir: Path, flags: int, head: str | None,
-          extra: tuple[str | None, ...], meanwhile: Callable[[], None] | None = None) -> Walk | None:
-    """The early walk of this repository, if it stands for a walk made now (module docstring);
-    at most once. Waits for the walk to finish, running `meanwhile` first if it is still going.
-    `head`: HEAD's commit now; `extra`: the config's core.excludesFile and core.attributesFile now."""
-    global _pending
+def take(root: Path, flags: int, meanwhile: Callable[[], None] | None = None) -> list[pygit2.DiffDelta] | None:
+    """The walk's deltas if it walked `root` with `flags` (at most once; the caller checks the
+    rest of the module's rule). Waits for it, running `meanwhile` first if it is still going."""
+    global _walk
     with _lock:
-        pending, _pending = _pending, None
-    if pending is None or pending.flags != flags or hints.source is not None:
-        return None
-    if os.path.realpath(root) != str(pending.root) or os.path.realpath(git_dir) != str(pending.root / ".git"):
-        return None
-    if meanwhile is not None and pending.thread.is_alive():
-        meanwhile()
-    pending.thread.join()
-    walk = pending.walk
+        walk, _walk = _walk, None
     if walk is None:
         return None
-    now = _stamp(git_dir, extra)
-    if now is None or walk.stamp != (head, *now):
+    if meanwhile is not None and walk.thread.is_alive():
+        meanwhile()
+    walk.thread.join()
+    if walk.flags != flags or walk.root != os.path.realpath(root) or hints.source is not None:
         return None
-    return walk
-
-
-# (checkoutjournal.JOURNAL, named here: that module imports repo.py, which imports this one)
-_WATCHED = ("index", "index.lock", "memsync-checkout.json", "HEAD")
-
-
-def _stamp(git_dir: Path, extra: tuple[str | None, ...] | None) -> tuple[Any, ...] | None:
-    """The files a walk's result depends on besides the work tree; None if the repository is
-    mid-write (an index.lock, an interrupted checkout), when no walk is worth keeping."""
-    parts: list[Any] = []
-    for name in _WATCHED:
-        try:
-            st = os.stat(git_dir / name)
-        except OSError:
-            parts.append(None)
-            continue
-        if name != "index" and name != "HEAD":
-            return None
-        parts.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    if extra is not None:
-        parts.append(hints.fingerprint(git_dir, 0, extra))
-    return tuple(parts)
-
-
-def _extra(repo: pygit2.Repository) -> tuple[str]:
-    """The stamp's last part, as the walk began: git's files and core.excludesFile /
-    core.attributesFile, read from the walk's own handle."""
-    found: list[str | None] = []
-    try:
-        config = repo.config
-        for key in ("core.excludesFile", "core.attributesFile"):
-            try:
-                found.append(str(config[key]))
-            except (KeyError, ValueError, pygit2.GitError):
-                found.append(None)
-    except pygit2.GitError:
-        found = [None, None]
-    return (hints.fingerprint(Path(repo.path.rstrip("/")), 0, tuple(found)),)
+    return walk.deltas

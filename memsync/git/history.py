@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from typing import TYPE_CHECKING
 
 import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
@@ -16,11 +16,15 @@ from pygit2.enums import DeltaStatus, DiffOption, FileMode, MergeFavor, SortMode
 from memsync.errors import RepoError, UsageError
 from memsync.git import treediff
 from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
-from memsync.git.merge import ConflictCopy, follow_policy_only, keep_both
 from memsync.git.repo import GitRepo, file_entry
-from memsync.git.treediff import DeltaKind
+from memsync.git.treediff import DeltaKind, PathDelta
 from memsync.util.names import is_gathered
 from memsync.util.records import dataclass, field
+
+if TYPE_CHECKING:  # (the merge machinery is imported by what undoes a change, not by `log`)
+    from datetime import datetime
+
+    from memsync.git.merge import ConflictCopy
 
 REV_HINT = "use a version from `memsync log` (8 hex digits), a git revision such as HEAD~2, or run:<id>"
 
@@ -29,14 +33,6 @@ class UnknownRevision(UsageError):
     def __init__(self, spec: str, why: str = "no such version") -> None:
         super().__init__(f"unknown version {spec!r}: {why}", REV_HINT)
         self.spec = spec
-
-
-@dataclass(frozen=True)
-class PathDelta:
-    path: str
-    kind: DeltaKind
-    old_size: int
-    new_size: int
 
 
 @dataclass(frozen=True)
@@ -50,6 +46,8 @@ class VersionChanges:
     author: str
     deltas: list[PathDelta]
     created: list[str]  # conflict files a merge made or added versions to (in no parent as they are here)
+    tree: str = ""
+    parent_tree: str | None = None  # the first parent's tree; None for a first version
 
 
 @dataclass(frozen=True)
@@ -113,8 +111,9 @@ def changes(git: GitRepo, oid: str, *, deltas: bool = True) -> VersionChanges:
     repo = git._repo
     c = repo[oid].peel(pygit2.Commit)
     if not deltas:
+        parent_tree = str(c.parents[0].tree_id) if c.parent_ids else None
         return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
-                              c.author.name, [], [])
+                              c.author.name, [], [], str(c.tree_id), parent_tree)
     return _version_changes(repo, c)
 
 
@@ -124,7 +123,7 @@ def _version_changes(repo: pygit2.Repository, c: pygit2.Commit) -> VersionChange
     deltas = _tree_deltas(repo, old, c.tree)
     created = [d.path for d in deltas if _made_here(c.tree, parents, d)] if len(parents) > 1 else []
     return VersionChanges(str(c.id), tuple(str(p) for p in c.parent_ids), c.message, c.commit_time,
-                          c.author.name, deltas, created)
+                          c.author.name, deltas, created, str(c.tree_id), None if old is None else str(old.id))
 
 
 def messages(git: GitRepo, tip: str, *, stream: bool = False) -> Iterator[tuple[str, int, str]]:
@@ -245,6 +244,8 @@ def own_result(git: GitRepo, commits: list[str]) -> tuple[str, str]:
     if chained:
         return base, tree_of(git, commits[-1])
     current = base
+    from memsync.git.merge import follow_policy_only, keep_both
+
     follow_policy_only(repo)
     for oid in commits:
         index = repo.merge_trees(tree_of(git, first_parent(git, oid)), current, tree_of(git, oid),
@@ -259,6 +260,8 @@ def undo(git: GitRepo, base_tree: str, result_tree: str, onto: str, tag: str,
     ancestor=result, ours=onto, theirs=base. Where later versions touched the same lines, the
     current content stays at the path and the undone content goes beside it (`tag` names it)."""
     repo = git._repo
+    from memsync.git.merge import follow_policy_only, keep_both
+
     follow_policy_only(repo)
     try:
         index = repo.merge_trees(result_tree, tree_of(git, onto), base_tree)
@@ -271,14 +274,7 @@ def undo(git: GitRepo, base_tree: str, result_tree: str, onto: str, tag: str,
 
 # -- helpers -----------------------------------------------------------------------------------------
 def _tree_deltas(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree) -> list[PathDelta]:
-    """What libgit2's tree-to-tree diff (no options) reports, in its order, but walking only the
-    subtrees whose ids differ: libgit2 iterates every entry of both trees (~2 ms per version at
-    10,000 files), this follows the change."""
-    found: treediff.Found = []
-    treediff.walk(repo, old.id if old is not None else None, new.id, "", found, 1)
-    found.sort(key=lambda d: d[0].encode("utf-8", "surrogateescape"))
-    return [PathDelta(path, kind, _size(repo, a) if a is not None else 0, _size(repo, b) if b is not None else 0)
-            for path, kind, a, b in found]
+    return treediff.deltas(repo, old.id if old is not None else None, new.id)
 
 
 def _kind(status: DeltaStatus) -> DeltaKind:
@@ -287,13 +283,6 @@ def _kind(status: DeltaStatus) -> DeltaKind:
     if status == DeltaStatus.DELETED:
         return "deleted"
     return "modified"
-
-
-def _size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
-    try:
-        return int(repo.odb.read_header(oid)[1])
-    except (KeyError, ValueError, pygit2.GitError):
-        return 0
 
 
 def _entry_id(tree: pygit2.Tree, path: str) -> str | None:

@@ -1,20 +1,17 @@
 """libgit2 where pygit2 does not reach: every call memsync makes through pygit2's private cffi
-handles (`pygit2.ffi`), into the loaded libgit2 through ctypes, or with a cffi FFI of its own.
+handles (`pygit2.ffi`), or with a cffi FFI of its own.
 
 pygit2 keeps these private, so a pygit2 release may move them; pyproject.toml pins pygit2 and
 this is the one module to adjust when the pin moves (tests/test_layers.py fails on such an
 import anywhere else). Each function says why memsync does not use pygit2's own API for it.
-Nothing here is imported at start-up beyond what `import pygit2` loads already: ctypes and cffi's
-Python part come on first use.
+Nothing here is imported at start-up beyond what `import pygit2` loads already: cffi's
+Python part comes on first use.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pygit2
@@ -22,8 +19,8 @@ from pygit2.errors import check_error
 from pygit2.ffi import C, ffi
 
 __all__ = ["ERROR", "EUSER", "add_config_file", "address", "append_index", "callback", "checkout_tree",
-           "define_extern", "diff_index_to_workdir", "from_handle", "hashed_files", "is_handle", "is_null",
-           "own_ffi", "prepare_perfdata", "remote_heads", "text"]
+           "define_extern", "diff_index_to_workdir", "from_handle", "is_handle", "is_null",
+           "own_ffi", "remote_heads", "text"]
 
 ERROR = int(C.GIT_ERROR)  # a callback's refusal
 EUSER = int(C.GIT_EUSER)  # a refusal whose exception pygit2 re-raises once libgit2 returns
@@ -84,9 +81,8 @@ def remote_heads(remote: pygit2.Remote, prefix: bytes | None = None,
 
 
 def diff_index_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: int,
-                          path: str | None) -> tuple[pygit2.Diff, int | None]:
-    """git_diff_index_to_workdir with a pathspec taken literally (pygit2 passes none through),
-    and how many files libgit2 hashed for it (None: unknown; `hashed_files`)."""
+                          path: str | None) -> pygit2.Diff:
+    """git_diff_index_to_workdir with a pathspec taken literally (pygit2 passes none through)."""
     copts = ffi.new("git_diff_options *")
     check_error(C.git_diff_options_init(copts, 1))
     copts.flags = flags
@@ -97,87 +93,7 @@ def diff_index_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: i
         copts.pathspec.count = 1
     cdiff = ffi.new("git_diff **")
     check_error(C.git_diff_index_to_workdir(cdiff, repo._repo, index._index, copts))
-    diff = pygit2.Diff.from_c(bytes(ffi.buffer(cdiff)[:]), repo)  # owns (and frees) the git_diff
-    return diff, hashed_files(cdiff[0], diff)
-
-
-# -- the diff's perf data, through ctypes ---------------------------------------------------------
-_PERFDATA_VERSION = 1
-_lib: Any = None  # the loaded libgit2 through ctypes; False once it could not be found
-_PerfData: Any = None  # git_diff_perfdata as a ctypes structure, made with _lib
-_loading = threading.Lock()
-
-
-def prepare_perfdata() -> None:
-    """Import ctypes and find the loaded libgit2 now, off a caller's critical path."""
-    _libgit2()
-
-
-def hashed_files(cdiff: Any, diff: pygit2.Diff) -> int | None:
-    """How many files libgit2 hashed for `cdiff` (git_diff_get_perfdata, which pygit2 does not
-    expose), checked against the diff pygit2 sees (its delta count); None when unknown."""
-    lib = _libgit2()
-    if lib is None:
-        return None
-    import ctypes
-
-    try:
-        pointer = ctypes.c_void_p(int(ffi.cast("uintptr_t", cdiff)))
-        if lib.git_diff_num_deltas(pointer) != len(diff):
-            return None
-        perf = _PerfData(_PERFDATA_VERSION, 0, 0)
-        if lib.git_diff_get_perfdata(ctypes.byref(perf), pointer) != 0:
-            return None
-        return int(perf.oid_calculations)
-    except (OSError, AttributeError, TypeError, ValueError, ctypes.ArgumentError):
-        return None
-
-
-def _libgit2() -> Any:
-    global _lib, _PerfData
-    with _loading:
-        if _lib is None:
-            import ctypes  # (only the diff's perf data needs it)
-
-            class PerfData(ctypes.Structure):
-                _fields_ = [("version", ctypes.c_uint), ("stat_calls", ctypes.c_size_t),
-                            ("oid_calculations", ctypes.c_size_t)]
-
-            _lib = False
-            for path in _candidates():
-                try:
-                    lib = ctypes.CDLL(path, mode=getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_NOW", 2))
-                    perf, count = lib.git_diff_get_perfdata, lib.git_diff_num_deltas
-                except (OSError, AttributeError):
-                    continue
-                perf.argtypes, perf.restype = [ctypes.POINTER(PerfData), ctypes.c_void_p], ctypes.c_int
-                count.argtypes, count.restype = [ctypes.c_void_p], ctypes.c_size_t
-                _lib, _PerfData = lib, PerfData
-                break
-    return _lib or None
-
-
-def _candidates() -> Iterator[str]:
-    """The libgit2 mapped into this process: the copy a pygit2 wheel bundles (found without
-    reading the lines of /proc/self/maps), else whichever the maps show (the
-    system's), then pygit2's own extension in case libgit2 is linked into it. The caller's
-    RTLD_NOLOAD keeps out any that is not already loaded; it stops at the first that is."""
-    with contextlib.suppress(OSError):
-        bundled = os.path.join(os.path.dirname(os.path.dirname(pygit2.__file__)), "pygit2.libs")
-        for name in sorted(os.listdir(bundled)):
-            if name.startswith("libgit2"):
-                yield os.path.join(bundled, name)
-    found: list[str] = []
-    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
-            if os.path.basename(path).startswith("libgit2") and path not in found:
-                found.append(path)
-    yield from found
-    with contextlib.suppress(ImportError, AttributeError):
-        from pygit2 import _libgit2
-
-        yield str(_libgit2.__file__)
+    return pygit2.Diff.from_c(bytes(ffi.buffer(cdiff)[:]), repo)  # owns (and frees) the git_diff
 
 
 # -- callbacks: pygit2's cffi externs and handles (interrupts.py, hostkeys.py) ----------------------

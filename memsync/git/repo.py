@@ -19,9 +19,10 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, Option, RepositoryState
 
 from memsync.errors import RepoError
-from memsync.git import earlyscan, engine, hints, unsettled
+from memsync.git import earlyscan, engine, hints
 from memsync.git.hub import safe_url
 from memsync.git.hubtree import tree_totals
+from memsync.git.trailers import append as trailer_append
 from memsync.git.workdiff import diff_to_workdir, scan_flags
 from memsync.util.fs import atomic_write, read_private, write_private
 from memsync.util.names import operator_identity
@@ -106,25 +107,21 @@ class GitRepo:
         # redact): a change inotify could not see would be overwritten unsaved.
         self.narrow = True
         self._index: pygit2.Index | None = None
-        self._unsettled: set[str] = set()  # staged without stat data since the index was last written
-        # The handle this one replaced when it took the early walk's (_early_walk): HEAD's
-        # folders are in its object cache, so what reads whole trees (rebuilding the index's tree
-        # cache, a version's stats) reads them through it, from memory.
-        self._warm: pygit2.Repository | None = None
 
     @property
     def reader(self) -> pygit2.Repository:
-        """The handle to read existing objects through: the one whose object cache holds HEAD's
-        folders when the early walk's handle replaced it (_early_walk), else the repository's."""
-        return self._warm or self._repo
+        """The handle existing objects are read through."""
+        return self._repo
 
     @property
     def index(self) -> pygit2.Index:
         """The repository's index. libgit2 keeps one per repository, parsed from disk once and
         re-read by `read(force=False)` only when the file changed (another process, git); each
         `Repository.index` made a new wrapper of it (12 in a push), so one wrapper serves the
-        command. Nothing here swaps the repository's index for another."""
+        command. Nothing here swaps the repository's index for another. An early walk still
+        refreshing the index is let finish first (git/earlyscan.py)."""
         if self._index is None:
+            earlyscan.wait()
             self._index = self._repo.index
         return self._index
 
@@ -326,16 +323,14 @@ class GitRepo:
         own rules do (an agent's record: git/localignores.py).
         `meanwhile`: the caller's own preparation, run while an early walk is still going."""
         flags = scan_flags(tree_ignores)
-        early = self._early_walk(flags, meanwhile)
+        early = self._early_walk(flags, meanwhile)  # (before self.index: the walk's rule)
         index = self.index
         index.read(force=False)
         head = None if self._repo.head_is_unborn else self._repo.head.peel(pygit2.Commit).tree
         candidates: set[str] = set()
         staged_same = False  # the index holds exactly HEAD's tree
         if head is not None:
-            # (the early walk's tree as it was read: settling stat data changes no blob, but drops
-            # the settled folders from the tree cache)
-            staged_same = (early[2] if early is not None else _index_tree_cached(index)) == head.id
+            staged_same = _index_tree_cached(index) == head.id
             if not staged_same:
                 for delta in index.diff_to_tree(head).deltas:
                     candidates.update((delta.old_file.path, delta.new_file.path))
@@ -343,7 +338,7 @@ class GitRepo:
             candidates.update(entry.path for entry in index)
         staged = bool(candidates)  # the index differs from HEAD
         ignored: list[str] = []
-        deltas, hashed = early[:2] if early is not None else self._workdir_deltas(index, flags, full)
+        deltas = early if early is not None else self._workdir_deltas(index, flags, full)
         local = None
         unhidden: list[str] = []
         for delta in deltas:
@@ -371,22 +366,20 @@ class GitRepo:
         self.ignored = sorted(ignored)
         self.unhidden = sorted(unhidden)
         candidates.update(unhidden)
-        rewrite = hashed is None or hashed > 0  # only a hashed file can have had its stat data refreshed
-        if write_index and head is not None and not staged and (rewrite or not staged_same):
+        # (a refreshed entry was written by libgit2 from inside the diff: workdiff.py)
+        if write_index and head is not None and not staged and _index_tree_cached(index) != head.id:
             # The index holds HEAD's tree, but its tree cache does not say so (a refreshed entry
             # or a checkout drops its folders from it): rebuild it from HEAD's trees, all
             # present, and keep it, so the next scan compares the index with HEAD for free.
             # Not when the caller commits next (write_index=False): a commit rebuilds it anyway,
             # and a pull's checkout would drop it again at once.
             with contextlib.suppress(pygit2.GitError, OSError):
-                _write_tree(index, self._warm)
-                rewrite = True
-        self._index_dirty = self._index_dirty or rewrite  # commit_index writes it (again, and reports a failure)
+                _write_tree(index)
+                self._index_dirty = True  # commit_index writes it (again, and reports a failure)
         if write_index and self._index_dirty:
             with contextlib.suppress(pygit2.GitError):
-                index.write()  # keep the refreshed stat cache
+                index.write()
                 self._index_dirty = False
-                self._note_unsettled()
         self._matches_head = self.head_oid() if head is not None and not candidates else None
         # libgit2 reports a directory holding its own .git as one untracked "dir/" entry
         self.nested = sorted(p.rstrip("/") for p in candidates if p.endswith("/"))
@@ -406,76 +399,16 @@ class GitRepo:
                 changes.append(WorkChange(path, "added"))
         return changes
 
-    def _early_walk(self, flags: DiffOption, meanwhile: Callable[[], None] | None = None,
-                    ) -> tuple[list[pygit2.DiffDelta], int | None, pygit2.Oid | None] | None:
-        """The walk git/earlyscan.py began as the command started, if it stands for one made now:
-        (deltas, files hashed, the tree its index's tree cache held before settling). Its handle
-        and index (with the settled entries) become this repository's."""
-        if hints.source is not None or self._index_dirty:
-            earlyscan.drop()
+    def _early_walk(self, flags: DiffOption,
+                    meanwhile: Callable[[], None] | None = None) -> list[pygit2.DiffDelta] | None:
+        """The deltas of the walk git/earlyscan.py began under the lock, if this is the scan it
+        stands for: this repository's first look at its index (its rule, in that module)."""
+        deltas = earlyscan.take(self.root, int(flags), meanwhile)
+        if hints.source is not None or self._index is not None or self._index_dirty:
             return None
-        checked: list[tuple[list[tuple[unsettled.Found, os.stat_result]], list[unsettled.Found]]] = []
+        return deltas
 
-        def wait() -> None:  # while the walk runs on another core
-            self._warm_folders(meanwhile)
-            checked.append(self._check_unsettled())
-
-        walk = earlyscan.claim(self.root, self.git_dir, int(flags), self.head_oid(),
-                               self._config_paths("core.excludesFile", "core.attributesFile"),
-                               meanwhile=wait if _spare_cpu() else None)
-        if walk is None or walk.hashed is None:
-            return None
-        cached = _index_tree_cached(walk.index)
-        if walk.hashed and not self._settle_hashed(walk.index, walk.deltas, walk.hashed,
-                                                   checked[0] if checked else None):
-            return None  # some other entry needs refreshing: a full scan does it
-        self._repo, self._index = walk.repo, walk.index  # (the old handle stays in self._warm if it was warmed)
-        return walk.deltas, walk.hashed, cached
-
-    def _settle_hashed(self, index: pygit2.Index, deltas: list[pygit2.DiffDelta], hashed: int,
-                       checked: tuple[list[tuple[unsettled.Found, os.stat_result]], list[unsettled.Found]] | None,
-                       ) -> bool:
-        """After a diff without UPDATE_INDEX that hashed `hashed` files: give the listed entries
-        that are settled their stat data in `index` (unsettled.py), and say whether every hash is
-        accounted for. Each file hashed is either changed (a delta whose work-tree id is known) or
-        unchanged with stale stat data; False: some entry other than the listed ones needs the
-        refresh a diff with UPDATE_INDEX gives."""
-        ready, fresh = checked if checked is not None else self._check_unsettled()
-        settled = 0
-        for (path, oid, mode), st in ready:
-            if _holds(index, path, oid, mode):
-                index.add(_StatEntry(path, oid, mode, stat_stamp(st)))
-                settled += 1
-        waiting = sum(1 for path, oid, mode in fresh if _holds(index, path, oid, mode))
-        changed = sum(1 for d in deltas if d.status in (DeltaStatus.MODIFIED, DeltaStatus.TYPECHANGE)
-                      and d.new_file.id.raw != _ZERO_OID)  # a work-tree id is known only if it was hashed
-        return hashed <= settled + waiting + changed
-
-    def _check_unsettled(self) -> tuple[list[tuple[unsettled.Found, os.stat_result]], list[unsettled.Found]]:
-        """The listed entries (unsettled.py) whose file holds HEAD's blob: settled, and fresh."""
-        repo = self.reader
-        head = None if repo.head_is_unborn else repo.head.peel(pygit2.Commit).tree
-
-        def expected(path: str) -> tuple[pygit2.Oid, int] | None:
-            entry = None if head is None else file_entry(head, path)
-            return None if entry is None else (entry.id, int(entry.filemode))
-
-        return unsettled.settle(self.root, self.git_dir, expected, file_mode)
-
-    def _warm_folders(self, then: Callable[[], None] | None) -> None:
-        """While the early walk runs on another core: read every folder of HEAD into this
-        handle's object cache (the commit's tree cache is then rebuilt from memory, _write_tree)
-        and the versions' stats (tree_stats), then the caller's `then`."""
-        with contextlib.suppress(pygit2.GitError, OSError, KeyError, ValueError):
-            if not self._repo.head_is_unborn:
-                pygit2.Index().read_tree(self._repo.head.peel(pygit2.Commit).tree)
-                self._warm = self._repo
-        self._stats_cache()
-        if then is not None:
-            then()
-
-    def _workdir_deltas(self, index: pygit2.Index, flags: DiffOption,
-                        full: bool) -> tuple[list[pygit2.DiffDelta], int | None]:
+    def _workdir_deltas(self, index: pygit2.Index, flags: DiffOption, full: bool) -> list[pygit2.DiffDelta]:
         """The index-to-work-tree diff: of the paths a change tracker names, when one has a
         baseline this index can use (git/hints.py) and the caller allows it, else of everything.
         Its result is handed back as the next baseline."""
@@ -512,20 +445,12 @@ class GitRepo:
         asked = None if paths is None else _outermost(p.rstrip("/") for p in paths)
         if asked is not None and len(asked) > hints.MAX_DIFFS:
             asked = None  # past this many, one full diff costs less
-        if asked is None:
-            deltas, hashed = diff_to_workdir(self._repo, index, flags, None)
-        else:
-            # One diff per path, and libgit2 writes the index from inside each one that refreshed
-            # an entry (~4 ms at 10,000 files, once per path): diff without UPDATE_INDEX, settle
-            # the listed entries in memory (written once, by the caller), and let libgit2 refresh
-            # only if a hash is left unaccounted for.
-            deltas, hashed = diff_to_workdir(self._repo, index, flags & ~DiffOption.UPDATE_INDEX, asked)
-            if hashed is None or (hashed and not self._settle_hashed(index, deltas, hashed, None)):
-                deltas, hashed = diff_to_workdir(self._repo, index, flags, asked)
+        # (libgit2 writes the index from inside each diff that refreshed an entry)
+        deltas = diff_to_workdir(self._repo, index, flags, asked)
         if tree is not None:
             found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
             link.settled(root, since.token, tree, stamp, sorted(found), asked is None)
-        return deltas, hashed
+        return deltas
 
     def config_values(self, *keys: str) -> tuple[str | None, ...]:
         """These values of the repository's configuration (None where unset)."""
@@ -576,7 +501,7 @@ class GitRepo:
     def head_blob(self, path: str) -> bytes | None:
         """The current version's bytes at `path` (the guard compares them); None for a file
         held back for its size, which is never read into memory."""
-        repo = self.reader
+        repo = self._repo
         if repo.head_is_unborn or path in self.held_back():
             return None
         tree = repo.head.peel(pygit2.Commit).tree
@@ -614,10 +539,6 @@ class GitRepo:
         takes."""
         self._index_dirty = True
         self._matches_head = None
-        if stamp is None:
-            self._unsettled.add(path)
-        else:
-            self._unsettled.discard(path)
         try:
             blob = pygit2.Oid(hex=oid)
             entry = (pygit2.IndexEntry(path, blob, FileMode(mode)) if stamp is None
@@ -643,13 +564,6 @@ class GitRepo:
                          "free some disk space (or fix permissions) and run the command again; "
                          "nothing was committed and your files are untouched")
 
-    def _note_unsettled(self) -> None:
-        """The index holding entries staged without stat data was just written: list them
-        (unsettled.py), for a scan that may not refresh them through libgit2."""
-        if self._unsettled:
-            unsettled.note(self.git_dir, self._unsettled)
-            self._unsettled.clear()
-
     def unstage(self, path: str) -> None:
         self._index_dirty = True
         self._matches_head = None
@@ -660,9 +574,11 @@ class GitRepo:
             index.remove_directory(path)
 
     def commit_index(self, branch: str, message: str, author: tuple[str, str] | None,
-                     allow_empty: bool = False) -> str | None:
+                     allow_empty: bool = False,
+                     describe: Callable[[str, str | None], list[tuple[str, str]]] | None = None) -> str | None:
         """Write the index as a commit on `branch`; None if it equals the parent's tree.
-        `author` is (name, email); None means the operator."""
+        `author` is (name, email); None means the operator. `describe(tree, parent's tree)`:
+        trailers added to `message` once the tree is known (what the version changes)."""
         index = self.index
         if self._matches_head is not None and not allow_empty and self._matches_head == self.head_oid():
             # the scan found nothing to commit and nothing was staged since: the tree is HEAD's
@@ -670,23 +586,23 @@ class GitRepo:
                 if self._index_dirty:
                     index.write()
                     self._index_dirty = False
-                    self._note_unsettled()
             except (pygit2.GitError, OSError) as exc:
                 raise self._write_failed("cannot write the commit", exc) from exc
             return None
         try:
-            tree = _write_tree(index, self._warm)
+            tree = _write_tree(index)
             parent = self.head_oid()
             if parent is not None and not allow_empty and self._repo[parent].peel(pygit2.Commit).tree_id == tree:
                 if self._index_dirty:  # else the scan just wrote it
                     index.write()
                     self._index_dirty = False
-                    self._note_unsettled()
                 return None
             if self._index_dirty or self._matches_head is None or self._matches_head != parent:
                 index.write()  # (an empty commit, e.g. a run's record, leaves an unchanged index alone)
                 self._index_dirty = False
-                self._note_unsettled()
+            if describe is not None:
+                parent_tree = None if parent is None else str(self._repo[parent].peel(pygit2.Commit).tree_id)
+                message = trailer_append(message, describe(str(tree), parent_tree))
             committer = self.operator_signature()
             signature = pygit2.Signature(*author) if author else committer
             parents = [pygit2.Oid(hex=parent)] if parent else []
@@ -718,7 +634,7 @@ class GitRepo:
     def index_tree(self) -> str:
         """The tree the index would commit now."""
         try:
-            return str(_write_tree(self.index, self._warm))
+            return str(_write_tree(self.index))
         except (pygit2.GitError, OSError) as exc:
             raise self._write_failed("cannot write the tree", exc) from exc
 
@@ -750,6 +666,14 @@ class GitRepo:
             return True
         return bool(self._repo.descendant_of(pygit2.Oid(hex=descendant), pygit2.Oid(hex=ancestor)))
 
+    def tree_counts(self, parent_tree: str | None, tree: str) -> tuple[int, int, int, list[str]]:
+        """What `tree` changes against `parent_tree` (None: a first version), as `log` shows it:
+        files changed, bytes added, bytes removed, conflict copies made (treediff.counts)."""
+        from memsync.git import treediff
+
+        old = None if parent_tree is None else pygit2.Oid(hex=parent_tree)
+        return treediff.counts(treediff.deltas(self._repo, old, pygit2.Oid(hex=tree)))
+
     def tree_stats(self, commit_oid: str) -> tuple[int, int]:
         """(files, bytes) of a version, reading object headers only. Versions already counted
         are remembered in .git/memsync-tree-stats.json; a new one is its nearest counted
@@ -757,7 +681,7 @@ class GitRepo:
         cache = self._stats_cache()
         if commit_oid in cache:
             return cache[commit_oid]
-        repo = self.reader  # (a tree diff: HEAD's folders are in its cache)
+        repo = self._repo
         commit = repo[commit_oid].peel(pygit2.Commit)
         stats = _stats_from_ancestor(repo, commit, cache)
         if stats is None:
@@ -931,18 +855,16 @@ def _keep_entry(index: pygit2.Index, path: str, entry: pygit2.Object) -> bool:
 _STRICT_LOCK = threading.Lock()
 
 
-def _write_tree(index: pygit2.Index, through: pygit2.Repository | None = None) -> pygit2.Oid:
+def _write_tree(index: pygit2.Index) -> pygit2.Oid:
     """`index.write_tree()` without libgit2's strict object creation, which looks every entry
     of each rebuilt folder up in the object database again (~10 ms for 10 changed files in a
     10,000-file memory, 1 ms without). Each entry was checked when it entered the index:
     git_index_add checks its object exists, and the rest come from HEAD, a checkout or a
-    read of the index git wrote. `through`: another handle on the same repository, whose
-    object cache holds HEAD's folders: libgit2 reads every folder of the new tree back to
-    rebuild the index's tree cache (~6 ms at 10,000 files, mostly parsing folders again)."""
+    read of the index git wrote."""
     with _STRICT_LOCK:
         pygit2.option(Option.ENABLE_STRICT_OBJECT_CREATION, 0)
         try:
-            return index.write_tree(through) if through is not None else index.write_tree()
+            return index.write_tree()
         finally:
             pygit2.option(Option.ENABLE_STRICT_OBJECT_CREATION, 1)
 
@@ -968,22 +890,6 @@ def _outermost(paths: Iterator[str] | list[str]) -> list[str]:
         if not kept or not path.startswith(kept[-1] + "/"):
             kept.append(path)
     return kept
-
-
-def _holds(index: pygit2.Index, path: str, oid: pygit2.Oid, mode: int) -> bool:
-    try:
-        entry = index[path]
-    except (KeyError, ValueError, pygit2.GitError):
-        return False
-    return entry.id == oid and int(entry.mode) == mode
-
-
-def _spare_cpu() -> bool:
-    """Whether this process may run on more than one CPU (work beside the early walk is free)."""
-    try:
-        return len(os.sched_getaffinity(0)) > 1
-    except (AttributeError, OSError):
-        return (os.cpu_count() or 1) > 1
 
 
 def _index_tree_cached(index: pygit2.Index) -> pygit2.Oid | None:

@@ -105,6 +105,52 @@ def parse(message: str) -> list[tuple[str, str]]:
     return found
 
 
+def append(message: str, extra: list[tuple[str, str]]) -> str:
+    """`message` (made by `compose`, so it ends in its trailer block) with `extra` trailers added
+    to that block; a message without trailers gets them as a block of their own."""
+    if not extra:
+        return message
+    lines = "\n".join(f"{key}: {clean_value(value)}" for key, value in extra)
+    body = message.rstrip("\n")
+    return f"{body}\n{lines}\n" if parse(message) else f"{body}\n\n{lines}\n"
+
+
+# -- what a version changed, recorded when it is made (memsync log reads it instead of a diff) ----
+CHANGES = "Memsync-Changes"
+COPY = "Memsync-Copy"
+_CHANGES_RE: LazyRe[str] = LazyRe(
+    r"files=(\d{1,9}) added=(\d{1,15}) removed=(\d{1,15}) tree=([0-9a-f]{40,64}) parent-tree=([0-9a-f]{40,64}|-)")
+
+
+def changes_value(files: int, added: int, removed: int, tree: str, parent_tree: str | None) -> str:
+    """The `Memsync-Changes` value: the counts a log line shows, and the two trees they were
+    counted between (the version's and its first parent's), so that a copy of the message on
+    another tree (a rewrite, a commit given new parents) is never read as this version's."""
+    return f"files={files} added={added} removed={removed} tree={tree} parent-tree={parent_tree or '-'}"
+
+
+def recorded_changes(trailers: list[tuple[str, str]], tree: str,
+                     parent_tree: str | None) -> tuple[int, int, int, list[str]] | None:
+    """(files changed, bytes added, bytes removed, conflict copies made) as the version recorded
+    them, if it did, between exactly `tree` and `parent_tree`; None: count them from the diff."""
+    values = every(trailers, CHANGES)
+    if len(values) != 1:
+        return None
+    match = _CHANGES_RE.fullmatch(values[0])
+    if match is None or match.group(4) != tree or match.group(5) != (parent_tree or "-"):
+        return None
+    copies: list[str] = []
+    for value in every(trailers, COPY):
+        try:
+            path, rest = unquote_path(value)
+        except ValueError:
+            return None
+        if rest or not path:
+            return None
+        copies.append(path)
+    return int(match.group(1)), int(match.group(2)), int(match.group(3)), copies
+
+
 def memsync_keys(message: str) -> list[str]:
     """The Memsync-* trailer keys a message carries (each once, in order)."""
     keys: list[str] = []

@@ -15,8 +15,10 @@ import pygit2
 from pygit2.enums import FileMode
 
 from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
+from memsync.util.names import is_conflict_copy, is_gathered
+from memsync.util.records import dataclass
 
-__all__ = ["Found", "paths_between", "walk"]
+__all__ = ["Found", "PathDelta", "counts", "deltas", "paths_between", "walk"]
 
 DeltaKind = Literal["added", "modified", "deleted"]
 
@@ -80,3 +82,40 @@ def paths_between(repo: pygit2.Repository, old: str, new: str) -> list[tuple[str
     found: Found = []
     walk(repo, pygit2.Oid(hex=old), pygit2.Oid(hex=new), "", found, 1)
     return [(path, kind) for path, kind, _a, _b in found]
+
+
+@dataclass(frozen=True)
+class PathDelta:
+    path: str
+    kind: DeltaKind
+    old_size: int
+    new_size: int
+
+
+def deltas(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid) -> list[PathDelta]:
+    """What libgit2's tree-to-tree diff (no options) reports, in its order, with each side's
+    size (object headers only), walking only the subtrees whose ids differ (`walk`)."""
+    found: Found = []
+    walk(repo, old, new, "", found, 1)
+    found.sort(key=lambda d: d[0].encode("utf-8", "surrogateescape"))
+    return [PathDelta(path, kind, _size(repo, a) if a is not None else 0, _size(repo, b) if b is not None else 0)
+            for path, kind, a, b in found]
+
+
+def _size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
+    try:
+        return int(repo.odb.read_header(oid)[1])
+    except (KeyError, ValueError, pygit2.GitError):
+        return 0
+
+
+def counts(found: list[PathDelta], created: list[str] | None = None) -> tuple[int, int, int, list[str]]:
+    """What a log line shows of a version's deltas: files changed, bytes added, bytes removed,
+    and the conflict copies it made (`created`, for a merge; else the copies it added and the
+    gathered conflict files that grew). The one rule for the counts a version records when it is
+    made (core/attribution.change_trailers) and for those `log` counts from a diff."""
+    copies = created if created is not None else [
+        d.path for d in found if (d.kind == "added" and is_conflict_copy(d.path))
+        or (is_gathered(d.path) and d.new_size > d.old_size)]
+    return (len(found), sum(max(d.new_size - d.old_size, 0) for d in found),
+            sum(max(d.old_size - d.new_size, 0) for d in found), sorted(copies))

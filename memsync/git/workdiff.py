@@ -1,11 +1,9 @@
-"""The index-to-work-tree diff, and whether it refreshed any of the index's stat data.
+"""The index-to-work-tree diff a scan makes.
 
-With UPDATE_INDEX, libgit2 updates an index entry's stat data only for a file whose stat did not
-match and whose content it hashed (git_diff__oid_for_entry); every such hash is counted in the
-diff's perf data (`oid_calculations`). No hash means no entry changed, so the index need not be
-written (~8 ms at 10,000 files, on every status). pygit2 does not expose `git_diff_get_perfdata`
-(native.hashed_files reads it); anything unexpected answers None: "unknown", and the caller
-writes the index as before.
+With UPDATE_INDEX, libgit2 refreshes the stat data of an entry whose file it hashed and found
+unchanged, and writes the index itself, from inside the diff, only when it refreshed one: a scan
+that found nothing stale writes nothing (the caller holds the memory's lock, as git holds
+index.lock for its refresh).
 """
 
 from __future__ import annotations
@@ -28,17 +26,11 @@ def scan_flags(tree_ignores: bool = True) -> DiffOption:
     return flags if tree_ignores else flags | DiffOption.RECURSE_IGNORED_DIRS
 
 
-def prepare() -> None:
-    """Import ctypes (~1 ms) and find the loaded libgit2 now: the early walk's thread starts
-    first, and the main thread does this while it runs, off the walk's path."""
-    native.prepare_perfdata()
-
-
 def diff_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
-                    paths: list[str] | None = None) -> tuple[list[pygit2.DiffDelta], int | None]:
-    """`index.diff_to_workdir(flags)`'s deltas and how many files libgit2 hashed for it (None:
-    unknown). With `paths` (top-level entries of the work tree), only those entries, and all below
-    them, are looked at: the same deltas a full diff reports for them, and nothing else.
+                    paths: list[str] | None = None) -> list[pygit2.DiffDelta]:
+    """`index.diff_to_workdir(flags)`'s deltas. With `paths` (top-level entries of the work tree),
+    only those entries, and all below them, are looked at: the same deltas a full diff reports for
+    them, and nothing else.
 
     One diff per entry: libgit2 1.9 given a path list holding both `notes` and `notes-r1` (a
     name, and the same name followed by a byte that sorts before "/") skips index entries under
@@ -46,12 +38,9 @@ def diff_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOpt
     if paths is None:
         return _diff(repo, index, flags, None)
     deltas: list[pygit2.DiffDelta] = []
-    hashed: int | None = 0
     for path in paths:
-        found, count = _diff(repo, index, flags, path)
-        deltas += found
-        hashed = None if hashed is None or count is None else hashed + count
-    return deltas, hashed
+        deltas += _diff(repo, index, flags, path)
+    return deltas
 
 
 _ATTEMPTS = 5
@@ -59,14 +48,13 @@ _PATIENCE = 2.0  # seconds of such retries (at least _ATTEMPTS of them) before t
 
 
 def _diff(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,
-          path: str | None) -> tuple[list[pygit2.DiffDelta], int | None]:
+          path: str | None) -> list[pygit2.DiffDelta]:
     literal = int(flags) | (int(DiffOption.DISABLE_PATHSPEC_MATCH) if path is not None else 0)
     give_up = time.monotonic() + _PATIENCE
     attempt = 0
     while True:
         try:
-            diff, hashed = native.diff_index_to_workdir(repo, index, literal, path)
-            return list(diff.deltas), hashed
+            return list(native.diff_index_to_workdir(repo, index, literal, path).deltas)
         except pygit2.GitError:
             # A file that goes between libgit2's lstat and its read ("error reading file for
             # hashing", "could not find ... to open"): someone writes the tree meanwhile, an agent

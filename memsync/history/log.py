@@ -15,9 +15,9 @@ from memsync.errors import UsageError
 from memsync.git import history
 from memsync.git.history import VersionChanges
 from memsync.git.hub import memsync_home
-from memsync.git.trailers import every, first, parse
+from memsync.git.trailers import every, first, parse, recorded_changes
+from memsync.git.treediff import counts
 from memsync.history.summaries import Summaries, Summary
-from memsync.util.names import is_conflict_copy, is_gathered
 from memsync.util.records import dataclass, field
 from memsync.util.timefmt import rfc3339
 
@@ -67,9 +67,10 @@ class LogResult:
 
 # -- log -----------------------------------------------------------------------------------------
 def log(start: Path, path: str | None = None, *, run_id: str | None = None, flagged: bool = False,
-        limit: int | None = None) -> LogResult:
+        limit: int | None = None, recorded: bool = True) -> LogResult:
     """The versions of a memory (or of one file), newest first, from the local history (a shallow
-    clone fetches its older versions first when they are needed: shallow.py)."""
+    clone fetches its older versions first when they are needed: shallow.py). `recorded=False`:
+    every version's numbers counted from its diff, none read from its trailers (`_summary`)."""
     if limit is not None and limit < 0:
         raise UsageError("-n must be 0 or more")
     mem = open_memory(start)
@@ -78,7 +79,7 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
     found: list[LogEntry] = []
     if head is None or limit == 0:
         return LogResult(mem.name, rel, head, found)
-    cache = Summaries(memsync_home() / "cache" / "versions.db")
+    cache = _Counted(memsync_home() / "cache" / "versions.db", recorded)
     try:
         found = _versions(mem, head, cache, rel, run_id, flagged, limit)
         if (limit is None or len(found) < limit) and mem.git.is_shallow:
@@ -97,7 +98,7 @@ def log(start: Path, path: str | None = None, *, run_id: str | None = None, flag
     return LogResult(mem.name, rel, head, found)
 
 
-def _refused_redaction(mem: Memory, cache: Summaries) -> list[LogEntry]:
+def _refused_redaction(mem: Memory, cache: _Counted) -> list[LogEntry]:
     """The hub's redaction this clone refused (not in its history): shown first, flagged."""
     from memsync.sync import redaction_log
 
@@ -109,7 +110,7 @@ def _refused_redaction(mem: Memory, cache: Summaries) -> list[LogEntry]:
     return [entry]
 
 
-def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id: str | None,
+def _versions(mem: Memory, head: str, cache: _Counted, rel: str | None, run_id: str | None,
               flagged: bool, limit: int | None) -> list[LogEntry]:
     repo = mem.git
     found: list[LogEntry] = []
@@ -129,22 +130,38 @@ def _versions(mem: Memory, head: str, cache: Summaries, rel: str | None, run_id:
 
 
 def summarize(v: VersionChanges) -> Summary:
-    """The numbers a log line shows for a version (summaries.py keeps them)."""
-    merge = len(v.parents) > 1
-    copies = v.created if merge else [d.path for d in v.deltas if (d.kind == "added" and is_conflict_copy(d.path))
-                                      or (is_gathered(d.path) and d.new_size > d.old_size)]
-    return Summary(len(v.deltas), sum(max(d.new_size - d.old_size, 0) for d in v.deltas),
-                   sum(max(d.old_size - d.new_size, 0) for d in v.deltas), tuple(sorted(copies)))
+    """The numbers a log line shows for a version, counted from its diff (summaries.py keeps them)."""
+    files, added, removed, copies = counts(v.deltas, v.created if len(v.parents) > 1 else None)
+    return Summary(files, added, removed, tuple(copies))
 
 
-def _entry(mem: Memory, oid: str, cache: Summaries, rel: str | None) -> LogEntry:
+class _Counted(Summaries):
+    """The kept summaries, and whether a version's own record of its numbers is read first."""
+
+    def __init__(self, path: Path, recorded: bool) -> None:
+        super().__init__(path)
+        self.recorded = recorded
+
+
+def _summary(mem: Memory, oid: str, cache: _Counted) -> tuple[VersionChanges, Summary]:
+    """The version and its numbers: as it recorded them when it was made (git/trailers.py,
+    `Memsync-Changes`), else from the cache, else counted from its diff (a version made by plain
+    git, an older memsync, a merge, or one whose message was copied onto other trees)."""
+    v = history.changes(mem.git, oid, deltas=False)
+    recorded = recorded_changes(parse(v.message), v.tree, v.parent_tree) if cache.recorded else None
+    if recorded is not None:
+        files, added, removed, copies = recorded
+        return v, Summary(files, added, removed, tuple(copies))
     summary = cache.get(oid)
     if summary is None:
         v = history.changes(mem.git, oid)
         summary = summarize(v)
         cache.put(oid, summary)
-    else:
-        v = history.changes(mem.git, oid, deltas=False)
+    return v, summary
+
+
+def _entry(mem: Memory, oid: str, cache: _Counted, rel: str | None) -> LogEntry:
+    v, summary = _summary(mem, oid, cache)
     trailers = parse(v.message)
     actor = first(trailers, "Memsync-Actor") or "git"
     merge = len(v.parents) > 1

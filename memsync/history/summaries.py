@@ -18,10 +18,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memsync.util.records import dataclass
+
+if TYPE_CHECKING:
+    import sqlite3  # imported where the cache is opened: a log of versions that record their numbers never is
 
 __all__ = ["Summaries", "Summary"]
 
@@ -65,6 +68,8 @@ class Summaries:
         db = self._connect()
         if db is None:
             return None
+        import sqlite3
+
         try:
             row = db.execute("SELECT summary FROM versions WHERE oid = ?", (oid,)).fetchone()
         except sqlite3.Error:
@@ -78,7 +83,11 @@ class Summaries:
 
     def close(self) -> None:
         db = self._connect() if self._new else self._db
-        if db is not None and self._new:
+        if db is None:
+            return
+        import sqlite3
+
+        if self._new:
             try:
                 with db:
                     db.executemany("INSERT OR IGNORE INTO versions VALUES (?, ?)",
@@ -95,6 +104,8 @@ class Summaries:
         if self._db is not None or self._tried:
             return self._db
         self._tried = True
+        import sqlite3
+
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             db = sqlite3.connect(str(self.path), timeout=0.5, isolation_level=None)
@@ -115,6 +126,8 @@ class Summaries:
 
     def _broken(self) -> None:
         if self._db is not None:
+            import sqlite3
+
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
         self._db = None

@@ -1,16 +1,17 @@
-"""Noticing changes in a memory directory (inotify), without commit loops.
+"""Noticing changes in a memory directory (watchdog), without commit loops.
 
 Events under `.git/` and `.vm0/`, and paths git ignores (editor swap files, write-then-rename temp
-files, `.gitignore`d paths), never count as changes. One inotify instance watches every folder of
-the work tree but `.git` and `.vm0` (the same library and approach as `memsync serve`'s change
-trackers, serve/tracker.py); where inotify is not available (not Linux) or the system runs out of
-watches, the monitor polls the tree's file sizes and times instead, and says so.
+files, `.gitignore`d paths), never count as changes. One watchdog observer watches the work tree
+(inotify on Linux, FSEvents on macOS, ReadDirectoryChangesW on Windows, kqueue on the BSDs: the
+platform's own); where none can be set up (the system ran out of inotify watches, say), the
+monitor polls the tree's file sizes and times instead, and says so. watchdog is imported only
+when a monitor starts: a run starts its monitors after its command has lasted a moment
+(run/execute.py, _Watching), and most commands end before.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import threading
 import time
@@ -20,38 +21,10 @@ from typing import Any
 
 from memsync.git.repo import IgnoreRules, tree_blob_id
 
-_api: Any = None  # inotify_simple, loaded when a monitor first starts; False where unavailable
-
-
-def _inotify() -> Any:
-    """inotify_simple, or None (not Linux, or no inotify in this libc). Loaded on first use: a
-    run watches only once its command has lasted a moment, and most commands end before."""
-    global _api
-    if _api is None:
-        try:
-            import inotify_simple
-        except (ImportError, OSError):
-            _api = False
-        else:
-            _api = inotify_simple
-    return _api or None
-
-
-def _mask(flags: Any) -> int:
-    # Reads (open / close-without-write) are not subscribed to: an agent or the initial scan
-    # reading 10,000 files would otherwise flood the queue.
-    return int(flags.MODIFY | flags.ATTRIB | flags.CLOSE_WRITE | flags.CREATE | flags.DELETE | flags.MOVED_FROM
-               | flags.MOVED_TO | flags.DELETE_SELF | flags.MOVE_SELF | flags.ONLYDIR | flags.DONT_FOLLOW
-               | flags.EXCL_UNLINK)
-
 _SKIP_DIRS = (".git", ".vm0")
 EXPECT_FOR = 10.0  # seconds memsync's own writes (a checkout) are recognised as such
 _MAX_PATHS = 10_000
 POLL_EVERY = 1.0  # seconds between two looks at the tree when polling
-
-
-class _OutOfWatches(Exception):
-    pass
 
 
 class ChangeMonitor:
@@ -66,8 +39,7 @@ class ChangeMonitor:
         self.events = 0
         self.last_event = 0.0
         self.polling = False
-        self._inotify: Any = None
-        self._dirs: dict[int, str] = {}  # watch descriptor -> folder (relative, "" the root)
+        self._observer: Any = None  # watchdog's Observer while file events are seen
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._stamp: frozenset[tuple[str, int, int, int]] = frozenset()
@@ -164,119 +136,51 @@ class ChangeMonitor:
 
     def start(self) -> None:
         self._stopping.clear()
-        api = _inotify()
-        if api is not None:
-            try:
-                self._inotify = api.INotify()
-                self._watch_tree("")
-            except (OSError, _OutOfWatches) as exc:
-                self._close_inotify()
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                self.notice(f"file events unavailable ({reason}); polling {self.root} instead "
-                            "(raise fs.inotify.max_user_watches to avoid this)")
-        if self._inotify is None:
+        try:
+            self._observer = _observe(self.root, self._on_event)
+        except Exception as exc:  # no watches to be had (out of inotify watches, no backend)
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+            self.notice(f"file events unavailable ({reason}); polling {self.root} instead "
+                        "(on Linux, raise fs.inotify.max_user_watches to avoid this)")
             self.polling = True
             self._stamp = self._tree_stamp()
-        self._thread = threading.Thread(target=self._loop, name="memsync-changes", daemon=True)
-        self._thread.start()
+            self._thread = threading.Thread(target=self._loop, name="memsync-changes", daemon=True)
+            self._thread.start()
 
     def stop(self) -> None:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        self._close_inotify()
+        observer, self._observer = self._observer, None
+        if observer is not None:
+            with contextlib.suppress(Exception):
+                observer.stop()
+                observer.join(timeout=5)
 
-    # -- inotify ------------------------------------------------------------------------------------
-    def _watch_tree(self, top: str) -> None:
-        """A watch on `top` and every folder below it but .git/.vm0: each watch is added before its
-        folder is listed, so a folder made meanwhile is either listed or reported."""
-        assert self._inotify is not None
-        mask = _mask(_inotify().flags)
-        stack = [top]
-        while stack:
-            rel = stack.pop()
-            full = os.path.join(self.root, rel) if rel else str(self.root)
-            try:
-                wd = self._inotify.add_watch(full, mask)
-            except OSError as exc:
-                if rel and exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                    continue  # gone already (or a symlink now): its parent's event names it
-                if exc.errno == errno.ENOSPC:
-                    raise _OutOfWatches("out of inotify watches") from exc
-                raise
-            self._dirs[wd] = rel
-            with contextlib.suppress(OSError), os.scandir(full) as entries:
-                for entry in entries:
-                    if not rel and entry.name in _SKIP_DIRS:
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(f"{rel}/{entry.name}" if rel else entry.name)
+    # -- file events (watchdog's thread) --------------------------------------------------------
+    def _on_event(self, event: Any) -> None:
+        try:
+            self._take_event(event)
+        except Exception:  # never let an event stop the observer's thread: the next scan looks
+            self.mark_dirty()
 
-    def _close_inotify(self) -> None:
-        if self._inotify is not None:
-            with contextlib.suppress(OSError):
-                self._inotify.close()
-            self._inotify = None
-        self._dirs = {}
+    def _take_event(self, event: Any) -> None:
+        if event.event_type in ("opened", "closed_no_write") or (event.is_directory and event.event_type == "modified"):
+            return  # reads, and a folder's own mtime: the event for the file inside it is what counts
+        paths = [os.fsdecode(p) for p in (event.src_path, getattr(event, "dest_path", "")) if p]
+        if event.is_directory and event.event_type in ("created", "moved") \
+                and any(self._rel(p) is not None for p in paths):
+            self.mark_dirty()  # what came in with a folder is found by the next scan
+        self._on_paths(paths)
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
             try:
-                if self._inotify is not None:
-                    self._read_events()
-                else:
-                    self._poll()
+                self._poll()
             except Exception:  # the thread must live on, or no more checkpoints: the next scan finds what changed
                 self.mark_dirty()
-                if self._inotify is None:
-                    self._stopping.wait(POLL_EVERY)
-
-    def _read_events(self) -> None:
-        assert self._inotify is not None
-        try:
-            events = self._inotify.read(timeout=200)
-        except _OutOfWatches:
-            raise
-        except OSError:
-            self._fall_back("the event queue could not be read")
-            return
-        found: list[str] = []
-        flags = _inotify().flags
-        for event in events:
-            if event.mask & flags.Q_OVERFLOW:
-                self.mark_dirty()  # events were lost: the next scan looks at everything
-                continue
-            if event.mask & flags.IGNORED:
-                self._dirs.pop(event.wd, None)
-                continue
-            folder = self._dirs.get(event.wd)
-            if folder is None or event.mask & (flags.DELETE_SELF | flags.MOVE_SELF):
-                continue  # the folder's own end: its parent's event names it
-            path = f"{folder}/{event.name}" if folder else event.name
-            if event.mask & flags.ISDIR:
-                if not folder and event.name in _SKIP_DIRS:
-                    continue
-                if event.mask & (flags.CREATE | flags.MOVED_TO):
-                    try:
-                        self._watch_tree(path)
-                    except _OutOfWatches:
-                        self._fall_back("out of inotify watches")
-                        return
-                    self.mark_dirty()  # what was moved in with it is found by the next scan
-                    continue
-                if event.mask & flags.ATTRIB or event.mask & flags.MODIFY:
-                    continue  # a folder's own mtime: the event for the file inside it is what counts
-            found.append(path)
-        if found:
-            self._on_paths(found)
-
-    def _fall_back(self, reason: str) -> None:
-        self._close_inotify()
-        self.polling = True
-        self._stamp = self._tree_stamp()
-        self.notice(f"file events unavailable ({reason}); polling {self.root} instead")
-        self.mark_dirty()
+                self._stopping.wait(POLL_EVERY)
 
     # -- polling --------------------------------------------------------------------------------
     def _poll(self) -> None:
@@ -298,3 +202,25 @@ class ChangeMonitor:
                     st = os.lstat(path)
                     found.add((path, st.st_size, st.st_mtime_ns, st.st_mode))
         return frozenset(found)
+
+
+def _observe(root: Path, on_event: Callable[[Any], None]) -> Any:
+    """A started watchdog observer calling `on_event` (on its own thread) for every event below
+    `root`, .git and .vm0 included (`_rel` drops those: one recursive watch, not one per folder)."""
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+    from watchdog.observers import Observer
+
+    class Handler(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            on_event(event)
+
+    observer = Observer()
+    observer.daemon = True
+    try:
+        observer.schedule(Handler(), str(root), recursive=True)
+        observer.start()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            observer.stop()
+        raise
+    return observer

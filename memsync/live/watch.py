@@ -62,7 +62,7 @@ class WatchStatus:
     commits: int = 0
     merges: int = 0
     conflicts: int = 0
-    polling_files: bool = False  # no inotify: the tree is polled
+    polling_files: bool = False  # no file events to be had: the tree is polled
 
 
 @dataclass(frozen=True)
