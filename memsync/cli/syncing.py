@@ -37,8 +37,10 @@ def push(force: bool, message: str | None, remote: str | None) -> None:
     if result.snapshot.blocked:
         from memsync.errors import Blocked
 
-        raise Blocked(f"kept out of the commit by `secrets: block`: {', '.join(result.snapshot.blocked)}",
-                      "remove the secret from the file (it is still on disk), then `memsync push`")
+        raise Blocked("kept out of the commit (`secrets: block`, or a name no version may hold): "
+                      + ", ".join(result.snapshot.blocked),
+                      "remove the secret or rename the file (it is still on disk; the warnings above "
+                      "say which), then `memsync push`")
 
 
 def pull(name: str | None, remote: str | None) -> None:

@@ -63,6 +63,15 @@ def own_exclude(path: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in _OWN_NAMES)
 
 
+class UnstorablePath(RepoError):
+    """libgit2 refuses a path in the index (`.git.`, `git~1`...): that file alone is kept out."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot store {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class WorkChange:
     path: str
@@ -624,6 +633,8 @@ class GitRepo:
                      else _StatEntry(path, blob, mode, stamp))
             self.index.add(entry)
         except (pygit2.GitError, OSError) as exc:
+            if isinstance(exc, pygit2.GitError) and "invalid path" in str(exc):
+                raise UnstorablePath(path, str(exc).splitlines()[0]) from exc
             raise self._write_failed(f"cannot store {path}", exc) from exc
 
     def _write_failed(self, what: str, exc: Exception, needed: int = 0) -> RepoError:
