@@ -208,7 +208,7 @@ def _append_line(path: Path, line: str) -> None:
 def _prepare(mem: Memory) -> None:
     mem.git.check_state(mem.branch)
     mem.git.ensure_layout(mem.branch, None)
-    ensure_hub(mem.hub)
+    ensure_hub(mem.hub, mem)
 
 
 def push(path: Path, *, force: bool = False, message: str | None = None, remote: str | None = None,
@@ -425,7 +425,7 @@ def status(path: Path, *, remote: str | None = None) -> StatusReport:
     with mem.locked():
         error = None
         try:
-            ensure_hub(mem.hub)
+            ensure_hub(mem.hub, mem)
             fetch(mem)
         except (RemoteError, RepoError) as exc:
             if isinstance(exc, DiskFull):
