@@ -367,7 +367,8 @@ def open_local_hub(hub: HubUrl, doing: str) -> GitRepo:
     try:
         return GitRepo.bare(hub.local_path)
     except pygit2.GitError as exc:  # e.g. an empty `.git` directory
-        if "not owned by current user" in str(exc):
+        said = str(exc).lower()
+        if "not owned by current user" in said or "object format" in said:  # a repository, not for libgit2
             raise translate(exc, hub, doing) from exc
         raise RemoteUnreachable(f"{doing} {hub.display}: no git repository there ({exc})",
                                 "check the URL; create a bare repository with `git init --bare`") from exc
