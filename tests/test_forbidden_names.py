@@ -45,7 +45,8 @@ def _tree_with(repo: pygit2.Repository, path: str) -> pygit2.Tree:
     """A tree holding `path`, written raw as a hostile hub writer can (libgit2's builder refuses)."""
     oid, mode = repo.create_blob(b"hi\n"), b"100644"
     for name in reversed(path.split("/")):
-        oid, mode = repo.odb.write(pygit2.enums.ObjectType.TREE, mode + b" " + name.encode() + b"\0" + oid.raw), b"40000"
+        entry = mode + b" " + name.encode() + b"\0" + oid.raw
+        oid, mode = repo.odb.write(pygit2.enums.ObjectType.TREE, entry), b"40000"
     return repo[oid].peel(pygit2.Tree)
 
 
