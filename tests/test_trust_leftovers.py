@@ -61,7 +61,6 @@ def test_the_hub_repack_never_holds_the_hub_lock(memory: Path, cli: Cli, monkeyp
     """Before: the automatic repack of a hub past its pack limit ran under the hub's lock, so on a
     large hub every other writer waited for it (or gave up after MEMSYNC_LOCK_TIMEOUT). Now, while
     the repack runs, another writer takes the hub's lock at once; two repacks never overlap."""
-    from memsync.core import maintenance
     from memsync.core.locking import held
     from memsync.errors import LockBusy
     from memsync.git import pack
@@ -87,5 +86,5 @@ def test_the_hub_repack_never_holds_the_hub_lock(memory: Path, cli: Cli, monkeyp
         write(memory, f"notes/{i}.md", f"note {i}\n")
         assert cli("push", cwd=memory).code == 0
     assert seen, "the hub was never repacked"
-    assert maintenance.pack.counts(hub_path()).packs <= 2
+    assert pack.counts(hub_path()).packs <= 2
     figures.add("lock cases handled")

@@ -144,7 +144,7 @@ def report_init(result: Any) -> None:  # sync.InitResult (imported lazily)
 
 def print_left_out(r: Any) -> None:
     for paths, title in ((r.too_large, "Too large to commit (over max_file_size)"),
-                         (r.ignored, "Ignored by .gitignore rules (never committed)")):
+                         (r.ignored, "Ignored by the operator's ignore rules (never committed)")):
         if not paths:
             continue
         from memsync.core.snapshot import SHOWN_PATHS  # (only then: a status imports no snapshot code)

@@ -123,7 +123,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in mem.git.nested]
         snap.ignored = list(mem.git.ignored)
-        snap.local_ignores = who.actor == "run"
+        snap.local_ignores = True  # the operator's rules only, never a .gitignore from the hub
         if who.actor == "run":  # an agent's `.GIT/` is invisible to libgit2's walk: named here
             for folder in unseen_git_folders(mem.root):
                 _refused(folder + "/", snap)
@@ -428,10 +428,10 @@ SHOWN_PATHS = 10
 
 
 def ignored_line(paths: list[str], local: bool = False) -> str:
-    """`not committed: 3 new files ignored by .gitignore rules: a.log, b.log, build/`
-    (`local`: a run's, which only the operator's own rules can hide files from)."""
+    """`not committed: 3 new files or folders ignored by the operator's ignore rules: a.log, build/`
+    (only the operator's own rules hide files: localignores.py)."""
     noun = "new file or folder" if len(paths) == 1 else "new files or folders"
-    rules = "the operator's ignore rules (.git/info/exclude, core.excludesFile)" if local else ".gitignore rules"
+    rules = "the operator's ignore rules (.git/info/exclude, core.excludesFile, the operator's own .gitignore files)"
     return (f"not committed: {len(paths)} {noun} ignored by {rules}: {_listed(paths)} "
             "(`git check-ignore -v PATH` names the rule)")
 
@@ -439,7 +439,8 @@ def ignored_line(paths: list[str], local: bool = False) -> str:
 def unhidden_line(paths: list[str]) -> str:
     noun = "file" if len(paths) == 1 else "files"
     return (f"committed {len(paths)} new {noun} that a .gitignore in the memory names: {_listed(paths)} "
-            "(a run follows only the operator's ignore rules: .git/info/exclude)")
+            "(memsync follows only the operator's ignore rules: .git/info/exclude, core.excludesFile, "
+            "and outside a run the .gitignore files that did not come from the hub)")
 
 
 def _listed(paths: list[str]) -> str:
