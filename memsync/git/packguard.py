@@ -28,7 +28,9 @@ TREE_BYTES = 32 * 1024 * 1024  # one tree of ~400,000 entries; memsync walks 1,0
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024  # storage.yaml's default (core/config.py)
 _OFS_DELTA, _REF_DELTA = 6, 7
 _KINDS = {1: "commit", 2: "tree", 3: "blob", 4: "tag", 6: "delta", 7: "delta"}
-_CHUNK = 64 * 1024
+_CHUNK = 64 * 1024  # inflated bytes at a time, dropped
+_WINDOW = 1024 * 1024  # pack bytes read at a time
+_STEP = 1024 * 1024  # pack bytes that arrive between two readings
 
 
 class DeltaTooLarge(RemoteError):
@@ -51,12 +53,18 @@ class PackWatch:
         self.hub = hub
         self._file: BinaryIO | None = None
         self._reader: _Reader | None = None
+        self.done = False
+        self._read_at = 0  # bytes received when the file was last read
         try:
             self._before = set(os.listdir(pack_dir))
         except OSError:
             self._before = set()
 
-    def progress(self, received: int, total: int) -> None:
+    def progress(self, received: int, total: int, received_bytes: int) -> None:
+        """Read on when the last object is in, or when another _STEP bytes are (a header over the
+        bound is then caught within _STEP bytes of its arrival)."""
+        if self.done:
+            return  # every object read; libgit2 now indexes (a callback per object)
         if self._reader is None:
             found = self._received()
             if found is None:
@@ -66,7 +74,11 @@ class PackWatch:
             except OSError:
                 return
             self._reader = _Reader(self._file, self.limit, self.hub)
+        if received < total and received_bytes - self._read_at < _STEP:
+            return
+        self._read_at = received_bytes
         self._reader.advance()
+        self.done = self._reader.count is not None and self._reader.number >= self._reader.count
 
     def close(self) -> None:
         if self._file is not None:
@@ -84,15 +96,18 @@ class PackWatch:
 
 class _Reader:
     """Where the reading of a growing pack file stands: the next object, or the zlib stream of
-    the current one (its output dropped as it comes, a chunk at a time)."""
+    the current one (its output dropped as it comes, a chunk at a time). The file is read a
+    window at a time, and each object's stream is inflated from a view of it no longer than the
+    object can take, so the cost follows the pack's size (one more inflate of it)."""
 
     def __init__(self, fh: BinaryIO, limit: int, hub: str) -> None:
         self.fh, self.limit, self.hub = fh, limit, hub
         self.count: int | None = None
         self.number = 0  # objects fully read
-        self.pos = 12
-        self.stream: Any = None
+        self.pos = 12  # the file offset read up to
+        self.stream: Any = None  # the current object's stream, when it spans windows
         self.kind = 0
+        self.size = 0
         self.base = ""
         self.first = b""
 
@@ -104,47 +119,49 @@ class _Reader:
                 return
             self.count = struct.unpack(">I", head[8:12])[0]
         while self.number < self.count:
-            if self.stream is None and not self._header():
-                return
-            if not self._inflate():
-                return
-
-    def _header(self) -> bool:
-        self.fh.seek(self.pos)
-        parsed = _parse_header(self.fh.read(64))
-        if parsed is None:
-            return False  # not all here yet
-        self.kind, stated, length, self.base = parsed
-        if stated > self.limit:
-            self._refuse(stated)
-        self.pos += length
-        self.stream = zlib.decompressobj()
-        self.first = b""
-        return True
-
-    def _inflate(self) -> bool:
-        """Feed what has arrived of the current object's stream; True once it is whole."""
-        delta = self.kind in (_OFS_DELTA, _REF_DELTA)
-        while True:
             self.fh.seek(self.pos)
-            data = self.fh.read(_CHUNK)
-            if not data:
-                return False
-            fed = len(data)
-            while data and not self.stream.eof:
-                out = self.stream.decompress(data, _CHUNK)
-                if delta and len(self.first) < 32:
-                    self.first += out[:32]
-                    stated = _result_size(self.first)
-                    if stated is not None and stated > self.limit:
-                        self._refuse(stated)
-                data = self.stream.unconsumed_tail
+            window = self.fh.read(_WINDOW)
+            used = self._consume(memoryview(window)) if window else 0
+            if used == 0:
+                return  # the rest has not arrived yet
+            self.pos += used
+
+    def _consume(self, data: memoryview) -> int:
+        """Read the objects in `data` (from self.pos); the bytes used."""
+        assert self.count is not None
+        off = 0
+        while off < len(data) and self.number < self.count:
+            if self.stream is None:
+                parsed = _parse_header(bytes(data[off:off + 64]))
+                if parsed is None:
+                    return off  # a header cut by the window's end: read again from it
+                self.kind, stated, length, self.base, self.size = parsed
+                if stated > self.limit:
+                    self._refuse(stated)
+                off += length
+                self.stream, self.first = zlib.decompressobj(), b""
+            # deflate grows no stream by more than 5 bytes a 16 KiB block (plus its frame)
+            fed = data[off:off + self.size + (self.size >> 10) + 64]
+            self._feed(fed)
             if self.stream.eof:
-                self.pos += fed - len(self.stream.unused_data)
+                off += len(fed) - len(self.stream.unused_data)
                 self.stream = None
                 self.number += 1
-                return True
-            self.pos += fed
+            else:
+                off += len(fed)
+        return off
+
+    def _feed(self, data: memoryview) -> None:
+        delta = self.kind in (_OFS_DELTA, _REF_DELTA)
+        chunk: bytes | memoryview = data
+        while chunk and not self.stream.eof:
+            out = self.stream.decompress(chunk, _CHUNK)
+            if delta and len(self.first) < 32:
+                self.first += out[:32]
+                stated = _result_size(self.first)
+                if stated is not None and stated > self.limit:
+                    self._refuse(stated)
+            chunk = self.stream.unconsumed_tail
 
     def _refuse(self, stated: int) -> None:
         what = f"a delta (against {self.base})" if self.kind in (_OFS_DELTA, _REF_DELTA) else f"a {_KINDS[self.kind]}"
@@ -162,9 +179,9 @@ def check_pack(path: Path, limit: int, hub: str = "the hub") -> None:
         _Reader(fh, limit, hub).advance()
 
 
-def _parse_header(raw: bytes) -> tuple[int, int, int, str] | None:
-    """(type, stated size, header length, the base a delta is of) of an object's header; None if
-    `raw` does not hold all of it."""
+def _parse_header(raw: bytes) -> tuple[int, int, int, str, int] | None:
+    """(type, stated size, header length, the base a delta is of, the size of its data) of an
+    object's header; None if `raw` does not hold all of it."""
     if not raw:
         return None
     kind, size, at, shift = (raw[0] >> 4) & 7, raw[0] & 0x0F, 1, 4
@@ -193,7 +210,7 @@ def _parse_header(raw: bytes) -> tuple[int, int, int, str] | None:
         base = raw[at:at + 20].hex()
         at += 20
     # a delta's own size is its instructions'; what it makes is stated inside (checked as it inflates)
-    return kind, 0 if kind in (_OFS_DELTA, _REF_DELTA) else size, at, base
+    return kind, 0 if kind in (_OFS_DELTA, _REF_DELTA) else size, at, base, size
 
 
 def _result_size(delta: bytes) -> int | None:

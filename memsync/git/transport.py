@@ -174,7 +174,7 @@ class Callbacks(pygit2.RemoteCallbacks):
     def _on_received(self, received_bytes: int, received: int, total: int) -> None:
         self._pack_progress(received_bytes)
         if self.pack is not None:
-            self.pack.progress(received, total)
+            self.pack.progress(received, total, received_bytes)
 
     def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
         self._on_received(stats.received_bytes, stats.received_objects, stats.total_objects)
