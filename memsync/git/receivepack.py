@@ -16,9 +16,6 @@ they would switch the hub's own hooks off.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import pygit2
@@ -71,6 +68,10 @@ def policy(hub: Path) -> list[str]:
 def push(git: GitRepo, hub: HubUrl, hub_path: Path, new: str, ref: str, rules: list[str]) -> None:
     """Push `new` to `ref` on the hub through git's receive-pack (its hooks and settings apply).
     NotFastForward if the hub's ref moved; PushRejected if the hub's policy refused it."""
+    import shutil  # (only here: a status imports no subprocess)
+    import subprocess
+    import tempfile
+
     exe = shutil.which("git")
     if exe is None:
         raise RemoteError(f"{hub.display} has a policy of its own ({', '.join(rules)}), which only git's "
