@@ -304,7 +304,7 @@ def test_a_ctrl_c_while_objects_arrive_aborts_the_fetch(tmp_path: Path, git_daem
     monkeypatch.setattr(interrupts, "QUIET_PROGRESS", interrupts.quiet_progress(ctrl_c_at_the_20th))
     watched = interrupts.received_bytes_progress  # what a fetch from a network hub gets instead
     monkeypatch.setattr(interrupts, "received_bytes_progress",
-                        lambda report: watched(lambda n: (report(n), ctrl_c_at_the_20th())[0]))  # type: ignore[func-returns-value]
+                        lambda report: watched(lambda n, o, t: (report(n, o, t), ctrl_c_at_the_20th())[0]))  # type: ignore[func-returns-value]
     dest = GitRepo.bare(tmp_path / "dest", create=True)
     hub = hubmod.resolve(git_daemon.url("hub.git"), None)
     with pytest.raises(KeyboardInterrupt):

@@ -45,6 +45,7 @@ def _sha256_hub(path: Path) -> Path:
     return path
 
 
+@pytest.mark.attack
 @pytest.mark.parametrize("kind", ["local", pytest.param("daemon", marks=pytest.mark.server)])
 def test_a_sha256_hub_is_named_as_such(cli: Cli, tmp_path: Path, kind: str,
                                        request: pytest.FixtureRequest) -> None:
@@ -65,6 +66,9 @@ def test_a_sha256_hub_is_named_as_such(cli: Cli, tmp_path: Path, kind: str,
         r = cli(*args, cwd=root)
         assert r.code == 4, (args, r.err)
         assert "sha256" in r.err and "network" not in r.err and "git init --bare" in r.err, (args, r.err)
+        # named as the format libgit2 cannot read, never as a missing repository
+        assert "the hub uses git's sha256 object format" in r.err, (args, r.err)
+        assert "no git repository" not in r.err and "--object-format=sha1" in r.err, (args, r.err)
     assert (root / "a.md").read_text() == "a\n"
 
 

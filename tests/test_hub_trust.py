@@ -43,25 +43,28 @@ def _hub_commit(tmp_path: Path, files: dict[str, str]) -> None:
 
 
 # -- nothing silently dropped --------------------------------------------------------------------
-def test_files_hidden_by_a_hub_gitignore_are_reported(memory: Path, tmp_path: Path, figures: Figures) -> None:
-    """The operator's push and status (a run commits such files: test_ignore_trust.py)."""
+def test_files_a_hub_gitignore_names_are_committed_and_named(memory: Path, tmp_path: Path,
+                                                            figures: Figures) -> None:
+    """The operator's push and status: a .gitignore from the hub decides nothing (issue 33; a run
+    commits such files too: test_ignore_trust.py). Before, the files were left out."""
     figures.add("security attacks")
     _hub_commit(tmp_path, {".gitignore": "*.log\nscratch/\n", "deep/.gitignore": "*.md\n"})
     assert memsync_cmd("pull", cwd=memory).returncode == 0
     write(memory, "notes.log", "a\n")
     write(memory, "scratch/x.md", "b\n")
     write(memory, "deep/found.md", "c\n")
-    push = memsync_cmd("push", cwd=memory)
-    assert push.returncode == 0 and "No changes" not in push.stdout, push.stdout
-    assert "Nothing committed: 3 files left out" in push.stdout
-    status = memsync_cmd("status", cwd=memory)
-    assert "Ignored by .gitignore rules (never committed): 3" in status.stdout, status.stdout
     data = json.loads(memsync_cmd("status", "--json", cwd=memory).stdout)
-    assert data["ignored"] == ["deep/found.md", "notes.log", "scratch/"]
+    assert data["ignored"] == []
+    assert {c["path"] for c in data["uncommitted"]} == {"deep/found.md", "notes.log", "scratch/x.md"}
+    push = memsync_cmd("push", cwd=memory)
+    assert push.returncode == 0, push.stderr
+    assert "committed 3 new files that a .gitignore in the memory names" in push.stderr
+    assert set(git("ls-tree", "-r", "--name-only", "memory/research", cwd=hub_path()).split()) >= {
+        "deep/found.md", "notes.log", "scratch/x.md"}
     # memsync's own excludes (.vm0/, editor swap files) are not news
     write(memory, ".notes.md.swp", "swap")
     data = json.loads(memsync_cmd("status", "--json", cwd=memory).stdout)
-    assert data["ignored"] == ["deep/found.md", "notes.log", "scratch/"]
+    assert data["ignored"] == []
     figures.add("security attacks refused")
 
 

@@ -87,3 +87,50 @@ def test_files_a_gitignore_names_still_go_through_the_checks(memory: Path, tmp_p
     assert "big.log" in run.stderr, run.stderr
     data = json.loads(memsync_cmd("status", "--json", cwd=memory).stdout)
     assert "big.log" in json.dumps(data)
+
+
+@pytest.mark.attack
+def test_a_hub_gitignore_star_cannot_blind_the_operator(memory: Path, tmp_path: Path, figures: Figures) -> None:
+    """Issue 33: a hub writer pushes `.gitignore` = `*`, `!.gitignore`. Before: the operator's next
+    push left a new top-level `decisions.md` out without naming it (only `sub/`), exit 0, and
+    status named neither. Now the hub's file decides nothing: both are committed and named; what
+    the operator's own rules (.git/info/exclude, or a .gitignore of the operator's) keep out is named
+    file by file, as `git status --ignored` names it."""
+    figures.add("security attacks")
+    _hub_commit(tmp_path, {".gitignore": "*\n!.gitignore\n"})
+    assert memsync_cmd("pull", cwd=memory).returncode == 0
+    write(memory, "decisions.md", "keep me\n")
+    write(memory, "sub/x.md", "and me\n")
+    status = json.loads(memsync_cmd("status", "--json", cwd=memory).stdout)
+    assert {c["path"] for c in status["uncommitted"]} >= {"decisions.md", "sub/x.md"}
+    assert status["ignored"] == []
+    push = memsync_cmd("push", cwd=memory)
+    assert push.returncode == 0, push.stderr
+    assert "committed 2 new files that a .gitignore in the memory names: decisions.md, sub/x.md" in push.stderr
+    tree = hub_tree()
+    assert tree["decisions.md"] == b"keep me\n" and tree["sub/x.md"] == b"and me\n"
+    # the operator's own rules still keep files out, each named, as git names them
+    exclude = memory / ".git" / "info" / "exclude"
+    exclude.write_text(exclude.read_text() + "*.bak\n")
+    write(memory, "old.bak", "x\n")
+    write(memory, "sub/older.bak", "y\n")
+    shown = git("status", "--ignored", "--porcelain", cwd=memory)
+    assert "!! old.bak" in shown and "!! sub/older.bak" in shown
+    status = json.loads(memsync_cmd("status", "--json", cwd=memory).stdout)
+    assert status["ignored"] == ["old.bak", "sub/older.bak"]
+    push = memsync_cmd("push", cwd=memory)
+    assert "ignored by the operator's ignore rules" in push.stderr and "old.bak, sub/older.bak" in push.stderr
+    assert "old.bak" not in hub_tree()
+    figures.add("security attacks refused")
+
+
+@pytest.mark.attack
+def test_the_operators_own_gitignore_still_counts(memory: Path) -> None:
+    """A .gitignore the operator wrote here (pushed by memsync, or not yet pushed) still keeps
+    files out of the operator's push, named; one the hub changed decides nothing."""
+    write(memory, ".gitignore", "*.log\n")
+    assert memsync_cmd("push", cwd=memory).returncode == 0
+    write(memory, "debug.log", "noise\n")
+    push = memsync_cmd("push", cwd=memory)
+    assert "ignored by the operator's ignore rules" in push.stderr and "debug.log" in push.stderr
+    assert "debug.log" not in hub_tree()

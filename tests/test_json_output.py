@@ -43,7 +43,7 @@ STATUS = _obj({
                                                 "versions": {"type": "integer"}, "how": {"type": "string"}})},
     "remote_error": {"type": ["string", "null"]}, "remote_cached": {"type": "boolean"},
     "running": _nullable(_obj({"run_id": {"type": "string"}, "pid": {"type": "integer"},
-                               "started": {"type": ["string", "null"]}})),
+                               "started": _nullable(TIME)})),
     "too_large": {"type": "array", "items": {"type": "string"}},
     "ignored": {"type": "array", "items": {"type": "string"}},
     "redactions": {"type": "array", "items": _obj({"state": {"enum": ["refused", "followed"]}, "version": OID,

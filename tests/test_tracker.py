@@ -435,7 +435,8 @@ def test_a_symlinked_rule_file_means_full_scans(memory: Path, direct: Direct) ->
     scan_both(memory, direct)
     (memory / "rules.txt").write_text("logs/\n")  # the rules change; the event names rules.txt
     narrowed, full = scan_both(memory, direct)
-    assert narrowed == full and "logs/" in full[1]  # type: ignore[index]
+    # a symlinked .gitignore is no rule of the operator's (git does not follow one either): the file is a change
+    assert narrowed == full and "logs/debug.log" in [c.path for c in full[0]]  # type: ignore[index]
     (memory / ".gitignore").unlink()
     write(memory, ".gitignore", "*.tmp\n")
     scan_both(memory, direct)
@@ -454,7 +455,7 @@ def test_files_leaving_the_index_under_an_ignored_folder(memory: Path, direct: D
     narrowed_before = direct.narrowed
     narrowed, full = scan_both(memory, direct)
     assert direct.narrowed == narrowed_before + 1  # the scan was a narrowed one
-    assert narrowed == full and "logs/" in full[1]  # type: ignore[index]
+    assert narrowed == full and any(p.startswith("logs/") for p in full[1])  # type: ignore[index]  # file by file
 
 
 def test_a_narrowed_scan_refreshes_what_it_hashed(memory: Path, cli: Cli, direct: Direct,

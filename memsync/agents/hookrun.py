@@ -82,7 +82,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         refuse_during_run(mem, "hooks run")
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)
-        ensure_hub(mem.hub)
+        ensure_hub(mem.hub, mem)
         snap = take(mem, who)
         mine = mem.git.head_oid()
         result.committed = snap.commit is not None

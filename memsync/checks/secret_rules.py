@@ -114,6 +114,7 @@ characters and bodies made of at most two distinct characters.
 import binascii
 import math
 
+from memsync.checks import secret_formats
 from memsync.util.lazyre import LazyRe
 
 __all__ = ["RULE_IDS", "Candidate", "candidates", "secret_name"]
@@ -143,6 +144,7 @@ RULE_IDS: tuple[str, ...] = (
     "basic-auth",
     "base64-secret",
     "high-entropy-assignment",
+    *secret_formats.RULE_IDS,
 )
 
 _ENTROPY_THRESHOLD = 3.5
@@ -554,16 +556,20 @@ def _pem_has_body(text: str, header_end: int, line_end: int) -> bool:
 
 # Characters matched by a look-behind before the literal that starts the regex.
 _LOOKBEHIND_PREFIX = {"stripe-live-key": 1, "digitalocean-token": 3}
-_LABELLED_RULES = frozenset({"azure-storage-key", "slack-webhook"})
+_LABELLED_RULES = frozenset({"azure-storage-key", "slack-webhook", *secret_formats.LABELLED})
+_ALL_TOKEN_RULES = _TOKEN_RULES + secret_formats.TOKEN_RULES
 
 
 def _prefixed_tokens(text: str, out: list[Candidate]) -> None:
-    for rule, regex, need in _TOKEN_RULES:
+    for rule, regex, need in _ALL_TOKEN_RULES:
         for m in regex.finditer(text):
             body = m.group("body")
             if _looks_placeholder(body) or not _has_classes(body, need):
                 continue
-            start = m.start() - _LOOKBEHIND_PREFIX.get(rule, 0)
+            before = secret_formats.lead(regex, text, m.start())
+            if before is None:
+                continue
+            start = m.start() - _LOOKBEHIND_PREFIX.get(rule, 0) - before
             rule_id = rule
             if rule == "openai-api-key" and body.startswith("ant-"):
                 rule_id = "anthropic-api-key"
@@ -593,6 +599,18 @@ def _url_passwords(text: str, out: list[Candidate]) -> None:
             host = host[:40] + "…"
         preview = f"{scheme}://…:…({len(pw)} chars)@{host}"
         out.append((m.start("pw"), m.end("pw"), _PRIO_URL, "url-password", preview))
+
+
+def _netrc_passwords(text: str, out: list[Candidate]) -> None:
+    """`machine HOST login USER password SECRET` (``netrc-password``)."""
+    for m in secret_formats.NETRC_RE.finditer(text):
+        pw = m.group("pw").rstrip("`'\",;.)")  # prose quoting a .netrc line
+        if not _password_ok(pw, "") or pw.isupper():  # `password SECRET`: a placeholder in documentation
+            continue
+        host = m.group("host") or "default"
+        shown = host if len(host) <= 40 else host[:40] + "…"
+        out.append((m.start("pw"), m.start("pw") + len(pw), _PRIO_URL, "netrc-password",
+                    f"machine {shown}, …({len(pw)} chars)"))
 
 
 def _normalise_key(key: str) -> str:
@@ -803,6 +821,7 @@ def candidates(text: str, *, nested: bool = True) -> list[Candidate]:
     _private_key_blocks(text, cands)
     _prefixed_tokens(text, cands)
     _url_passwords(text, cands)
+    _netrc_passwords(text, cands)
     if nested:
         _base64_wrapped(text, cands)
     _assignments(text, cands)

@@ -51,16 +51,23 @@ def _drop_stdout() -> None:
     """Point stdout at /dev/null, so that later writes and the flush at exit succeed unseen."""
     global _gone
     _gone = True
+    _to_devnull(sys.stdout)
+
+
+def _to_devnull(stream: TextIO) -> None:
     import os
 
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         try:
-            os.dup2(null, sys.stdout.fileno())
+            os.dup2(null, stream.fileno())
         finally:
             os.close(null)
     except (OSError, ValueError, AttributeError):
         pass
+
+
+_err_gone = False  # stderr's reader went away (`memsync push 2>&1 | head -1`): messages go nowhere
 
 
 def out(line: str = "") -> None:
@@ -76,8 +83,15 @@ def out(line: str = "") -> None:
 def err(line: str) -> None:
     """memsync's own messages: whole lines on stderr, flushed at once (never mid-line); one line
     each, whatever the text inside holds."""
-    sys.stderr.write(terminal(line) + "\n")
-    sys.stderr.flush()
+    global _err_gone
+    if _err_gone:
+        return
+    try:
+        sys.stderr.write(terminal(line) + "\n")
+        sys.stderr.flush()
+    except BrokenPipeError:  # the command's exit code stays its own, never "a bug" (exit 1)
+        _err_gone = True
+        _to_devnull(sys.stderr)
 
 
 def warn(line: str) -> None:

@@ -41,8 +41,10 @@ def push(options: PushOptions) -> None:
     if result.snapshot.blocked:
         from memsync.errors import Blocked
 
-        raise Blocked(f"kept out of the commit by `secrets: block`: {', '.join(result.snapshot.blocked)}",
-                      "remove the secret from the file (it is still on disk), then `memsync push`")
+        raise Blocked("kept out of the commit (`secrets: block`, or a name no version may hold): "
+                      + ", ".join(result.snapshot.blocked),
+                      "remove the secret or rename the file (it is still on disk; the warnings above "
+                      "say which), then `memsync push`")
 
 
 def pull(options: PullOptions) -> None:
@@ -146,7 +148,7 @@ def report_init(result: Any) -> None:  # sync.InitResult (imported lazily)
 
 def print_left_out(r: Any) -> None:
     for paths, title in ((r.too_large, "Too large to commit (over max_file_size)"),
-                         (r.ignored, "Ignored by .gitignore rules (never committed)")):
+                         (r.ignored, "Ignored by the operator's ignore rules (never committed)")):
         if not paths:
             continue
         from memsync.core.snapshot import SHOWN_PATHS  # (only then: a status imports no snapshot code)

@@ -46,8 +46,10 @@ def watch(
         if summary.blocked:  # exit 9, as push and run do
             from memsync.errors import Blocked
 
-            raise Blocked(f"kept out of the commit by `secrets: block`: {', '.join(summary.blocked)}",
-                          "remove the secret from the file (it is still on disk), then run again")
+            raise Blocked("kept out of the commit (`secrets: block`, or a name no version may hold): "
+                          + ", ".join(summary.blocked),
+                          "remove the secret or rename the file (it is still on disk; the warnings above "
+                          "say which), then run again")
         return
     stop = threading.Event()
     with _display() as (report, heartbeat), core.stop_on_signals(stop):

@@ -26,9 +26,12 @@ class HubChanged(UsageError):
     """A command would use a hub other than the memory's own without saying so."""
 
     def __init__(self, name: str, own: HubUrl, other: HubUrl, why: str) -> None:
+        # a hint names only what is set: the variable when it chose the other hub, else the way back
+        first = ("unset MEMSYNC_REMOTE for it" if why == "MEMSYNC_REMOTE"
+                 else f"add `remote: {own.display}` to .vm0/storage.yaml to keep using it")
         super().__init__(
             f"memory {name!r} belongs to the hub {own.display}, but {why} names {other.display}",
-            f"unset MEMSYNC_REMOTE for it; `--remote {other.display}` pushes a mirror copy there; "
+            f"{first}; `--remote {other.display}` pushes a mirror copy there; "
             "to move the memory, edit `remote:` in .vm0/storage.yaml",
         )
         self.own = own

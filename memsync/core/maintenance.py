@@ -1,6 +1,9 @@
 """Automatic maintenance, like git's `gc --auto`: repack a repository once it has too many loose
 objects or packs. Memories are checked when a command releases their lock, a local hub after each
-push into it (under the hub's lock, so never while another push is writing).
+push into it, beside the hub's lock (auto_beside): a repack of a large hub can take minutes, and
+every writer would wait for it. A repack is safe beside pushes: it writes a new pack of every
+object it listed before removing what it read, and a push only ever adds packs; a lock of its
+own keeps two repacks apart.
 
 Thresholds follow git's defaults (gc.auto = 6700 loose objects, gc.autoPackLimit = 50) and can be
 changed with MEMSYNC_GC_LOOSE and MEMSYNC_GC_PACKS (0 turns automatic maintenance off).
@@ -51,4 +54,19 @@ def auto(git_dir: Path) -> RepackResult | None:
         return None
 
 
-__all__ = ["auto", "due"]
+def auto_beside(git_dir: Path) -> RepackResult | None:
+    """A hub's repack, if due, without its lock: under a lock of the repack's own, taken without
+    waiting (another process repacking it already: nothing to do)."""
+    if not due(git_dir):
+        return None
+    from memsync.core.locking import held
+    from memsync.errors import LockBusy
+
+    try:
+        with held(git_dir / "memsync-repack.lock", f"the repack of {git_dir}", timeout=0):
+            return auto(git_dir)
+    except LockBusy:
+        return None
+
+
+__all__ = ["auto", "auto_beside", "due"]

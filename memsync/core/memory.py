@@ -97,7 +97,9 @@ def open_memory(start: Path, remote: str | None = None) -> Memory:
     config = cfgmod.load(root)
     git = GitRepo.open(root)
     from memsync.core.hubbind import resolve_for
+    from memsync.git.packguard import bound
 
+    git.object_bound = bound(config.max_file_size)  # what a fetch may make (git/packguard.py)
     hub = resolve_for(config, git, remote)
     mem = Memory(root, config, git, hub, tracking_name(hub, config.remote, config.name))
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only

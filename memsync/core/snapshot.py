@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING
 
 from memsync.checks import guard
 from memsync.checks.merge_policy import is_rule_file
+from memsync.checks.pathnames import refused_path
 from memsync.core.attribution import Attribution, change_trailers
+from memsync.core.gitlookalikes import unseen_git_folders
 from memsync.core.memory import Memory
 from memsync.git import ownership
-from memsync.git.repo import LINK_MODE, WorkChange, file_mode, stat_stamp
+from memsync.git.repo import LINK_MODE, UnstorablePath, WorkChange, file_mode, stat_stamp
 from memsync.git.trailers import compose, quote_path
 from memsync.util.dirfd import Tree, is_outside
 from memsync.util.names import conflict_copy_name
@@ -49,7 +51,8 @@ class Snapshot:
     flags: list[guard.Flag] = field(default_factory=list)
     violations: list[guard.Violation] = field(default_factory=list)
     secrets: list[secretscan.Finding] = field(default_factory=list)
-    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block`; printable (redacted)
+    blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block` or a refused name; printable
+    refused: list[Skipped] = field(default_factory=list)  # a name no version may hold (checks/pathnames.py)
     run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) of symlinks leaving the memory
@@ -108,6 +111,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         for change in found:
             if only is not None and change.path not in only:
                 continue
+            if change.kind != "deleted" and _refused(change.path, snap):
+                continue
             item = _read(mem, tree, change, now, settle, snap)
             if item is None or _secret_blocked(mem, item, snap):
                 continue
@@ -118,7 +123,10 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in mem.git.nested]
         snap.ignored = list(mem.git.ignored)
-        snap.local_ignores = who.actor == "run"
+        snap.local_ignores = True  # the operator's rules only, never a .gitignore from the hub
+        if who.actor == "run":  # an agent's `.GIT/` is invisible to libgit2's walk: named here
+            for folder in unseen_git_folders(mem.root):
+                _refused(folder + "/", snap)
     with Tree(mem.root) as tree:
         staged = _apply_policies(mem, tree, who, staged, snap, rules)
     changes = [guard.FileChange(s.change.path, s.old, s.data,
@@ -129,11 +137,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     for item in staged:
         if not item.present:
             mem.git.unstage(item.change.path)
-    for item in staged:
-        if item.blob is not None:
-            mem.git.stage_stored(item.change.path, item.blob, item.mode, item.stamp)
-        elif item.data is not None:
-            mem.git.stage(item.change.path, item.data, item.mode, item.st)
+    staged = [item for item in staged if _staged(mem, item, snap)]
     # A file kept out (blocked, too large, still being written) keeps HEAD's version in the
     # index, even if someone `git add`ed it: only what was checked is committed.
     kept_out = {c.path for c in found if only is None or c.path in only} - {s.change.path for s in staged}
@@ -198,6 +202,30 @@ def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float
         return None
     data, after = got
     return _Staged(change, data, file_mode(after), old, _settled(st, after))
+
+
+def _refused(path: str, snap: Snapshot, reason: str | None = None) -> bool:
+    """A path no version may hold (checks/pathnames.py: what every clone refuses) or libgit2
+    cannot store: kept out and named, exit 9 like `secrets: block`; the rest is committed."""
+    reason = reason or refused_path(path)
+    if reason is None:
+        return False
+    snap.blocked.append(_shown(path))
+    snap.refused.append(Skipped(path, reason))
+    return True
+
+
+def _staged(mem: Memory, item: _Staged, snap: Snapshot) -> bool:
+    """Put a checked change into the index; False if libgit2 refuses its path (kept out)."""
+    try:
+        if item.blob is not None:
+            mem.git.stage_stored(item.change.path, item.blob, item.mode, item.stamp)
+        elif item.data is not None:
+            mem.git.stage(item.change.path, item.data, item.mode, item.st)
+    except UnstorablePath as exc:
+        mem.git.unstage(item.change.path)
+        return not _refused(item.change.path, snap, f"git cannot store this path ({exc.reason})")
+    return True
 
 
 def _leaves(root: Path, link: Path, target: bytes) -> bool:
@@ -401,10 +429,10 @@ SHOWN_PATHS = 10
 
 
 def ignored_line(paths: list[str], local: bool = False) -> str:
-    """`not committed: 3 new files ignored by .gitignore rules: a.log, b.log, build/`
-    (`local`: a run's, which only the operator's own rules can hide files from)."""
+    """`not committed: 3 new files or folders ignored by the operator's ignore rules: a.log, build/`
+    (only the operator's own rules hide files: localignores.py)."""
     noun = "new file or folder" if len(paths) == 1 else "new files or folders"
-    rules = "the operator's ignore rules (.git/info/exclude, core.excludesFile)" if local else ".gitignore rules"
+    rules = "the operator's ignore rules (.git/info/exclude, core.excludesFile, the operator's own .gitignore files)"
     return (f"not committed: {len(paths)} {noun} ignored by {rules}: {_listed(paths)} "
             "(`git check-ignore -v PATH` names the rule)")
 
@@ -412,7 +440,8 @@ def ignored_line(paths: list[str], local: bool = False) -> str:
 def unhidden_line(paths: list[str]) -> str:
     noun = "file" if len(paths) == 1 else "files"
     return (f"committed {len(paths)} new {noun} that a .gitignore in the memory names: {_listed(paths)} "
-            "(a run follows only the operator's ignore rules: .git/info/exclude)")
+            "(memsync follows only the operator's ignore rules: .git/info/exclude, core.excludesFile, "
+            "and outside a run the .gitignore files that did not come from the hub)")
 
 
 def _listed(paths: list[str]) -> str:
@@ -427,6 +456,8 @@ def describe(snap: Snapshot) -> list[str]:
     from memsync.util.textsafe import clean, display_path
 
     lines = [f"not committed: {display_path(_shown(item.path))} ({item.reason})" for item in snap.skipped]
+    lines += [f"kept out of the commit: {display_path(_shown(item.path))} ({clean(item.reason)}); "
+              "rename it to keep it" for item in snap.refused]
     if snap.ignored:
         lines.append(ignored_line(snap.ignored, snap.local_ignores))
     if snap.unhidden:

@@ -3,7 +3,8 @@
 Every version that reaches a work tree (clone, pull, a run's or watch's pull, the merge after a
 restore or revert) is checked here first, as git checks a tree before a checkout:
 
-- no entry named like `.git` or `.vm0` at any depth, in any letter case or in the spellings
+- no entry named like `.git` or `.vm0` at any depth (checks/pathnames.py: the commit side refuses
+  the same names, so no version memsync makes holds one), in any letter case or in the spellings
   NTFS and HFS+ treat as the same name (`.vm0.`, `.vm0 `, `vm0~1`, `.vm0::$DATA`, `.v\u200cm0`):
   `.vm0/` is the memory's local configuration (remote, policies) and never comes from a hub;
 - no `..`, `.`, empty name, name holding `/` or NUL, or two entries with one name;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import pygit2
 
+from memsync.checks.pathnames import bad_name, bad_path, reserved_name
 from memsync.errors import RepoError
 from memsync.util.records import dataclass, field
 
@@ -23,9 +25,6 @@ MAX_TREE_DEPTH = 256  # directory levels; git's own fail-safe (core.maxTreeDepth
 MAX_TREE_ENTRIES = 1_000_000  # tree entries in one version (100,000-file memories are measured)
 
 _NOTHING_WRITTEN = "nothing was written; revert that version on the hub or ask its owner"
-# Code points HFS+ ignores in names (git's next_hfs_char): `.g\u200cit` is `.git` on a Mac.
-_HFS_IGNORED = frozenset([0x200C, 0x200D, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x206A, 0x2070),
-                          0xFEFF])
 
 
 class UnsafeVersion(RepoError):
@@ -52,39 +51,6 @@ class Oversize:
 class TreeCheck:
     oversize: list[Oversize] = field(default_factory=list)
     attributes: list[tuple[str, int]] = field(default_factory=list)  # (id, mode) of each .gitattributes walked
-
-
-def reserved_name(name: str) -> str | None:
-    """`.git` or `.vm0` if `name` is one of them as git would see it on any file system
-    (git's verify_path with core.protectNTFS and core.protectHFS); else None."""
-    # every ignorable code point is outside ASCII: an ASCII name (the common case) folds at once,
-    # and one that holds neither word is none of them
-    if name.isascii():
-        folded = name.lower()
-        if "git" not in folded and "vm0" not in folded:
-            return None
-    else:
-        folded = "".join(c for c in name if ord(c) not in _HFS_IGNORED).lower()
-    for word in (".git", ".vm0"):
-        for lead in (word, word[1:] + "~1"):  # `git~1`: the NTFS 8.3 short name of `.git`
-            if folded.startswith(lead) and _only_dots_and_spaces(folded[len(lead):]):
-                return word
-    return None
-
-
-def _only_dots_and_spaces(rest: str) -> bool:
-    """NTFS drops trailing dots and spaces, and `:stream` names a stream of the same file."""
-    head = rest.split(":", 1)[0]
-    return head.strip(". ") == ""
-
-
-def bad_name(name: str) -> bool:
-    return name in ("", ".", "..") or "/" in name or "\0" in name or reserved_name(name) is not None
-
-
-def bad_path(path: str) -> bool:
-    """A path (`a/b/c`) holding any name a checkout must never write."""
-    return any(bad_name(part) for part in path.split("/"))
 
 
 def refusal(version: str, memory: str, path: str) -> UnsafeVersion:

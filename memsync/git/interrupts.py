@@ -79,12 +79,13 @@ def quiet_progress(tick: Callable[[], None]) -> Any:
     return native.callback("git_indexer_progress_cb", progress, REFUSE, on_escape)
 
 
-def received_bytes_progress(report: Callable[[int], None]) -> Any:
+def received_bytes_progress(report: Callable[[int, int, int], None]) -> Any:
     """A transfer-progress callback like quiet_progress's that hands `report` the bytes received
-    so far (a count that stands still while libgit2 indexes what it received)."""
+    so far (a count that stands still while libgit2 indexes what it received), the objects
+    received and the objects the pack holds."""
 
     def progress(stats: Any, payload: Any) -> int:
-        report(int(stats.received_bytes))
+        report(int(stats.received_bytes), int(stats.received_objects), int(stats.total_objects))
         return 0
 
     return native.callback("git_indexer_progress_cb", progress, REFUSE, on_escape)

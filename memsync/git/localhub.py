@@ -13,7 +13,9 @@ hub as one pack and moving the ref by compare-and-swap:
   current value and writes under that lock): a push that lost a race raises NotFastForward,
   as the transport's push does, and the caller fetches, merges and tries again;
 - only a fast-forward is ever written (the hub's protection, `receive.denyNonFastForwards`,
-  binds git's receive-pack; memsync holds itself to it here).
+  binds git's receive-pack; memsync holds itself to it here);
+- a hub with a policy of its own (receive hooks, other `receive.*` settings) is pushed to
+  through git's receive-pack instead (receivepack.py), so that policy applies.
 
 Which objects: the commits the hub lacks (a walk from the new tip hiding the hub's), and of
 each commit's tree only what differs from its parents' trees at the same path; an unchanged
@@ -30,7 +32,7 @@ import pygit2
 from pygit2.enums import ObjectType, SortMode
 
 from memsync.errors import RemoteError
-from memsync.git import transport
+from memsync.git import receivepack, transport
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo
 from memsync.git.transport import NotFastForward, open_local_hub, translate
@@ -70,6 +72,10 @@ def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None) ->
     now (None: only if it does not exist). Returns the number of objects written. The caller
     holds the hub's lock (exchange.hub_lock) as for every memsync write to a hub here."""
     hub_repo = _open(hub, "cannot push to")
+    rules = receivepack.policy(Path(hub_repo.path))
+    if rules:  # the hub's hooks and receive.* settings: through git's receive-pack, never around them
+        receivepack.push(git, hub, Path(hub_repo.path), new, ref, rules)
+        return 0
     mine = git.reader  # HEAD's folders may be in its object cache: the pack reads the parents' trees
     if expected is not None and not git.is_ancestor(expected, new):
         raise RemoteError(f"refusing to move {ref} on {hub.display} from {expected[:8]} to {new[:8]}: "

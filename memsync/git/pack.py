@@ -4,8 +4,9 @@ Every memsync commit writes loose objects and every push into a local hub adds a
 thousands of runs both slow every command down. `repack` writes every object the repository has
 into one new pack and only then removes what it has read: old packs and loose objects. Nothing is
 pruned, reachable or not, so a repack never loses an object, and a kill -9 at any moment leaves at
-worst objects stored twice, which the next repack tidies. The caller holds the repository's lock,
-so no memsync push is writing into it meanwhile.
+worst objects stored twice, which the next repack tidies. A memory is repacked under its lock; a
+hub beside its lock (core/maintenance.auto_beside): a push meanwhile only adds a pack of its own,
+which the repack neither lists nor removes, and every object it removes is in the new pack.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, Option, RepositoryState
 
 from memsync.errors import RepoError
-from memsync.git import earlyscan, engine, hints
+from memsync.git import earlyscan, engine, hints, packguard
 from memsync.git.hub import safe_url
 from memsync.git.hubtree import tree_totals
 from memsync.git.trailers import append as trailer_append
@@ -64,6 +64,15 @@ def own_exclude(path: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in _OWN_NAMES)
 
 
+class UnstorablePath(RepoError):
+    """libgit2 refuses a path in the index (`.git.`, `git~1`...): that file alone is kept out."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot store {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
 @dataclass(frozen=True)
 class WorkChange:
     path: str
@@ -94,7 +103,8 @@ class GitRepo:
         self._stats_memo: dict[str, tuple[int, int]] = {}
         self.nested: list[str] = []  # directories with their own .git, seen by the last scan
         self.ignored: list[str] = []  # untracked files and dirs ("dir/") hidden by ignore rules, same scan
-        self.unhidden: list[str] = []  # new files only a tree .gitignore hides, taken anyway (tree_ignores=False)
+        self.object_bound = packguard.bound()  # the largest object a fetch may make (the memory's max_file_size)
+        self.unhidden: list[str] = []  # new files only a .gitignore the operator's rules leave out hides: taken
         self._stats_versions: dict[str, tuple[int, int]] | None = None
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
         # HEAD's id when the last scan found index and work tree equal to it (nothing staged since)
@@ -319,10 +329,12 @@ class GitRepo:
         The index is written only when the walk refreshed stat data (or could not tell).
         `full=True`: never narrowed by a change tracker's hint (git/hints.py), for what must see
         every change however it was made: an agent's record, a read-only memory's undo.
-        `tree_ignores=False`: `.gitignore` files in the tree hide nothing, only the operator's
-        own rules do (an agent's record: git/localignores.py).
+        Ignore rules are the operator's (git/localignores.py): `.git/info/exclude`,
+        core.excludesFile and, with `tree_ignores` (the operator's own commits and status), the
+        `.gitignore` files that did not come from the hub; `tree_ignores=False` (an agent's record):
+        no `.gitignore` in the tree hides anything.
         `meanwhile`: the caller's own preparation, run while an early walk is still going."""
-        flags = scan_flags(tree_ignores)
+        flags = scan_flags()
         early = self._early_walk(flags, meanwhile)  # (before self.index: the walk's rule)
         index = self.index
         index.read(force=False)
@@ -346,13 +358,10 @@ class GitRepo:
                 path = delta.new_file.path
                 if own_exclude(path):
                     continue
-                if tree_ignores:
-                    ignored.append(path)
-                    continue
                 if local is None:
                     from memsync.git.localignores import LocalIgnores
 
-                    local = LocalIgnores(self._repo)
+                    local = LocalIgnores(self._repo, tree_rules=tree_ignores)
                 if local.hides(path):
                     ignored.append(path)
                 elif path.endswith("/"):
@@ -545,6 +554,8 @@ class GitRepo:
                      else _StatEntry(path, blob, mode, stamp))
             self.index.add(entry)
         except (pygit2.GitError, OSError) as exc:
+            if isinstance(exc, pygit2.GitError) and "invalid path" in str(exc):
+                raise UnstorablePath(path, str(exc).splitlines()[0]) from exc
             raise self._write_failed(f"cannot store {path}", exc) from exc
 
     def _write_failed(self, what: str, exc: Exception, needed: int = 0) -> RepoError:

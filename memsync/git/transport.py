@@ -30,6 +30,7 @@ from memsync.errors import (
 )
 from memsync.git import engine, native
 from memsync.git.hub import HubUrl, safe_url
+from memsync.git.packguard import PackWatch
 from memsync.git.repo import GitRepo
 from memsync.util.records import dataclass
 
@@ -100,9 +101,10 @@ class Callbacks(pygit2.RemoteCallbacks):
 
     def __init__(self, hub: HubUrl, progress: ProgressFn | None = None,
                  lease: tuple[str, Lease] | None = None, guard: netlimits.Watch | None = None,
-                 sending: tuple[str, str] | None = None) -> None:
+                 sending: tuple[str, str] | None = None, pack: PackWatch | None = None) -> None:
         super().__init__()
         self.hub = hub
+        self.pack = pack  # a fetched pack's objects, checked before libgit2 resolves them (packguard.py)
         self.progress = progress
         self.lease = lease  # (remote ref, what it must be now)
         self.sending = sending  # (remote ref, the id the push must give it)
@@ -167,8 +169,13 @@ class Callbacks(pygit2.RemoteCallbacks):
             raise guard.tripped
         self._received = received_bytes
 
+    def _on_received(self, received_bytes: int, received: int, total: int) -> None:
+        self._pack_progress(received_bytes)
+        if self.pack is not None:
+            self.pack.progress(received, total, received_bytes)
+
     def transfer_progress(self, stats: pygit2.remotes.TransferProgress) -> None:
-        self._pack_progress(stats.received_bytes)
+        self._on_received(stats.received_bytes, stats.received_objects, stats.total_objects)
         if self.progress is not None:
             self.progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
 
@@ -184,10 +191,10 @@ class Callbacks(pygit2.RemoteCallbacks):
         from memsync.git import interrupts
 
         if opts is not None and self.progress is None:
-            if self.guard is None:
+            if self.guard is None and self.pack is None:
                 opts.callbacks.transfer_progress = interrupts.QUIET_PROGRESS
             else:  # kept on self: libgit2 holds only a pointer to it
-                self._quiet_progress = interrupts.received_bytes_progress(self._pack_progress)
+                self._quiet_progress = interrupts.received_bytes_progress(self._on_received)
                 opts.callbacks.transfer_progress = self._quiet_progress
         self._fetch_options = opts
 
@@ -365,7 +372,8 @@ def open_local_hub(hub: HubUrl, doing: str) -> GitRepo:
     try:
         return GitRepo.bare(hub.local_path)
     except pygit2.GitError as exc:  # e.g. an empty `.git` directory
-        if "not owned by current user" in str(exc):
+        said = str(exc).lower()
+        if "not owned by current user" in said or "object format" in said:  # a repository, not for libgit2
             raise translate(exc, hub, doing) from exc
         raise RemoteUnreachable(f"{doing} {hub.display}: no git repository there ({exc})",
                                 "check the URL; create a bare repository with `git init --bare`") from exc
@@ -443,12 +451,15 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     check_local(hub)
     remote = _anonymous(repo, hub)
     with _watch(hub, "cannot fetch from", expects_pack=True) as guard:
-        cb = Callbacks(hub, progress, guard=guard)
+        pack = PackWatch(Path(repo.path) / "objects" / "pack", git.object_bound, hub.display)
+        cb = Callbacks(hub, progress, guard=guard, pack=pack)
         try:
             remote.fetch(refspecs, callbacks=cb, depth=depth)
             count, tip = advertised(remote, want)
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot fetch from", guard) from exc
+        finally:
+            pack.close()
     _check_refs(count, hub.display, "cannot fetch from", guard.limits.max_refs)
     return tip
 

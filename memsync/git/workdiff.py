@@ -16,14 +16,13 @@ from pygit2.enums import DiffOption
 from memsync.git import native
 
 
-def scan_flags(tree_ignores: bool = True) -> DiffOption:
-    """The diff a scan makes (GitRepo.scan). Ignored entries come from the same walk (an ignored
-    directory is one "dir/" entry, not descended into): a .gitignore from the hub must not hide a
-    run's files silently. `tree_ignores=False`: file by file, since a `*` rule hides the whole
-    work tree from a walk that stops at ignored folders, without so much as an "ignored" entry."""
-    flags = (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS
-             | DiffOption.UPDATE_INDEX | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED)
-    return flags if tree_ignores else flags | DiffOption.RECURSE_IGNORED_DIRS
+def scan_flags() -> DiffOption:
+    """The diff a scan makes (GitRepo.scan). Ignored entries come from the same walk, file by
+    file: which ignore rules count is memsync's to decide (localignores.py), never a .gitignore
+    from the hub, and a `*` rule would hide the whole work tree from a walk that stops at ignored
+    folders, without so much as an "ignored" entry."""
+    return (DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS | DiffOption.UPDATE_INDEX
+            | DiffOption.INCLUDE_TYPECHANGE | DiffOption.INCLUDE_IGNORED | DiffOption.RECURSE_IGNORED_DIRS)
 
 
 def diff_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: DiffOption,

@@ -20,6 +20,7 @@ import stat
 from pathlib import Path
 
 from memsync.checks import guard
+from memsync.checks.pathnames import refused_path
 from memsync.errors import MemsyncError, UsageError
 from memsync.integrations import private
 from memsync.integrations.session import MemorySession
@@ -112,6 +113,8 @@ class MemoryFiles:
         parts = canon.split("/") if canon else []
         if parts and (parts[0] in _INTERNAL or ".git" in parts):
             raise Refused(f"Path {shown} is memsync's own data, not part of the memory")
+        if canon and refused_path(canon) is not None:  # what no version may hold (checks/pathnames.py)
+            raise Refused(f"Path {shown}: {refused_path(canon)}; choose another name")
         return Target(shown, canon, resolved)
 
     def _root_shown(self) -> str:

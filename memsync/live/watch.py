@@ -401,7 +401,7 @@ def _prepare(mem: Memory) -> None:
 
     mem.git.check_state(mem.branch)
     mem.git.ensure_layout(mem.branch, None)
-    ensure_hub(mem.hub)
+    ensure_hub(mem.hub, mem)
 
 
 def _report_snapshot(snap: Snapshot, mem: Memory, say: Callable[[str], None]) -> None:

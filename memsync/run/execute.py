@@ -253,6 +253,7 @@ def _clone_or_create(m: Mount, remote: str | None, create: bool, say: Say) -> li
             exc.hint = f"{exc.hint}{start}"
             raise
     storage.init(m.path, name=m.name, remote=remote)
+    storage.record_hub(m.path, remote)  # bound to its hub as a pushed memory is (hubbind.py)
     say(f"{m.name}: a new memory (the hub had none of that name); the run's push publishes it")
     return []
 
@@ -285,7 +286,7 @@ def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[O
     with mem.locked():
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)
-        ensure_hub(mem.hub)
+        ensure_hub(mem.hub, mem)
         if not read_only:
             take(mem, who)  # prepare() has settled what a dead run or the agent left
         return converge(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back

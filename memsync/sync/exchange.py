@@ -292,7 +292,8 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
         assert new is not None
         localhub.push(mem.git, mem.hub, new, ref, expected)
         point_head(local_path, f"refs/heads/{mem.branch}")
-        maintenance.auto(local_path)  # every push adds a pack: keep the hub compact, still under its lock
+    if not hub_locked:  # every push adds a pack: keep the hub compact, beside its lock (maintenance.py)
+        maintenance.auto_beside(local_path)
 
 
 def point_head(hub: Path, ref: str) -> bool:

@@ -112,6 +112,24 @@ def _to_fold(root: Path, files: list[str]) -> list[ToFold]:
     return found
 
 
+@dataclass(frozen=True)
+class RunningNow:
+    run_id: str
+    pid: int
+    started: str | None  # RFC 3339, UTC (None: not known on this machine)
+
+
+def _running(mark: RunMark | None) -> RunningNow | None:
+    """The run mark as `status` shows it: its start time (clock ticks since boot, kept to tell a
+    reused pid apart) as RFC 3339."""
+    if mark is None:
+        return None
+    from memsync.util.holders import started_at
+
+    when = started_at(mark.started)
+    return RunningNow(mark.run_id, mark.pid, None if when is None else rfc3339(when))
+
+
 @dataclass
 class StatusReport:
     name: str
@@ -133,7 +151,7 @@ class StatusReport:
     # True when the remote could not be reached (remote_error) and remote_version / last_run are
     # as of the last successful fetch
     remote_cached: bool = False
-    running: RunMark | None = None  # the `memsync run` that owns this directory now, if any
+    running: RunningNow | None = None  # the `memsync run` that owns this directory now, if any
     redactions: list[RedactionNote] = field(default_factory=list)  # refused / followed (redaction_log.py)
 
 
@@ -209,7 +227,7 @@ def _append_line(path: Path, line: str) -> None:
 def _prepare(mem: Memory) -> None:
     mem.git.check_state(mem.branch)
     mem.git.ensure_layout(mem.branch, None)
-    ensure_hub(mem.hub)
+    ensure_hub(mem.hub, mem)
 
 
 def push(path: Path, options: PushOptions | None = None, *, progress: ProgressFn | None = None) -> PushResult:
@@ -428,7 +446,7 @@ def status(path: Path, options: StatusOptions | None = None) -> StatusReport:
     with mem.locked():
         error = None
         try:
-            ensure_hub(mem.hub)
+            ensure_hub(mem.hub, mem)
             fetch(mem)
         except (RemoteError, RepoError) as exc:
             if isinstance(exc, DiskFull):
@@ -457,7 +475,7 @@ def status(path: Path, options: StatusOptions | None = None) -> StatusReport:
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts,
             to_fold=_to_fold(mem.root, conflicts), remote_error=error,
             too_large=_too_large(mem, changes), ignored=list(git.ignored),
-            remote_cached=error is not None and remote_oid is not None, running=live_run(mem),
+            remote_cached=error is not None and remote_oid is not None, running=_running(live_run(mem)),
             redactions=redaction_notes(mem))
 
 

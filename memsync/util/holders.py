@@ -57,6 +57,20 @@ def process_started(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None  # field 22 of the whole line
 
 
+def started_at(ticks: str | None) -> float | None:
+    """A start time in clock ticks since boot (process_started) as seconds since the epoch, by
+    this boot's time in /proc/stat (None: not known here)."""
+    if ticks is None or not ticks.isdigit():
+        return None
+    try:
+        with open(_PROC / "stat", encoding="ascii", errors="replace") as fh:
+            btime = next((int(line.split()[1]) for line in fh if line.startswith("btime ")), None)
+        hertz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if btime is None or hertz <= 0 else btime + int(ticks) / hertz
+
+
 def current() -> ProcessIdentity:
     return ProcessIdentity(os.getpid(), socket.gethostname(), boot_id(), process_started(os.getpid()))
 

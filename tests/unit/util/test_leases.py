@@ -19,8 +19,9 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="write leases ar
 def test_a_file_open_in_another_process_is_busy(tmp_path: Path) -> None:
     (tmp_path / "log.md").write_text("x\n")
     (tmp_path / "idle.md").write_text("y\n")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys,time; f=open(sys.argv[1],'a'); print('open', flush=True);"
-                               " time.sleep(60)", str(tmp_path / "log.md")], stdout=subprocess.PIPE, text=True)
+    hold = "import sys, time; f = open(sys.argv[1], 'a'); print('open', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(tmp_path / "log.md")], stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
         with leases.held(tmp_path, ["log.md", "idle.md", "missing.md"]) as held:
