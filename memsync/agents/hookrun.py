@@ -251,11 +251,22 @@ def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src, dst)
             elif not dst.is_file() or dst.read_bytes() != src.read_bytes():
-                os.replace(src, dst.parent / Path(conflict_copy_name(rel, host_name())).name)
+                os.replace(src, _free_copy(dst, rel, set(git_files)))
         os.replace(staging / ".git", directory / ".git")  # killed after this: the next hook adopts it
         os.replace(staging / cfgmod.CONFIG_DIR, directory / cfgmod.CONFIG_DIR)  # the marker, last
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _free_copy(dst: Path, rel: str, taken: set[str]) -> Path:
+    """Where the hub's version of `rel` goes beside ours: a conflict copy's name nothing holds,
+    on disk or in the hub's tree (two clones adopting in one second would pick the same one)."""
+    tag, n = host_name(), 1
+    while True:
+        name = conflict_copy_name(rel, tag if n == 1 else f"{tag}-{n}")
+        if name not in taken and not os.path.lexists(dst.parent / Path(name).name):
+            return dst.parent / Path(name).name
+        n += 1
 
 
 def _remove_dead_stagings(parent: Path, name: str) -> None:

@@ -54,11 +54,10 @@ def join_unrelated(git: GitRepo, ours: str, theirs: str, their_tag: str, message
     for path, (oid, mode) in sorted(other.items()):
         if mine.get(path, (None,))[0] == oid:
             continue
-        target = path
-        if path in taken or _clashes(path, taken, folders):
-            target = conflict_copy_name(path, their_tag)
-            if target in taken or _clashes(target, taken, folders):
-                continue  # a copy of this very name exists already: theirs stays in their history
+        target, n = path, 1
+        while target in taken or _clashes(target, taken, folders):  # a free name beside it, never over one
+            target = conflict_copy_name(path, their_tag if n == 1 else f"{their_tag}-{n}")
+            n += 1
         index.add(pygit2.IndexEntry(target, pygit2.Oid(hex=oid), FileMode(mode)))
         taken.add(target)
         folders.update("/".join(target.split("/")[:i]) for i in range(1, target.count("/") + 1))
