@@ -151,8 +151,8 @@ def test_any_order_ends_with_the_same_notes_everywhere(world: World, machines: i
     rng = random.Random(seed * 10 + machines)
     steps = []
     for m in names:  # per machine: install and first notes in either order, the first push after both
-        first = ["install", "note"] if rng.random() < 0.5 else ["note", "install"]
-        steps.append([(m, s) for s in (*first, "push")])
+        opening = ["install", "note"] if rng.random() < 0.5 else ["note", "install"]
+        steps.append([(m, s) for s in (*opening, "push")])
     schedule = []
     while any(steps):
         pick = rng.choice([s for s in steps if s])
