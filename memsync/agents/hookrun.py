@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memsync.agents import dream
 from memsync.agents import registry as agents
 from memsync.agents.dream import dream_attribution, dream_since_last_version
 from memsync.agents.registry import Agent
@@ -108,6 +109,7 @@ def _sync(mem: Memory, a: Agent, verb: str, who: Attribution, whole_home: bool, 
     dreamt = dream_since_last_version(mem, whole_home) if a is agents.CLAUDE_CODE else None
     if dreamt is not None:  # Auto Dream rewrote the memory since its last version: its own commit
         snap = take(mem, dream_attribution(a.key, dreamt))
+        dream.handled(mem, whole_home)
         result.warnings += _warnings(snap, a, whole_home)
         result.dreamt = snap.commit is not None
     snap = take(mem, who)

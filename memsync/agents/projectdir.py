@@ -72,12 +72,13 @@ def _default(home: Path, root: Path) -> Path:
 
 
 def _setting(path: Path) -> str | None:
-    from memsync.agents.registry import load
+    import json
 
     try:
-        value = load(path).get("autoMemoryDirectory")
-    except ConfigError:
+        data = json.loads(path.read_text(encoding="utf-8")[:1 << 20] or "{}")
+    except (OSError, ValueError):  # missing or not JSON: no setting (Claude Code reads it so too)
         return None
+    value = data.get("autoMemoryDirectory") if isinstance(data, dict) else None
     if not isinstance(value, str) or not value.strip():
         return None
     chosen = os.path.expanduser(value.strip())
