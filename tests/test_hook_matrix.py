@@ -219,3 +219,26 @@ def test_clones_worktrees_long_paths_and_a_moved_folder_converge(world: World, c
     with world.on("c"):
         status = cli("hooks", "status", cwd=c1)
     assert f"at {moved}" in status.out and f"moved by autoMemoryDirectory from {old}" in status.out, status.out
+
+
+def test_two_machines_that_started_apart_are_joined_once(world: World) -> None:
+    """Both install and write before either pushes: two histories with no common version. The
+    second to push joins them (a merge of both, keeping both sides' files), never fails on."""
+    a, b = world.clone("a", "src/app"), world.clone("b", "code/app")
+    world.install("a", a)
+    world.install("b", b)
+    write_note(world.folder("a", a), "a")
+    write_note(world.folder("b", b), "b")
+    world.hook("a", a, "stop")
+    world.hook("b", b, "stop")
+    folder = world.folder("b", b)
+    joins = git("log", "--merges", "--format=%s %p", cwd=folder).splitlines()
+    assert len(joins) == 1 and joins[0].startswith("Join the hub's history") and len(joins[0].split()) > 2
+    tree = world.notes(folder)
+    assert tree["topic-a.md"] == "a learnt this\n" and tree["topic-b.md"] == "b learnt this\n"
+    copies = [p for p in tree if p.startswith("MEMORY.conflict-")]
+    assert len(copies) == 1 and {tree["MEMORY.md"], tree[copies[0]]} == {"- a: the build needs make\n",
+                                                                         "- b: the build needs make\n"}
+    settle(world, [("a", a), ("b", b)])
+    assert world.notes(world.folder("a", a)) == world.notes(folder)
+    assert world.failures(["a", "b"]) == []
