@@ -176,3 +176,18 @@ def test_claude_codes_slug_past_200_characters() -> None:
     slug = project_slug(long)
     assert len(slug) > 200 and slug[:200] == ("-" + "-".join(["projects-of-the-team"] * 12))[:200]
     assert slug == slug[:200] + "-" + slug_hash(str(long))
+
+
+def test_codex_project_settings_name_no_folder_of_this_machine(cli: Cli, tmp_path: Path) -> None:
+    project = repo(tmp_path / "tool", "git@example.com:team/tool.git")
+    assert cli("hooks", "install", "codex", "--scope", "project", cwd=project).code == 0
+    shared = (project / ".codex" / "hooks.json").read_text()
+    assert os.environ["HOME"] not in shared and sys.executable not in shared
+    command = installed_command(project / ".codex" / "hooks.json", "Stop")
+    assert command.startswith("memsync hooks run stop --agent codex") and command.endswith("--agent-home")
+    write(Path(os.environ["HOME"]) / ".codex", "AGENTS.md", "# codex notes\n")
+    done = subprocess.run([sys.executable, "-m", "memsync", *command.split()[1:]], cwd=project, capture_output=True,
+                          text=True, timeout=60, input=json.dumps({"session_id": "c1", "hook_event_name": "Stop"}))
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    assert hub_tree("memory/codex")["AGENTS.md"] == b"# codex notes\n"
+    assert f"at {Path(os.environ['HOME']) / '.codex'}" in cli("hooks", "status", cwd=project).out

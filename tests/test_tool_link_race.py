@@ -119,3 +119,26 @@ def test_no_outside_byte_reaches_a_result_a_file_or_a_commit(tmp_path: Path, fig
     assert rounds >= 5 and flips[0] >= 5 and commits > 2
     assert leaks == 0
     figures.add("security attacks refused", rounds * len(commands))
+
+
+def test_the_memory_folder_itself_swapped_for_a_link_is_refused(tmp_path: Path, figures: Figures) -> None:
+    """The folder the session opened, moved away and replaced by a link to a folder outside (the
+    agent owns the folder holding the memory): every later call is refused, nothing read there."""
+    figures.add("security attacks")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "notes.txt").write_text(f"{SECRET}\n")
+    root = tmp_path / "research"
+    with MemsyncMemoryTool("research", root, run_id="swap-run", checkpoint_seconds=0, create=True) as tool:
+        tool.call({"command": "create", "path": "/memories/notes.txt", "file_text": INSIDE})
+        root.rename(tmp_path / "moved-away")
+        root.symlink_to(outside, target_is_directory=True)
+        for command in ({"command": "view", "path": "/memories/notes.txt"}, {"command": "view", "path": "/memories"},
+                        {"command": "insert", "path": "/memories/notes.txt", "insert_line": 0, "insert_text": "x"}):
+            text = _text(lambda c=command: tool.call(c))
+            assert SECRET not in text, text
+            assert "not the folder this session opened" in text or "cannot create the lock" in text, text
+        root.unlink()
+        (tmp_path / "moved-away").rename(root)
+    assert (outside / "notes.txt").read_text() == f"{SECRET}\n"
+    figures.add("security attacks refused")

@@ -55,6 +55,8 @@ def _installed(a: agents.Agent, scope: str, path: Path, hooks: agents.Installed,
     opts = agents.parse_command(hooks.commands[0])
     status = HookStatus(a.key, scope, str(path), hooks.events, opts.get("memory", "?"), opts.get("dir", "?"))
     status.outdated = any(not safe_command(c) for c in hooks.commands)
+    if "agent-home" in opts:
+        status.dir = str(a.home)
     if "project" in opts:  # the folder is found where the hook runs: here, now
         from memsync.agents.projectdir import auto_memory_dir
         from memsync.git.project import identify

@@ -154,12 +154,16 @@ def hook_command(verb: str, a: Agent, name: str, directory: Path | None, remote:
     memsync, so it works from any PATH, and never a module from the project the agent runs the
     hook in (selfcmd.py). Project scope (a file the team shares): `memsync` from PATH, and no
     path of the installer's machine: the memory's folder is found where the hook runs
-    (`--project`), as Claude Code finds it there. `directory` None: `--project`."""
+    (`--project`), as Claude Code finds it there, or the agent's home there (`--agent-home`:
+    Codex). `directory` None: one of those."""
     from memsync.util.selfcmd import memsync_command
 
     prefix = ["memsync"] if scope == "project" else memsync_command()
     words = [*prefix, "hooks", "run", verb, "--agent", a.key, "--memory", name]
-    words += ["--project"] if directory is None else ["--dir", str(directory)]
+    if directory is not None:
+        words += ["--dir", str(directory)]
+    else:  # found where the hook runs: the project's folder (Claude Code), or the agent's home
+        words += ["--project"] if a is CLAUDE_CODE else ["--agent-home"]
     if remote:
         words += ["--remote", remote]
     return shlex.join(words)
@@ -324,7 +328,7 @@ def parse_command(command: str) -> dict[str, str]:
     return options(shlex.split(command))
 
 
-FLAGS = ("project",)  # options without a value
+FLAGS = ("project", "agent-home")  # options without a value
 
 
 def options(words: list[str]) -> dict[str, str]:

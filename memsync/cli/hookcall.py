@@ -49,15 +49,15 @@ def _options(words: list[str]) -> dict[str, str]:
     for needed in ("agent", "memory"):
         if needed not in opts:
             raise UsageError(f"--{needed} is missing", "reinstall with `memsync hooks install`")
-    if ("dir" in opts) == ("project" in opts):
-        raise UsageError("give --dir or --project", "reinstall with `memsync hooks install`")
+    if sum(key in opts for key in ("dir", "project", "agent-home")) != 1:
+        raise UsageError("give one of --dir, --project, --agent-home", "reinstall with `memsync hooks install`")
     return opts
 
 
 def _where(opts: dict[str, str], payload: dict[str, Any]) -> tuple[Path, str]:
     """(the memory folder, the project) this hook keeps. `--project`: the project's auto memory
     folder on this machine, found as Claude Code finds it (the project is CLAUDE_PROJECT_DIR, else
-    the hook JSON's cwd, else the working directory)."""
+    the hook JSON's cwd, else the working directory); `--agent-home`: the agent's home here."""
     import os
 
     from memsync.agents import registry as agents
@@ -66,6 +66,8 @@ def _where(opts: dict[str, str], payload: dict[str, Any]) -> tuple[Path, str]:
     if "dir" in opts:
         return Path(opts["dir"]).expanduser(), ""
     a = agents.agent(opts["agent"])
+    if "agent-home" in opts:
+        return a.home, ""
     if a is not agents.CLAUDE_CODE:
         raise UsageError(f"--project is for Claude Code's auto memory, not {a.label}",
                          "reinstall with `memsync hooks install`")

@@ -69,13 +69,13 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         if scope == "local":
             _personal(settings, project)
         _, done = hookrun.ensure_memory(a, name, target, url)
-        found_there = directory is None and scope in ("project", "local") and a is agents.CLAUDE_CODE
+        found_there = directory is None and scope in ("project", "local")
         changed = agents.install(settings, a, name, None if found_there else target, url, scope=scope,
                                  project=inside)
         events = ", ".join(e.event for e in a.events)
         out(f"{'Installed' if changed else 'Already installed:'} {a.label} hooks in {settings} ({events})")
         out(f"Memory: {name} at {target}" + (f" ({done})" if done else ""))
-        if found_there:
+        if found_there and a is agents.CLAUDE_CODE:
             out("The hooks find the project's memory folder where they run (`memsync` from PATH on a teammate's "
                 "machine), as Claude Code does, `autoMemoryDirectory` included")
         if a is agents.CODEX:

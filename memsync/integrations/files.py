@@ -24,7 +24,7 @@ from pathlib import Path
 from memsync.checks import guard
 from memsync.errors import MemsyncError, UsageError
 from memsync.integrations.budget import MAX_RESULT_TOKENS, bound, cut_to_tokens, tokens
-from memsync.integrations.memtree import Linked, MemoryTree, Missing, NotRegular
+from memsync.integrations.memtree import Linked, MemoryTree, Missing, NotRegular, Replaced
 from memsync.integrations.session import MemorySession
 from memsync.util.records import dataclass
 
@@ -120,8 +120,11 @@ class MemoryFiles:
     def _tree(self, t: Target) -> Iterator[MemoryTree]:
         """The memory's tree by descriptors; a link met on the way is refused with the path."""
         try:
-            with MemoryTree(self.session.root) as tree:
+            with MemoryTree(self.session.root, self.session.root_id) as tree:
                 yield tree
+        except Replaced:
+            raise Refused(f"{self._root_shown()} is not the folder this session opened any more (it was moved "
+                          "or replaced by a link); nothing was read or written") from None
         except Linked:
             raise Refused(f"The path {t.shown} is a symlink, or a symlink stands on its way (planted after "
                           "the tool checked it); the memory tool never follows one") from None

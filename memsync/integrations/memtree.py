@@ -69,11 +69,21 @@ def open_at(name: str, flags: int, mode: int, dir_fd: int) -> int:
     return os.open(name, flags, mode, dir_fd=dir_fd)
 
 
-class MemoryTree:
-    """The memory's work tree reached through descriptors; a context manager."""
+class Replaced(OSError):
+    """The memory's folder itself is not the one the session opened (moved, or a link now)."""
 
-    def __init__(self, root: Path) -> None:
+
+class MemoryTree:
+    """The memory's work tree reached through descriptors; a context manager. `expect`: the
+    (device, inode) of the folder the session opened: a root swapped since is refused."""
+
+    def __init__(self, root: Path, expect: tuple[int, int] | None = None) -> None:
         self.tree = Tree(root)
+        if expect is not None:
+            st = os.fstat(self.tree.fd)
+            if (st.st_dev, st.st_ino) != expect:
+                self.tree.close()
+                raise Replaced(errno.ESTALE, "the memory's folder was replaced")
 
     def __enter__(self) -> MemoryTree:
         return self
@@ -259,4 +269,4 @@ def _write_all(handle: int, data: bytes) -> None:
         view = view[os.write(handle, view):]
 
 
-__all__ = ["DIR_MODE", "FILE_MODE", "Linked", "MemoryTree", "Missing", "NotRegular", "open_at"]
+__all__ = ["DIR_MODE", "FILE_MODE", "Linked", "MemoryTree", "Missing", "NotRegular", "Replaced", "open_at"]
