@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.attack, pytest.mark.slow]
 __all__ = ["figures"]
 
 SECRET = "OUTSIDE-SECRET-7f3a9c"
-SECONDS = 6.0  # the campaign's length; under load it makes fewer rounds, never a wrong result
+SECONDS = 3.0  # the campaign's length; under load it makes fewer rounds, never a wrong result
 INSIDE = "inside notes\n"
 
 
