@@ -242,3 +242,36 @@ def test_two_machines_that_started_apart_are_joined_once(world: World) -> None:
     settle(world, [("a", a), ("b", b)])
     assert world.notes(world.folder("a", a)) == world.notes(folder)
     assert world.failures(["a", "b"]) == []
+
+
+def test_two_homes_that_started_apart_converge_at_user_scope(world: World, cli: Cli) -> None:
+    """The whole ~/.claude of two machines, both installed before either pushed: joined, and only
+    memory files ever travel (the join is checked like any version from the hub)."""
+    homes = {}
+    for machine in ("a", "b"):
+        with world.on(machine) as home:
+            claude = home / ".claude"
+            claude.mkdir()
+            (claude / "settings.json").write_text("{}\n")
+            (claude / "CLAUDE.md").write_text(f"# {machine}'s rules\n")
+            assert cli("hooks", "install", "claude-code").code == 0
+            homes[machine] = claude
+
+    def stop(machine: str) -> None:
+        with world.on(machine):
+            world.mp.setattr(sys, "stdin", io.StringIO(json.dumps({"session_id": machine, "hook_event_name": "Stop"})))
+            world.capsys.readouterr()
+            run_hook(["stop", "--agent", "claude-code", "--memory", "claude-code", "--dir", str(homes[machine])])
+            out, err = world.capsys.readouterr()
+        assert out == "", err
+
+    for machine in ("a", "b", "a", "b"):
+        stop(machine)
+    from memsync.agents.registry import CLAUDE_CODE, allowed_path
+
+    trees = [{k: v for k, v in world.notes(homes[m]).items() if allowed_path(CLAUDE_CODE, k)} for m in ("a", "b")]
+    assert trees[0] == trees[1]
+    with world.on("a"):
+        assert "settings.json" not in git("ls-tree", "-r", "--name-only", "HEAD", cwd=homes["a"])
+    assert sorted(v for k, v in trees[0].items() if k.startswith("CLAUDE")) == ["# a's rules\n", "# b's rules\n"]
+    assert world.failures(["a", "b"]) == []
