@@ -153,9 +153,12 @@ def _join_unrelated(mem: Memory, who: Attribution, resnap: Callable[[], None],
     from memsync.sync import exchange
 
     ours = mem.git.head_oid()
+    known = mem.git.ref_oid(mem.tracking_ref)
+    if ours is None or (known is not None and mem.git.merge_base(ours, known) is not None):
+        return False  # met before (the hub only moves on from there): no extra fetch
     theirs = exchange.fetch(mem)
-    if ours is None or theirs is None or mem.git.merge_base(ours, theirs) is not None:
-        return False
+    if theirs is None or mem.git.merge_base(ours, theirs) is not None or _redacted(mem, theirs, ours):
+        return False  # a redacted history is followed by the exchange (sync/redaction.py), never joined
     if accept is not None:
         accept(theirs)  # the hub's version is checked before any of it reaches the work tree
     tag = exchange.their_tag(mem, theirs)
@@ -164,6 +167,14 @@ def _join_unrelated(mem: Memory, who: Attribution, resnap: Callable[[], None],
     joined = join_unrelated(mem.git, ours, theirs, tag, message, who.author())
     exchange.merge_in(mem, joined, who, resnap)  # a fast-forward: the work tree only gains files
     return True
+
+
+def _redacted(mem: Memory, theirs: str, ours: str) -> bool:
+    """The hub's history holds a redaction record: it may be ours rewritten, not another start."""
+    from memsync.git.trailers import first, parse
+    from memsync.sync.redaction import BASE
+
+    return any(first(parse(info.message), BASE) is not None for info in mem.git.walk(theirs, hide=ours))
 
 
 def _only_memory_files(mem: Memory, a: Agent) -> Callable[[str], None]:
