@@ -39,11 +39,11 @@ class Refused(UsageError):
 
 @dataclass(frozen=True)
 class Target:
-    """A path as the agent wrote it (`shown`) and where it lands (`rel`, '' for the root)."""
+    """A path as the agent wrote it (`shown`) and where it lands (`rel`, '' for the root: relative
+    to the memory, no symlink in it). No absolute path: every use goes through memtree.py."""
 
     shown: str
     rel: str
-    full: Path
 
 
 def failure_text(exc: Exception) -> str:
@@ -111,7 +111,7 @@ class MemoryFiles:
         parts = canon.split("/") if canon else []
         if parts and (parts[0] in _INTERNAL or ".git" in parts):
             raise Refused(f"Path {shown} is memsync's own data, not part of the memory")
-        return Target(shown, canon, resolved)
+        return Target(shown, canon)
 
     def _root_shown(self) -> str:
         return self.root_name or "the memory"
