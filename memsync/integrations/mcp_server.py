@@ -353,7 +353,7 @@ def _restore(f: MemoryFiles, path: str, at: str) -> str:
 def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_case: bool, limit: int) -> str:
     under = _target(f, path).rel if path else ""
     found = search_memory(f.session.memory, pattern, under=under, past=past, ignore_case=ignore_case,
-                          limit=max(1, min(limit, 500)))
+                          limit=max(1, min(limit, 500)), root_id=f.session.root_id)
     lines = [(f"{h.version} " if h.version else "") + f"{h.path}:{h.line}: {h.text}" for h in found.hits]
     if found.cut:
         lines.append(f"… more matches; only the first {len(found.hits)} are shown")

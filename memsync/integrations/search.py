@@ -133,11 +133,13 @@ def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
 
 
 def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ignore_case: bool = False,
-           limit: int = 50, seconds: float = TIME_BUDGET, max_bytes: int = MAX_SCAN_BYTES) -> Found:
+           limit: int = 50, seconds: float = TIME_BUDGET, max_bytes: int = MAX_SCAN_BYTES,
+           root_id: tuple[int, int] | None = None) -> Found:
     """Matching lines (current files first, then past versions, newest first), and what was not
     searched (past versions over MAX_BLOB_BYTES, versions past MAX_VERSIONS or never fetched).
     Current files are read in pages through the memory's folder descriptors, never through a
-    symlink (memtree.py), whatever their size.
+    symlink (memtree.py), whatever their size; `root_id`: the (device, inode) the memory's folder
+    must still have (a session's).
     OverBudget when the pattern, the time or the text read exceeds the budget."""
     rx = compile_pattern(pattern, ignore_case)
     budget = _Budget(seconds, max_bytes)
@@ -145,7 +147,7 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
     hits = found.hits
     current: set[tuple[str, str]] = set()
     big: list[str] = []
-    with MemoryTree(mem.root) as tree:
+    with MemoryTree(mem.root, root_id) as tree:
         for rel in _work_files(tree, under):
             for no, line in _paged_matches(rx, tree, rel, budget):
                 current.add((rel, line))
