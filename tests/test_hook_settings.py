@@ -112,6 +112,7 @@ def test_local_scope_is_kept_out_of_the_repository(cli: Cli, tmp_path: Path) -> 
     assert (project / ".git" / "info" / "exclude").read_text() == exclude  # once
 
 
+@pytest.mark.slow  # several hooks, each a process
 def test_stop_failure_and_every_session_start_source(cli: Cli, tmp_path: Path) -> None:
     home = claude_home()
     write(home, "settings.json", "{}\n")
@@ -131,6 +132,7 @@ def test_stop_failure_and_every_session_start_source(cli: Cli, tmp_path: Path) -
         assert r.returncode == 0 and r.stdout == "" and "warning" not in r.stderr, r.stderr
 
 
+@pytest.mark.slow  # several hooks, each a process
 def test_an_auto_dream_rewrite_is_committed_as_the_dream(cli: Cli, tmp_path: Path) -> None:
     project = repo(tmp_path / "app", "git@example.com:a/app.git")
     assert cli("hooks", "install", "claude-code", "--scope", "project", cwd=project).code == 0
@@ -151,6 +153,7 @@ def test_an_auto_dream_rewrite_is_committed_as_the_dream(cli: Cli, tmp_path: Pat
     assert "Memsync-Actor: run" in git("log", "-1", "--format=%(trailers)", f"memory/{name}", cwd=hub_path())
 
 
+@pytest.mark.slow  # several hooks, each a process
 def test_status_reports_each_clone_on_its_own(cli: Cli, tmp_path: Path) -> None:
     first = repo(tmp_path / "one" / "api", "git@example.com:acme/api.git")
     second = repo(tmp_path / "two" / "api", "git@example.com:acme/api.git")
