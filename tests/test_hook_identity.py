@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memsync.agents.registry import project_slug
+from memsync.agents.projectdir import project_slug
 from tests.conftest import Cli, git, hub_path, write
 from tests.test_hooks import claude_home, hook, installed_command
 
@@ -24,11 +24,14 @@ def repo(path: Path, remote: str | None = None) -> Path:
 
 
 def install(cli: Cli, project: Path, *extra: str) -> tuple[str, Path]:
+    """(the memory's name, the folder the hooks keep on this machine)."""
     r = cli("hooks", "install", "claude-code", "--scope", "project", *extra, cwd=project)
     assert r.code == 0, r.err
     settings = project / ".claude" / ("settings.local.json" if "local" in extra else "settings.json")
     words = installed_command(settings, "Stop").split()
-    return words[words.index("--memory") + 1], Path(words[words.index("--dir") + 1])
+    assert "--project" in words and "--dir" not in words
+    where = next(line for line in r.out.splitlines() if line.startswith("Memory: "))
+    return words[words.index("--memory") + 1], Path(where.split(" at ", 1)[1].split(" (")[0])
 
 
 def _hub_memories() -> set[str]:
@@ -88,8 +91,9 @@ def test_auto_memory_directory_from_local_or_user_settings(cli: Cli, tmp_path: P
     project = repo(tmp_path / "app", "git@example.com:a/app.git")
     write(project, ".claude/settings.json", json.dumps({"autoMemoryDirectory": "/tmp/not-from-a-shared-file"}))
     assert install(cli, project)[1] == claude_home() / "projects" / project_slug(project) / "memory"
-    write(project, ".claude/settings.local.json", json.dumps({"autoMemoryDirectory": str(tmp_path / "mine")}))
-    assert install(cli, project, "--scope", "local")[1] == tmp_path / "mine"
+    mine = claude_home() / "notes" / "app"
+    write(project, ".claude/settings.local.json", json.dumps({"autoMemoryDirectory": str(mine)}))
+    assert install(cli, project, "--scope", "local")[1] == mine
 
 
 def test_local_scope_writes_settings_local_json(cli: Cli, tmp_path: Path) -> None:

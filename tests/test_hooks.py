@@ -51,9 +51,10 @@ def test_install_keeps_other_settings_is_idempotent_and_uninstalls_cleanly(cli: 
     assert first.startswith('{\n    "model": "opus",\n    "permissions": {')  # order and indentation kept
     assert data["model"] == "opus" and data["permissions"] == {"allow": ["Bash(ls)"]}
     assert data["hooks"]["Stop"][0] == {"hooks": [{"type": "command", "command": "notify-send done"}]}
-    assert data["hooks"]["SessionStart"][0]["matcher"] == "startup|resume"
+    assert "matcher" not in data["hooks"]["SessionStart"][0]  # every source: startup, resume, clear, compact...
     assert "hooks run session-start" in installed_command(settings, "SessionStart")
     assert "hooks run stop" in installed_command(settings, "Stop")
+    assert "hooks run stop" in installed_command(settings, "StopFailure")  # a turn ended on an API error
     assert "hooks run session-end" in installed_command(settings, "SessionEnd")
 
     again = cli("hooks", "install", "claude-code")
@@ -160,8 +161,13 @@ def test_project_scope_keeps_the_projects_auto_memory(cli: Cli, tmp_path: Path) 
     assert r.code == 0, r.err
     settings = project / ".claude" / "settings.json"
     memory_dir = claude_home() / "projects" / str(project).replace("/", "-").replace("_", "-") / "memory"
-    assert f"--dir {memory_dir}" in installed_command(settings, "SessionStart")
-    assert "--memory claude-my-app-" in installed_command(settings, "SessionStart")
+    command = installed_command(settings, "SessionStart")
+    assert command.startswith("memsync hooks run session-start ") and command.endswith(" --project")
+    assert "--memory claude-my-app-" in command
+    # nothing of the installer's machine in the shared file: no interpreter, home or folder
+    for mine in (sys.executable, os.environ["HOME"], str(tmp_path), str(memory_dir)):
+        assert mine not in settings.read_text()
+    assert f"at {memory_dir}" in r.out
     assert (memory_dir / ".vm0" / "storage.yaml").exists()
 
 
@@ -169,7 +175,7 @@ def test_codex_hooks_json(cli: Cli) -> None:
     r = cli("hooks", "install", "codex")
     assert r.code == 0, r.err
     data = json.loads((Path(os.environ["HOME"]) / ".codex" / "hooks.json").read_text())
-    assert set(data["hooks"]) == {"SessionStart", "Stop"}
+    assert set(data["hooks"]) == {"SessionStart", "Stop", "StopFailure"}
     assert "trusted" in r.out
     exclude = (Path(os.environ["HOME"]) / ".codex" / ".git" / "info" / "exclude").read_text()
     assert "!/AGENTS*.md" in exclude

@@ -365,3 +365,84 @@ def test_every_difference_is_documented_with_its_reason() -> None:
     assert used == set(DIFFERENCES)  # no difference declared and never shown, none shown and not declared
     for key in DIFFERENCES:
         assert f"`{key}`" in section, f"docs/SECURITY.md does not explain the difference {key}"
+
+
+# -- the SDK suite's private-method tests, at memsync's own seams ---------------------------------
+# tests/test_sdk_memory_tool_suite.py runs the SDK's own test file; the tests in it that patch the
+# SDK's `_validate_path` or its `os.open` call have these equivalents: the check is
+# MemoryFiles.target, the one open of a memory file is memtree.open_at.
+READS = [{"command": "view", "path": f"{M}/notes.txt"},
+         {"command": "str_replace", "path": f"{M}/notes.txt", "old_str": "outside", "new_str": "x"},
+         {"command": "insert", "path": f"{M}/notes.txt", "insert_line": 0, "insert_text": "x"}]
+
+
+def _outside(tmp_path: Path) -> Path:
+    there = tmp_path / "outside.txt"
+    there.write_text("outside")
+    return there
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("command", READS, ids=lambda c: c["command"])
+def test_a_link_planted_after_the_check(command: dict[str, Any], tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    outside_file = _outside(tmp_path)
+    with MemsyncMemoryTool("research", tmp_path / "research", checkpoint_seconds=0, create=True) as tool:
+        files = tool._backend.files
+        check = files.target
+
+        def check_then_plant(rel: str, shown: str | None = None, *, follow: bool = True) -> Any:
+            checked = check(rel, shown, follow=follow)
+            (tool.session.root / checked.rel).symlink_to(outside_file)
+            return checked
+
+        monkeypatch.setattr(files, "target", check_then_plant)
+        with pytest.raises(ToolError, match="is a symlink"):
+            tool.call(dict(command))
+        assert outside_file.read_text() == "outside" and (tool.session.root / "notes.txt").is_symlink()
+        monkeypatch.undo()
+
+        # a folder planted as a link to outside between the check and the listing: refused too
+        def check_then_plant_folder(rel: str, shown: str | None = None, *, follow: bool = True) -> Any:
+            checked = check(rel, shown, follow=follow)
+            (tool.session.root / checked.rel).symlink_to(tmp_path, target_is_directory=True)
+            return checked
+
+        monkeypatch.setattr(files, "target", check_then_plant_folder)
+        with pytest.raises(ToolError, match="is a symlink"):
+            tool.call({"command": "view", "path": f"{M}/dir"})
+
+
+@pytest.mark.attack
+@pytest.mark.parametrize("command", READS, ids=lambda c: c["command"])
+def test_a_link_planted_before_the_open(command: dict[str, Any], tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from memsync.integrations import memtree
+
+    outside_file = _outside(tmp_path)
+    with MemsyncMemoryTool("research", tmp_path / "research", checkpoint_seconds=0, create=True) as tool:
+        tool.call({"command": "create", "path": f"{M}/notes.txt", "file_text": "inside"})
+        path = tool.session.root / "notes.txt"
+        real_open = memtree.open_at
+
+        def swap_then_open(name: str, flags: int, mode: int, dir_fd: int) -> int:
+            monkeypatch.setattr(memtree, "open_at", real_open)
+            path.unlink()
+            path.symlink_to(outside_file)
+            return real_open(name, flags, mode, dir_fd)
+
+        monkeypatch.setattr(memtree, "open_at", swap_then_open)
+        with pytest.raises(ToolError, match="is a symlink"):
+            tool.call(dict(command))
+        assert outside_file.read_text() == "outside" and path.is_symlink()
+
+
+def test_the_checked_path_is_the_one_used(tmp_path: Path) -> None:
+    with MemsyncMemoryTool("research", tmp_path / "research", checkpoint_seconds=0, create=True) as tool:
+        tool.call({"command": "create", "path": f"{M}/legit/file.txt", "file_text": "content"})
+        (tool.session.root / "link").symlink_to("legit", target_is_directory=True)
+        checked = tool._backend.target(f"{M}/link/file.txt")
+        assert checked.rel == "legit/file.txt"  # the link resolved once, at the check; used from here on
+        (tool.session.root / "link").unlink()
+        (tool.session.root / "link").symlink_to(tmp_path, target_is_directory=True)  # swapped after the check
+        assert str(tool.call({"command": "view", "path": f"{M}/legit/file.txt"})).endswith("content")

@@ -12,20 +12,28 @@ import os
 import re
 import shutil
 from collections.abc import Callable
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from memsync.agents import dream
 from memsync.agents import registry as agents
+from memsync.agents.dream import dream_attribution, dream_since_last_version
 from memsync.agents.registry import Agent
 from memsync.core import config as cfgmod
 from memsync.core.attribution import Attribution, operator
 from memsync.core.memory import Memory, open_memory, refuse_during_run
 from memsync.errors import UsageError
+from memsync.git.trailers import compose
 from memsync.util.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
 from memsync.util.records import dataclass, field
 
+if TYPE_CHECKING:
+    from memsync.core.snapshot import Snapshot
+
 HOOK_VERBS = ("session-start", "stop", "session-end")
 EXCLUDE_MARK = "# memsync hooks: in the agent's home only its memory files are synced"
+NEVER_MARK = "# memsync hooks: never an agent's memory file (a lock, a live database)"
 
 
 def short_network() -> None:
@@ -47,6 +55,8 @@ class HookResult:
     adopted: str | None = None  # "initialized" | "cloned" | "adopted"
     conflicts: int = 0
     warnings: list[str] = field(default_factory=list)  # what the snapshot found (secrets, size...)
+    dreamt: bool = False  # Auto Dream's rewrite was committed on its own
+    joined: bool = False  # the hub's unrelated history was joined with ours
 
 
 def run_id_for(a: Agent, payload: dict[str, Any]) -> str:
@@ -63,42 +73,108 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         raise UsageError(f"unknown hook {verb!r}", f"use one of: {', '.join(HOOK_VERBS)}")
     check_name(name)
     short_network()
-    from memsync.core.snapshot import describe, take
     from memsync.sync import exchange
-    from memsync.sync.hubs import ensure_hub
 
     exchange.NETWORK_TRIES = 2  # one retry: the agent is waiting
     result = HookResult(verb, name)
     mem, result.adopted = ensure_memory(a, name, directory.expanduser(), remote)
-    if verb == "session-start":
-        who = operator("Save local changes before the session")  # a previous session's last edits
-    else:
-        result.run_id = run_id_for(a, payload)
-        event = str(payload.get("hook_event_name") or verb)
-        session = str(payload.get("session_id") or result.run_id)
-        who = Attribution("run", f"{a.label} session {session} ({event})", result.run_id,
-                          (("Memsync-Command", a.key), ("Memsync-Hook", event)))
+    whole_home = mem.root.resolve() == a.home.resolve()
+    who = _attribution(verb, a, payload, result)
     with mem.locked():
-        refuse_during_run(mem, "hooks run")
-        mem.git.check_state(mem.branch)
-        mem.git.ensure_layout(mem.branch, None)
-        ensure_hub(mem.hub, mem)
-        snap = take(mem, who)
-        mine = mem.git.head_oid()
-        result.committed = snap.commit is not None
-        result.warnings = describe(snap)
-
-        def resnap() -> None:
-            take(mem, who)
-
-        merge_as = operator("Merge the remote memory") if verb == "session-start" else who
-        whole_home = mem.root.resolve() == a.home.resolve()
-        done = exchange.converge(mem, merge_as, resnap, accept=_only_memory_files(mem, a) if whole_home else None)
-        result.pushed = done.pushed
-        result.pulled = mem.git.head_oid() != mine  # pushing never moves the local head
-        result.conflicts = len(done.conflicts)
-        result.version = mem.git.head_oid()
+        _sync(mem, a, verb, who, whole_home, result)
     return result
+
+
+def _attribution(verb: str, a: Agent, payload: dict[str, Any], result: HookResult) -> Attribution:
+    if verb == "session-start":
+        return operator("Save local changes before the session")  # a previous session's last edits
+    result.run_id = run_id_for(a, payload)
+    event = str(payload.get("hook_event_name") or verb)
+    session = str(payload.get("session_id") or result.run_id)
+    return Attribution("run", f"{a.label} session {session} ({event})", result.run_id,
+                       (("Memsync-Command", a.key), ("Memsync-Hook", event)))
+
+
+def _sync(mem: Memory, a: Agent, verb: str, who: Attribution, whole_home: bool, result: HookResult) -> None:
+    """Commit what is new (a dream's rewrite on its own), join a history the hub started apart,
+    then fetch, merge and push; caller holds the memory's lock."""
+    from memsync.core.snapshot import take
+    from memsync.sync import exchange
+    from memsync.sync.hubs import ensure_hub
+
+    refuse_during_run(mem, "hooks run")
+    mem.git.check_state(mem.branch)
+    mem.git.ensure_layout(mem.branch, None)
+    ensure_hub(mem.hub, mem)
+    dreamt = dream_since_last_version(mem, whole_home) if a is agents.CLAUDE_CODE else None
+    if dreamt is not None:  # Auto Dream rewrote the memory since its last version: its own commit
+        snap = take(mem, dream_attribution(a.key, dreamt))
+        dream.handled(mem, whole_home)
+        result.warnings += _warnings(snap, a, whole_home)
+        result.dreamt = snap.commit is not None
+    snap = take(mem, who)
+    mine = mem.git.head_oid()
+    result.committed = snap.commit is not None or result.dreamt
+    result.warnings += _warnings(snap, a, whole_home)
+
+    def resnap() -> None:
+        take(mem, who)
+
+    merge_as = operator("Merge the remote memory") if verb == "session-start" else who
+    accept = _only_memory_files(mem, a) if whole_home else None
+    result.joined = _join_unrelated(mem, merge_as, resnap, accept)
+    done = exchange.converge(mem, merge_as, resnap, accept=accept)
+    result.pushed = done.pushed
+    result.pulled = mem.git.head_oid() != mine  # pushing never moves the local head
+    result.conflicts = len(done.conflicts)
+    result.version = mem.git.head_oid()
+
+
+def _warnings(snap: Snapshot, a: Agent, whole_home: bool) -> list[str]:
+    """What the snapshot has to say, less the files memsync's own exclusions keep out (the
+    agent's settings and credentials in its home, the dream's lock): those are by design."""
+    from memsync.core.snapshot import describe
+    from memsync.util.records import replace
+
+    def expected(path: str) -> bool:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        return any(fnmatchcase(name, never) for never in agents.NEVER_SYNCED) or (
+            whole_home and not agents.allowed_path(a, path.rstrip("/")))
+
+    return describe(replace(snap, ignored=[p for p in snap.ignored if not expected(p)]))
+
+
+def _join_unrelated(mem: Memory, who: Attribution, resnap: Callable[[], None],
+                    accept: Callable[[str], None] | None) -> bool:
+    """Two machines (or clones) that each started the memory before either pushed: the hub's
+    history and ours share no version. Joined once, keeping both sides' files (git/join.py),
+    then the exchange goes on as between any two versions."""
+    from memsync.git.join import join_unrelated
+    from memsync.sync import exchange
+
+    ours = mem.git.head_oid()
+    known = mem.git.ref_oid(mem.tracking_ref)
+    if ours is None or (known is not None and mem.git.merge_base(ours, known) is not None):
+        return False  # met before (the hub only moves on from there): no extra fetch
+    theirs = exchange.fetch(mem)
+    if theirs is None or mem.git.merge_base(ours, theirs) is not None or _redacted(mem, theirs, ours):
+        return False  # a redacted history is followed by the exchange (sync/redaction.py), never joined
+    if accept is not None:
+        accept(theirs)  # the hub's version is checked before any of it reaches the work tree
+    tag = exchange.their_tag(mem, theirs)
+    message = compose(f"Join the hub's history of {mem.name} with this one (they started apart)",
+                      who.trailers([]))
+    joined = join_unrelated(mem.git, ours, theirs, tag, message, who.author())
+    exchange.merge_in(mem, joined, who, resnap)  # a fast-forward: the work tree only gains files
+    return True
+
+
+def _redacted(mem: Memory, theirs: str, ours: str) -> bool:
+    """The hub's history holds a redaction record: it may be ours rewritten, not another start."""
+    from memsync.git.trailers import first, parse
+    from memsync.sync.redaction import BASE
+
+    return any(first(parse(info.message), BASE) is not None for info in mem.git.walk(theirs, hide=ours))
 
 
 def _only_memory_files(mem: Memory, a: Agent) -> Callable[[str], None]:
@@ -142,6 +218,8 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
             done = "cloned"
     if whole_home:  # every time: a kill may have come before it
         _exclude_all_but_memory(directory, a)
+    else:
+        _exclude(directory, NEVER_MARK, agents.NEVER_SYNCED)
     mem = open_memory(directory, remote)
     if mem.name != name:
         raise UsageError(f"{directory} holds the memory {mem.name!r}, not {name!r}",
@@ -186,11 +264,22 @@ def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src, dst)
             elif not dst.is_file() or dst.read_bytes() != src.read_bytes():
-                os.replace(src, dst.parent / Path(conflict_copy_name(rel, host_name())).name)
+                os.replace(src, _free_copy(dst, rel, set(git_files)))
         os.replace(staging / ".git", directory / ".git")  # killed after this: the next hook adopts it
         os.replace(staging / cfgmod.CONFIG_DIR, directory / cfgmod.CONFIG_DIR)  # the marker, last
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _free_copy(dst: Path, rel: str, taken: set[str]) -> Path:
+    """Where the hub's version of `rel` goes beside ours: a conflict copy's name nothing holds,
+    on disk or in the hub's tree (two clones adopting in one second would pick the same one)."""
+    tag, n = host_name(), 1
+    while True:
+        name = conflict_copy_name(rel, tag if n == 1 else f"{tag}-{n}")
+        if name not in taken and not os.path.lexists(dst.parent / Path(name).name):
+            return dst.parent / Path(name).name
+        n += 1
 
 
 def _remove_dead_stagings(parent: Path, name: str) -> None:
@@ -203,9 +292,18 @@ def _remove_dead_stagings(parent: Path, name: str) -> None:
 
 
 def _exclude_all_but_memory(directory: Path, a: Agent) -> None:
+    _exclude(directory, EXCLUDE_MARK, a.exclude)
+
+
+def _exclude(directory: Path, mark: str, lines: tuple[str, ...]) -> None:
+    """memsync's own lines in the memory's .git/info/exclude, once (and completed when an
+    earlier memsync wrote fewer of them)."""
     exclude = directory / ".git" / "info" / "exclude"
     current = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
-    if EXCLUDE_MARK in current:
+    missing = [line for line in lines if line not in current.splitlines()]
+    if mark in current and not missing:
         return
     sep = "" if not current or current.endswith("\n") else "\n"
-    exclude.write_text(current + sep + EXCLUDE_MARK + "\n" + "\n".join(a.exclude) + "\n", encoding="utf-8")
+    head = "" if mark in current else mark + "\n"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.write_text(current + sep + head + "\n".join(missing) + "\n", encoding="utf-8")

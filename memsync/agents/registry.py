@@ -7,20 +7,22 @@ running it twice changes nothing, and a file that is not valid JSON is refused u
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-import re
 import shlex
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from memsync.agents.projectdir import LOCAL_SETTINGS, auto_memory_dir
 from memsync.errors import ConfigError, UsageError
 from memsync.util.records import dataclass, field
 
 MARK = "memsync hooks run"  # how memsync recognises its own entries in a settings file
 SCOPES = ("user", "project", "local")  # local: the project's .claude/settings.local.json (personal)
-LOCAL_SETTINGS = ".claude/settings.local.json"
+# never one of an agent's memory files, wherever it lies: Claude Code's Auto Dream lock (a pid and a
+# time), Codex's SQLite state (a live database: see docs/INTEGRATIONS.md)
+NEVER_SYNCED = (".consolidate-lock", "*.sqlite", "*.sqlite-*", "*.sqlite3", "*.db")
 
 
 @dataclass(frozen=True)
@@ -48,21 +50,26 @@ class Agent:
         return Path(os.environ.get(self.home_env) or Path.home() / self.home_default).expanduser()
 
 
+# SessionStart without a matcher: every source (startup, resume, clear, compact, fork and any
+# later one) pulls. StopFailure fires instead of Stop when a turn ends on an API error: its writes
+# are committed and pushed then, not at the next session.
 CLAUDE_CODE = Agent(
     "claude-code", "Claude Code", "CLAUDE_CONFIG_DIR", ".claude", "settings.json", ".claude/settings.json",
-    (HookEvent("SessionStart", "session-start", "startup|resume", 30),
+    (HookEvent("SessionStart", "session-start", None, 30),
      HookEvent("Stop", "stop", None, 30),
+     HookEvent("StopFailure", "stop", None, 30),
      # Claude Code gives SessionEnd hooks a short exit budget (raised to the declared timeout);
      # Stop has already pushed each turn, so this one only catches the last edits.
      HookEvent("SessionEnd", "session-end", None, 15)),
-    ("/*", "!/CLAUDE*.md", "!/rules/", "!/projects/", "/projects/*/*", "!/projects/*/memory/"),
+    ("/*", "!/CLAUDE*.md", "!/rules/", "!/projects/", "/projects/*/*", "!/projects/*/memory/", *NEVER_SYNCED),
     ("CLAUDE*.md", "rules/**", "projects/*/memory/**"),
 )
 CODEX = Agent(
     "codex", "Codex CLI", "CODEX_HOME", ".codex", "hooks.json", ".codex/hooks.json",
-    (HookEvent("SessionStart", "session-start", "startup|resume", 30),
-     HookEvent("Stop", "stop", None, 30)),  # Codex has no session-end event
-    ("/*", "!/AGENTS*.md", "!/memories/"),
+    (HookEvent("SessionStart", "session-start", None, 30),
+     HookEvent("Stop", "stop", None, 30),
+     HookEvent("StopFailure", "stop", None, 30)),  # Codex has no session-end event
+    ("/*", "!/AGENTS*.md", "!/memories/", *NEVER_SYNCED),
     ("AGENTS*.md", "memories/**"),
 )
 AGENTS = {a.key: a for a in (CLAUDE_CODE, CODEX)}
@@ -77,9 +84,9 @@ def agent(key: str) -> Agent:
 
 def allowed_path(a: Agent, path: str) -> bool:
     """Whether `path` is one of the agent's memory files (`**` at the end: anything below)."""
-    from fnmatch import fnmatchcase
-
     parts = path.split("/")
+    if any(fnmatchcase(parts[-1], never) for never in NEVER_SYNCED):
+        return False
     for pattern in a.allowed:
         want = pattern.split("/")
         if want[-1] == "**":
@@ -90,12 +97,6 @@ def allowed_path(a: Agent, path: str) -> bool:
     return False
 
 
-def project_slug(project: Path) -> str:
-    """Claude Code's directory name for a project under ~/.claude/projects: every character other
-    than a letter or digit becomes `-` (/home/ana/src/app -> -home-ana-src-app)."""
-    return re.sub(r"[^A-Za-z0-9]", "-", str(project))
-
-
 def default_target(a: Agent, scope: str, project: Path) -> tuple[str, Path]:
     """user scope: the agent's home, of which only its memory files are synced; project and local
     scope (Claude Code): the repository's auto-memory directory, in a memory named after the
@@ -104,8 +105,13 @@ def default_target(a: Agent, scope: str, project: Path) -> tuple[str, Path]:
         from memsync.git.project import identify
 
         ident = identify(project)
-        return project_memory_name(ident.label, ident.key), auto_memory_dir(a, ident.root)
+        return project_memory_name(ident.label, ident.key), auto_memory_dir(a.home, ident.root, ident.toplevel)
     return a.key, a.home
+
+
+def project_target(a: Agent, project: Path) -> tuple[str, Path]:
+    """The memory name and folder of the project holding `project`, on this machine."""
+    return default_target(a, "project", project)
 
 
 def project_memory_name(label: str, key: str) -> str:
@@ -118,21 +124,6 @@ def project_memory_name(label: str, key: str) -> str:
     digest = hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:8]
     readable = suggest_name(label) or "project"
     return f"claude-{readable[:45].strip('-')}-{digest}"
-
-
-def auto_memory_dir(a: Agent, root: Path) -> Path:
-    """Where Claude Code keeps the repository's auto memory: `autoMemoryDirectory` from the user's
-    settings or the project's local settings (Claude Code does not take it from the shared
-    .claude/settings.json, so neither does memsync), else ~/.claude/projects/<slug>/memory."""
-    for settings in (root / LOCAL_SETTINGS, a.home / a.settings_file):
-        try:
-            value = load(settings).get("autoMemoryDirectory")
-        except ConfigError:
-            continue
-        if isinstance(value, str) and value.strip():
-            chosen = Path(value.strip()).expanduser()
-            return chosen if chosen.is_absolute() else root / chosen
-    return a.home / "projects" / project_slug(root) / "memory"
 
 
 def settings_path(a: Agent, scope: str, project: Path) -> Path:
@@ -157,12 +148,22 @@ def _project_root(project: Path) -> Path:
         return project
 
 
-def hook_command(verb: str, a: Agent, name: str, directory: Path, remote: str | None) -> str:
-    """The command an agent runs: this Python's memsync, so it works from any PATH, and never a
-    module from the project the agent runs the hook in (selfcmd.py)."""
+def hook_command(verb: str, a: Agent, name: str, directory: Path | None, remote: str | None,
+                 scope: str = "user") -> str:
+    """The command an agent runs. User and local scope (the user's own files): this Python's
+    memsync, so it works from any PATH, and never a module from the project the agent runs the
+    hook in (selfcmd.py). Project scope (a file the team shares): `memsync` from PATH, and no
+    path of the installer's machine: the memory's folder is found where the hook runs
+    (`--project`), as Claude Code finds it there, or the agent's home there (`--agent-home`:
+    Codex). `directory` None: one of those."""
     from memsync.util.selfcmd import memsync_command
 
-    words = memsync_command("hooks", "run", verb, "--agent", a.key, "--memory", name, "--dir", str(directory))
+    prefix = ["memsync"] if scope == "project" else memsync_command()
+    words = [*prefix, "hooks", "run", verb, "--agent", a.key, "--memory", name]
+    if directory is not None:
+        words += ["--dir", str(directory)]
+    else:  # found where the hook runs: the project's folder (Claude Code), or the agent's home
+        words += ["--project"] if a is CLAUDE_CODE else ["--agent-home"]
     if remote:
         words += ["--remote", remote]
     return shlex.join(words)
@@ -205,27 +206,28 @@ def _indent(path: Path) -> int:
     return 2
 
 
-def writable_target(path: Path) -> Path:
+def writable_target(path: Path, project: Path | None = None) -> Path:
     """The file a settings path names: a symlink (a settings file kept in a dotfiles repository) is
-    followed, so the file it points to gets the hooks and the link stays a link. A link in a
-    project (.claude/ is the repository's to write) is followed only to a file inside the project."""
-    if not path.is_symlink():
-        return path
-    target = path.resolve()
-    if path.parent.name == ".claude" and path.parent.parent != Path.home():
-        project = path.parent.parent.resolve()
-        if not target.is_relative_to(project):
-            raise ConfigError(f"{path} is a symbolic link to {target}, outside the project",
+    followed, so the file it points to gets the hooks and the link stays a link. In a project
+    (`project` given: .claude/ is the repository's to write) a link, the file's or the `.claude`
+    folder's, is followed only to a file inside the project."""
+    target = path.resolve() if path.is_symlink() or path.parent.is_symlink() else path
+    if project is None and path.parent.name == ".claude" and path.parent.parent != Path.home():
+        project = path.parent.parent  # a settings file of a project, whichever the caller
+    if project is not None:
+        root = project.resolve()
+        if not target.resolve().is_relative_to(root):
+            raise ConfigError(f"{path} leads to {target.resolve()}, outside the project (a symbolic link)",
                               "memsync writes hook settings only inside the project: replace the link "
-                              "with a file, or use --scope user")
+                              "with a file or a folder, or use --scope user")
     return target
 
 
-def save(path: Path, data: dict[str, Any]) -> None:
+def save(path: Path, data: dict[str, Any], project: Path | None = None) -> None:
     """Atomically, keeping the file's permissions and indentation (and a symlink a link)."""
     from memsync.core.config import atomic_write
 
-    path = writable_target(path)
+    path = writable_target(path, project)
     mode = path.stat().st_mode & 0o7777 if path.exists() else None
     try:
         atomic_write(path, json.dumps(data, indent=_indent(path), ensure_ascii=False) + "\n")
@@ -261,19 +263,26 @@ class Installed:
     commands: list[str] = field(default_factory=list)
 
 
-def install(path: Path, a: Agent, name: str, directory: Path, remote: str | None) -> bool:
-    """Put memsync's hooks in the settings file; True if the file changed."""
+def install(path: Path, a: Agent, name: str, directory: Path | None, remote: str | None, *,
+            scope: str = "user", project: Path | None = None) -> bool:
+    """Put memsync's hooks in the settings file; True if the file changed. `directory` None: the
+    hooks find the project's memory folder where they run (project and local scope)."""
     data = load(path)
     before = json.dumps(data, sort_keys=True)
     hooks = data.setdefault("hooks", {})
+    for event in list(hooks):  # an event memsync no longer uses loses its old entry
+        if event not in {ev.event for ev in a.events} and without_ours(hooks[event]) != hooks[event]:
+            hooks[event] = without_ours(hooks[event])
+            if not hooks[event]:
+                del hooks[event]
     for ev in a.events:
         group: dict[str, Any] = {} if ev.matcher is None else {"matcher": ev.matcher}
-        group["hooks"] = [{"type": "command", "command": hook_command(ev.verb, a, name, directory, remote),
+        group["hooks"] = [{"type": "command", "command": hook_command(ev.verb, a, name, directory, remote, scope),
                            "timeout": ev.timeout}]
         hooks[ev.event] = [*without_ours(hooks.get(ev.event, [])), group]
     if json.dumps(data, sort_keys=True) == before:
         return False
-    save(path, data)
+    save(path, data, project)
     return True
 
 
@@ -315,6 +324,25 @@ def installed(path: Path) -> Installed | None:
 
 
 def parse_command(command: str) -> dict[str, str]:
-    """--agent/--memory/--dir/--remote of an installed hook command."""
-    words = shlex.split(command)
-    return {w[2:]: v for w, v in itertools.pairwise(words) if w.startswith("--")}
+    """--agent/--memory/--dir/--project/--remote of an installed hook command."""
+    return options(shlex.split(command))
+
+
+FLAGS = ("project", "agent-home")  # options without a value
+
+
+def options(words: list[str]) -> dict[str, str]:
+    """`--key value` pairs and `--flag`s ("" as their value) of a hook command's words."""
+    found: dict[str, str] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--") and word[2:] in FLAGS:
+            found[word[2:]] = ""
+            i += 1
+        elif word.startswith("--") and i + 1 < len(words):
+            found[word[2:]] = words[i + 1]
+            i += 2
+        else:
+            i += 1
+    return found

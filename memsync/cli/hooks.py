@@ -47,26 +47,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
     ) -> None:
         """Add memsync's hooks to the agent's settings (other settings are kept; running it again
         updates them, never duplicates them) and make the directory a memory now."""
-        from memsync.agents import hookrun
-        from memsync.agents import registry as agents
-        from memsync.git import hub as hubmod
-
-        a = agents.agent(agent)
-        project = Path.cwd()
-        settings = agents.settings_path(a, scope, project)
-        agents.load(settings)  # a malformed file is refused before anything else is done
-        name, where = agents.default_target(a, scope, project)
-        name = memory or name
-        target = (directory or where).expanduser().resolve()
-        url = hubmod.from_flag(remote).url if remote else None
-        _, done = hookrun.ensure_memory(a, name, target, url)
-        changed = agents.install(settings, a, name, target, url)
-        events = ", ".join(e.event for e in a.events)
-        out(f"{'Installed' if changed else 'Already installed:'} {a.label} hooks in {settings} ({events})")
-        out(f"Memory: {name} at {target}" + (f" ({done})" if done else ""))
-        if a is agents.CODEX:
-            out("Note: Codex runs new hooks only once you have reviewed and trusted them (in Codex: /hooks); "
-                "Codex has no session-end event, so the last push is at the end of each turn")
+        _install(agent, memory, directory, scope, remote)
 
     @hooks.command("uninstall")
     @guard
@@ -96,8 +77,14 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
             out("No memsync hooks installed (user settings, or this project's)")
             return
         for h in found:
+            if h.scope == "clone":
+                out(f"{h.agent or 'hooks'} (another folder whose hooks ran here): memory {h.memory} at {h.dir}: "
+                    f"{h.state}")
+                continue
             out(f"{h.agent} ({h.scope}): {h.settings} [{', '.join(h.events)}]")
             out(f"  memory {h.memory} at {h.dir}: {h.state}")
+            if h.moved_from:
+                out(f"  moved by autoMemoryDirectory from {h.moved_from} (that folder is no longer synced)")
             if h.outdated:
                 warn(f"{h.settings}: these hooks run `python -m memsync`, which imports code from the project "
                      "the agent runs in; run `memsync hooks install` again to replace them")
@@ -129,6 +116,72 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
 
         chosen, path = compat.install_completion(_shell(shell), "memsync", COMPLETE_VAR)
         out(f"{chosen} completion installed in {path}; it takes effect in a new shell")
+
+
+def _install(agent: str, memory: str | None, directory: Path | None, scope: str, remote: str | None) -> None:
+    from memsync.agents import hookrun
+    from memsync.agents import registry as agents
+
+    a = agents.agent(agent)
+    project = Path.cwd()
+    settings = agents.settings_path(a, scope, project)
+    agents.load(settings)  # a malformed file is refused before anything else is done
+    if scope == "project" and directory is not None:
+        from memsync.errors import UsageError
+
+        raise UsageError("--dir names a folder of this machine, which a project's shared settings must not",
+                         "use --scope local (your own settings.local.json) or --scope user")
+    name, where = agents.default_target(a, scope, project)
+    name = memory or name
+    target = (directory or where).expanduser().resolve()
+    url = _hub_url(remote, scope)
+    inside = settings.parent.parent if scope in ("project", "local") else None
+    if inside is not None:
+        agents.writable_target(settings, inside)  # no hook settings through a link out of the project
+    if scope == "local":
+        _personal(settings, project)
+    _, done = hookrun.ensure_memory(a, name, target, url)
+    found_there = directory is None and scope in ("project", "local")
+    changed = agents.install(settings, a, name, None if found_there else target, url, scope=scope,
+                             project=inside)
+    events = ", ".join(e.event for e in a.events)
+    out(f"{'Installed' if changed else 'Already installed:'} {a.label} hooks in {settings} ({events})")
+    out(f"Memory: {name} at {target}" + (f" ({done})" if done else ""))
+    if found_there and a is agents.CLAUDE_CODE:
+        out("The hooks find the project's memory folder where they run (`memsync` from PATH on a teammate's "
+            "machine), as Claude Code does, `autoMemoryDirectory` included")
+    if a is agents.CODEX:
+        out("Note: Codex runs new hooks only once you have reviewed and trusted them (in Codex: /hooks); "
+            "Codex has no session-end event, so the last push is at the end of each turn")
+
+
+def _hub_url(remote: str | None, scope: str) -> str | None:
+    """The hub URL the hooks name. A project's shared settings name no hub on this machine."""
+    from memsync.errors import UsageError
+    from memsync.git import hub as hubmod
+
+    if not remote:
+        return None
+    hub = hubmod.from_flag(remote)
+    if scope == "project" and hub.local_path is not None:
+        raise UsageError(f"--remote {remote} is a hub on this machine, which a project's shared settings must not name",
+                         "give a network hub (https://, ssh://, git://), set MEMSYNC_REMOTE on each machine, "
+                         "or use --scope local")
+    return hub.url
+
+
+def _personal(settings: Path, project: Path) -> None:
+    """settings.local.json is personal: refused if the repository tracks it, else excluded from
+    it (.git/info/exclude), so `git add -A` never commits a personal hook."""
+    from memsync.errors import UsageError
+    from memsync.git.repofiles import exclude, is_tracked
+
+    if is_tracked(project, settings):
+        raise UsageError(f"{settings} is tracked by the repository: it is shared, not personal",
+                         "untrack it (`git rm --cached .claude/settings.local.json`), or use --scope user")
+    written = exclude(project, settings)
+    if written is not None:
+        out(f"{settings.name} is kept out of the repository ({written})")
 
 
 def _shell(shell: str | None) -> str:

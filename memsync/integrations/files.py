@@ -13,22 +13,23 @@ Errors are `Refused` (a `UsageError`) with a message written for the model to re
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
-import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from memsync.checks import guard
 from memsync.checks.pathnames import refused_path
 from memsync.errors import MemsyncError, UsageError
-from memsync.integrations import private
+from memsync.integrations.budget import MAX_RESULT_TOKENS, bound, cut_to_tokens, tokens
+from memsync.integrations.memtree import Linked, MemoryTree, Missing, NotRegular, Replaced
 from memsync.integrations.session import MemorySession
-from memsync.util.fs import atomic_write
 from memsync.util.records import dataclass
 
 MAX_LINES = 999_999
-MAX_RESULT_CHARS = 60_000  # what one tool result may hold; a 4 MB file is read in pages (view_range)
 LINE_NUMBER_WIDTH = len(str(MAX_LINES))
 _INTERNAL = (".git", ".vm0")
 
@@ -39,11 +40,11 @@ class Refused(UsageError):
 
 @dataclass(frozen=True)
 class Target:
-    """A path as the agent wrote it (`shown`) and where it lands (`rel`, '' for the root)."""
+    """A path as the agent wrote it (`shown`) and where it lands (`rel`, '' for the root: relative
+    to the memory, no symlink in it). No absolute path: every use goes through memtree.py."""
 
     shown: str
     rel: str
-    full: Path
 
 
 def failure_text(exc: Exception) -> str:
@@ -53,13 +54,6 @@ def failure_text(exc: Exception) -> str:
         return exc.message + (f" ({exc.hint})" if exc.hint else "")
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
     return f"The memory could not do that: {reason}"
-
-
-def bound(text: str, hint: str = "ask for less") -> str:
-    """Any tool result or error, cut to MAX_RESULT_CHARS with a last line saying so."""
-    if len(text) <= MAX_RESULT_CHARS:
-        return text
-    return text[: MAX_RESULT_CHARS - 200] + f"\n… cut at {MAX_RESULT_CHARS - 200:,} of {len(text):,} characters; {hint}"
 
 
 def sha256(data: bytes) -> str:
@@ -92,12 +86,17 @@ class MemoryFiles:
         self.confirm_destructive = options.confirm_destructive
         self.report_versions = options.report_versions
         self.seen: dict[str, str] = {}
+        self.viewed_file = False  # the last view showed a file (not a folder)
         self._pending: set[tuple[str, str, str]] = set()
 
     # -- paths ----------------------------------------------------------------------------------
     def target(self, rel: str, shown: str | None = None, *, follow: bool = True) -> Target:
-        """Where `rel` lands. `follow=False` (delete, rename) keeps a symlink at the end of the
-        path as itself: deleting or renaming a link acts on the link, never on what it points at."""
+        """Where `rel` lands, as a path relative to the memory with no symlink in it (a link
+        inside the memory is resolved here, once). `follow=False` (delete, rename) keeps a symlink
+        at the end of the path as itself: deleting or renaming a link acts on the link, never on
+        what it points at. Every operation after this check reaches `rel` through the memory's
+        folder descriptors without following a link (memtree.py): a link planted meanwhile makes
+        it fail, never read or write outside."""
         shown = shown if shown is not None else rel
         if "\0" in rel:
             raise Refused(f"Path {shown} holds a NUL character")
@@ -115,22 +114,39 @@ class MemoryFiles:
             raise Refused(f"Path {shown} is memsync's own data, not part of the memory")
         if canon and refused_path(canon) is not None:  # what no version may hold (checks/pathnames.py)
             raise Refused(f"Path {shown}: {refused_path(canon)}; choose another name")
-        return Target(shown, canon, resolved)
+        return Target(shown, canon)
 
     def _root_shown(self) -> str:
         return self.root_name or "the memory"
 
+    @contextlib.contextmanager
+    def _tree(self, t: Target) -> Iterator[MemoryTree]:
+        """The memory's tree by descriptors; a link met on the way is refused with the path."""
+        try:
+            with MemoryTree(self.session.root, self.session.root_id) as tree:
+                yield tree
+        except Replaced:
+            raise Refused(f"{self._root_shown()} is not the folder this session opened any more (it was moved "
+                          "or replaced by a link); nothing was read or written") from None
+        except Linked:
+            raise Refused(f"The path {t.shown} is a symlink, or a symlink stands on its way (planted after "
+                          "the tool checked it); the memory tool never follows one") from None
+
     # -- reads ----------------------------------------------------------------------------------
     def view(self, t: Target, view_range: list[int] | None = None) -> str:
-        try:
-            leaf = os.lstat(t.full)
-        except (FileNotFoundError, NotADirectoryError):
-            raise Refused(f"The path {t.shown} does not exist. Please provide a valid path.") from None
-        if stat.S_ISDIR(leaf.st_mode):
-            return self._listing(t, leaf)
-        if not stat.S_ISREG(leaf.st_mode):
-            raise Refused(f"Unsupported file type for {t.shown}")
-        data = self.read(t)
+        self.viewed_file = False
+        with self._tree(t) as tree:
+            leaf = tree.lstat(t.rel)
+            if leaf is None:
+                raise Refused(f"The path {t.shown} does not exist. Please provide a valid path.")
+            if stat.S_ISDIR(leaf.st_mode):
+                return self._listing(tree, t, leaf)
+            if stat.S_ISLNK(leaf.st_mode):  # the check resolved every link: this one came after it
+                raise Linked(errno.ELOOP, "a symbolic link stands on the path")
+            if not stat.S_ISREG(leaf.st_mode):
+                raise Refused(f"Unsupported file type for {t.shown}")
+            data = self._read_in(tree, t)
+        self.viewed_file = True
         lines = _text(data, t).split("\n")
         if len(lines) > MAX_LINES:
             raise Refused(f"File {t.shown} exceeds maximum line limit of 999,999 lines.")
@@ -140,81 +156,94 @@ class MemoryFiles:
             end = len(lines) if view_range[1] == -1 else view_range[1]
             lines, start = lines[first:end], first + 1
         header = f"Here's the content of {t.shown} with line numbers:\n"
-        return header + _numbered(lines, start, MAX_RESULT_CHARS - len(header), t.shown)
+        return header + _numbered(lines, start, MAX_RESULT_TOKENS, t.shown, len(header))
 
     def read(self, t: Target) -> bytes:
         """A regular file's bytes (and the agent has now seen this version of it)."""
-        data = self._bytes(t)
+        with self._tree(t) as tree:
+            return self._read_in(tree, t)
+
+    def _read_in(self, tree: MemoryTree, t: Target) -> bytes:
+        data = self._bytes(tree, t)
         self.seen[t.rel] = sha256(data)
         return data
 
-    def _bytes(self, t: Target) -> bytes:
-        if not t.full.is_file():
-            if t.full.exists():
-                raise Refused(f"The path {t.shown} is not a file.")
-            raise Refused(f"The path {t.shown} does not exist. Please provide a valid path.")
-        with open(t.full, "rb") as fh:
-            return fh.read()
+    def _bytes(self, tree: MemoryTree, t: Target) -> bytes:
+        try:
+            return tree.read(t.rel)
+        except Missing:
+            raise Refused(f"The path {t.shown} does not exist. Please provide a valid path.") from None
+        except NotRegular:
+            raise Refused(f"The path {t.shown} is not a file.") from None
 
-    def _listing(self, t: Target, leaf: os.stat_result) -> str:
+    def _listing(self, tree: MemoryTree, t: Target, leaf: os.stat_result) -> str:
         items: list[tuple[str, str]] = []
         root = self.session.root.resolve()
 
-        def collect(directory: Path, prefix: str, depth: int) -> None:
+        def inside(rel: str) -> str | None:
+            """Where a link found in a listing lands, if inside the memory (and not its own data)."""
+            resolved = (root / rel).resolve()
+            if resolved == root or root not in resolved.parents:
+                return None
+            canon = resolved.relative_to(root).as_posix()
+            return None if canon.split("/")[0] in _INTERNAL or ".git" in canon.split("/") else canon
+
+        def collect(folder: str, prefix: str, depth: int) -> None:
             try:
-                entries = sorted(directory.iterdir(), key=lambda p: p.name)
+                entries = tree.entries(folder)
             except OSError:
                 return
-            for item in entries:
-                if item.name.startswith("."):
+            for name, st in entries:
+                if name.startswith("."):
                     continue
-                rel = f"{prefix}/{item.name}" if prefix else item.name
-                try:
-                    resolved = item.resolve()
-                    if resolved != root and root not in resolved.parents:
+                rel = f"{prefix}/{name}" if prefix else name
+                real = f"{folder}/{name}" if folder else name
+                if stat.S_ISLNK(st.st_mode):  # shown as what it names, if that stays inside
+                    canon = inside(real)
+                    target_st = tree.lstat(canon) if canon is not None else None
+                    if canon is None or target_st is None:
                         continue
-                    st = item.stat()
-                except OSError:
-                    continue
+                    real, st = canon, target_st
                 if stat.S_ISDIR(st.st_mode):
                     items.append((_size(st.st_size), f"{rel}/"))
                     if depth < 2:
-                        collect(item, rel, depth + 1)
+                        collect(real, rel, depth + 1)
                 elif stat.S_ISREG(st.st_mode):
                     items.append((_size(st.st_size), rel))
 
-        collect(t.full, "", 1)
+        collect(t.rel, "", 1)
         base = t.shown.rstrip("/")  # "/" and "/memories/" list "/a.md" and "/memories/a.md", never "//a.md"
         header = f"Here're the files and directories up to 2 levels deep in {t.shown}, excluding hidden items:"
         lines = [f"{_size(leaf.st_size)}\t{t.shown}"] + [f"{size}\t{base}/{path}" for size, path in items]
         text = f"{header}\n" + "\n".join(lines)
-        if len(text) <= MAX_RESULT_CHARS:
+        if tokens(text) <= MAX_RESULT_TOKENS:
             return text
-        kept = text[:MAX_RESULT_CHARS].rsplit("\n", 1)[0]
+        kept = cut_to_tokens(text, MAX_RESULT_TOKENS).rsplit("\n", 1)[0]
         more = len(lines) - kept.count("\n")
         return kept + f"\n… and {more} more entries; view a folder below {t.shown} to see them"
 
     # -- writes ---------------------------------------------------------------------------------
     def create(self, t: Target, text: str, *, confirm: bool = False) -> str:
-        with self.session.locked():
+        with self.session.locked(), self._tree(t) as tree:
             self._writable(t)
-            if t.full.exists() or t.full.is_symlink():
+            if tree.lstat(t.rel) is not None:
                 raise Refused(f"File {t.shown} already exists")
             data = text.encode("utf-8")
             self._check(t, None, data, confirm=confirm, op="create")
-            private.make_dirs(t.full.parent)
             try:
-                private.create_file(t.full, data)
+                tree.create(t.rel, data)
             except FileExistsError:
                 raise Refused(f"File {t.shown} already exists") from None
+            except Missing:
+                raise Refused(f"The path {t.shown} does not exist. Please provide a valid path.") from None
             note = self._commit("create", [t.rel], data_of={t.rel: data})
         return f"File created successfully at: {t.shown}" + note
 
     def str_replace(self, t: Target, old_str: str, new_str: str, *, expected_sha256: str | None = None,
                     confirm: bool = False) -> str:
-        with self.session.locked():
+        with self.session.locked(), self._tree(t) as tree:
             self._writable(t)
-            before = self._bytes(t)
+            before = self._bytes(tree, t)
             content = _text(before, t)
             if not old_str:
                 raise Refused("No replacement was performed: old_str is empty. Quote the exact text to replace, "
@@ -238,7 +267,7 @@ class MemoryFiles:
             new_content = content.replace(old_str, new_str)
             data = new_content.encode("utf-8")
             self._check(t, before, data, expected_sha256=expected_sha256, confirm=confirm, op="str_replace")
-            _atomic_write(t.full, data)
+            tree.replace(t.rel, data)
             note = self._commit("str_replace", [t.rel], data_of={t.rel: data})
         new_lines = new_content.split("\n")
         first, last = max(0, changed_line - 2), min(len(new_lines), changed_line + 3)
@@ -248,9 +277,9 @@ class MemoryFiles:
 
     def insert(self, t: Target, insert_line: int, insert_text: str, *, expected_sha256: str | None = None,
                confirm: bool = False) -> str:
-        with self.session.locked():
+        with self.session.locked(), self._tree(t) as tree:
             self._writable(t)
-            before = self._bytes(t)
+            before = self._bytes(tree, t)
             lines = _text(before, t).split("\n")
             if lines[-1] == "":
                 lines.pop()
@@ -263,60 +292,55 @@ class MemoryFiles:
                 new_content += "\n"
             data = new_content.encode("utf-8")
             self._check(t, before, data, expected_sha256=expected_sha256, confirm=confirm, op="insert")
-            _atomic_write(t.full, data)
+            tree.replace(t.rel, data)
             note = self._commit("insert", [t.rel], data_of={t.rel: data})
         return f"The file {t.shown} has been edited." + note
 
     def delete(self, t: Target, *, expected_sha256: str | None = None, confirm: bool = False) -> str:
-        with self.session.locked():
+        with self.session.locked(), self._tree(t) as tree:
             self._writable(t)
             if not t.rel:
                 raise Refused(f"Cannot delete the {self._root_shown()} directory itself")
-            link = t.full.is_symlink()  # the link goes, never what it points at
-            if link or t.full.is_file():
-                files = [t.rel]
-            elif t.full.is_dir():
-                files = self._files_under(t)
-            else:
+            leaf = tree.lstat(t.rel)
+            if leaf is None:
                 raise Refused(f"The path {t.shown} does not exist")
-            olds = {f: self._old(f) for f in files}
-            if not link and t.full.is_file():
+            folder = stat.S_ISDIR(leaf.st_mode)  # a link goes as a link, never what it points at
+            files = tree.files_under(t.rel) if folder else [t.rel]
+            olds = {f: self._old(tree, f) for f in files}
+            if stat.S_ISREG(leaf.st_mode):
                 self._precondition(t, olds[t.rel], expected_sha256)
             changes = [guard.FileChange(f, olds[f], None, self.session.created_here(f)) for f in files]
             self._policies(changes, t)
             self._guarded(changes, t, confirm, op="delete", key_extra="")
-            if not link and t.full.is_dir():
-                shutil.rmtree(t.full)
-            else:
-                t.full.unlink()
+            tree.remove(t.rel)
             for f in files:
                 self.seen.pop(f, None)
             note = self._commit("delete", files or [t.rel], data_of={})
         return f"Successfully deleted {t.shown}" + note
 
     def rename(self, old: Target, new: Target, *, expected_sha256: str | None = None) -> str:
-        with self.session.locked():
+        with self.session.locked(), self._tree(old) as tree:
             self._writable(old)
             self._writable(new)
             if not old.rel:
                 raise Refused(f"Cannot rename the {self._root_shown()} directory itself")
-            if new.full.exists() or new.full.is_symlink():
+            if tree.lstat(new.rel) is not None:
                 raise Refused(f"The destination {new.shown} already exists")
-            if not (old.full.exists() or old.full.is_symlink()):
+            leaf = tree.lstat(old.rel)
+            if leaf is None:
                 raise Refused(f"The path {old.shown} does not exist")
             if new.rel == old.rel or new.rel.startswith(old.rel + "/"):
                 raise Refused(f"Cannot move {old.shown} into itself")
-            link = old.full.is_symlink()  # the link moves, never what it points at
-            files = self._files_under(old) if not link and old.full.is_dir() else [old.rel]
+            folder = stat.S_ISDIR(leaf.st_mode)  # a link moves as a link, never what it points at
+            files = tree.files_under(old.rel) if folder else [old.rel]
             moved = {f: new.rel + f[len(old.rel):] for f in files}
-            olds = {f: self._old(f) for f in files}
-            if not link and old.full.is_file():
+            olds = {f: self._old(tree, f) for f in files}
+            if stat.S_ISREG(leaf.st_mode):
                 self._precondition(old, olds[old.rel], expected_sha256)
             changes = [guard.FileChange(f, olds[f], None) for f in files]
             changes += [guard.FileChange(moved[f], None, olds[f]) for f in files]
             self._policies(changes, old)
-            private.make_dirs(new.full.parent)
-            os.rename(old.full, new.full)
+            tree.rename(old.rel, new.rel)
             for f in files:
                 seen = self.seen.pop(f, None)
                 if seen is not None:
@@ -331,23 +355,15 @@ class MemoryFiles:
         if self.session.read_only:
             raise Refused(f"{t.shown}: the memory {self.session.name!r} is mounted read-only; writes are refused")
 
-    def _old(self, rel: str) -> bytes | None:
-        path = self.session.root / rel
+    def _old(self, tree: MemoryTree, rel: str) -> bytes | None:
+        """What `rel` holds now, for the guard and the policies: a link's target, a file's bytes."""
+        st = tree.lstat(rel)
         try:
-            if path.is_symlink():
-                return os.fsencode(os.readlink(path))
-            return path.read_bytes() if path.is_file() else None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                return tree.readlink(rel)
+            return tree.read(rel) if st is not None and stat.S_ISREG(st.st_mode) else None
         except OSError:
             return None
-
-    def _files_under(self, t: Target) -> list[str]:
-        found = []
-        for dirpath, dirnames, filenames in os.walk(t.full):
-            links = [d for d in dirnames if (Path(dirpath) / d).is_symlink()]  # removed as links, not walked
-            dirnames[:] = [d for d in dirnames if d != ".git" and d not in links]
-            for name in [*filenames, *links]:
-                found.append((Path(dirpath) / name).relative_to(self.session.root.resolve()).as_posix())
-        return sorted(found)
 
     def _check(self, t: Target, old: bytes | None, new: bytes, *, op: str, confirm: bool,
                expected_sha256: str | None = None) -> None:
@@ -449,31 +465,29 @@ def _text(data: bytes, t: Target) -> str:
         raise Refused(f"{t.shown} is not UTF-8 text; the memory tool edits text files only") from None
 
 
-def _numbered(lines: list[str], start: int, budget: int, shown: str) -> str:
-    """Lines with their numbers, as many as fit in `budget` characters; past it, a last line says
-    which view_range shows the rest (a line longer than the budget is shown cut)."""
+def _numbered(lines: list[str], start: int, budget: int, shown: str, used: int = 0) -> str:
+    """Lines with their numbers, as many as fit in `budget` estimated tokens (budget.py); past
+    it, a last line says which view_range shows the rest (a line longer than a whole result is
+    shown cut)."""
     out: list[str] = []
-    used = 0
+    spent = tokens(" " * used) + 60  # the header, and the last line saying where to go on
     for i, line in enumerate(lines):
         entry = f"{str(i + start).rjust(LINE_NUMBER_WIDTH)}\t{line}"
-        if used + len(entry) + 1 > budget - 200:
+        cost = tokens(entry) + 1
+        if spent + cost > budget:
             if not out:  # one line longer than a whole result
-                out.append(entry[: budget - 200])
+                out.append(cut_to_tokens(entry, budget - spent))
                 return "\n".join(out) + (f"\n… line {start} of {shown} is {len(line):,} characters long, shown "
                                           "cut; edit it with str_replace on a part you can see")
             last = start + i - 1
             total = start + len(lines) - 1
             following = f"[{last + 1}, {min(total, last + i)}]"
-            return "\n".join(out) + (f"\n… cut at {budget:,} characters: this shows lines {start}-{last} of "
-                                      f"{start}-{total}. View the rest with view_range {following} (and so on)")
+            return "\n".join(out) + (f"\n… cut at about {budget:,} tokens (what one result holds): this shows "
+                                      f"lines {start}-{last} of {start}-{total}. View the rest with view_range "
+                                      f"{following} (and so on)")
         out.append(entry)
-        used += len(entry) + 1
+        spent += cost
     return "\n".join(out)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Replace a file's content; an existing file keeps its mode, a new one is 0600."""
-    atomic_write(path, data, keep_mode=True)
 
 
 def _size(n: int) -> str:
@@ -485,4 +499,4 @@ def _size(n: int) -> str:
     return f"{int(size)}{unit}" if size == int(size) else f"{size:.1f}{unit}"
 
 
-__all__ = ["MAX_RESULT_CHARS", "MemoryFiles", "Refused", "Target", "bound", "failure_text", "sha256"]
+__all__ = ["MAX_RESULT_TOKENS", "MemoryFiles", "Refused", "Target", "bound", "failure_text", "sha256"]

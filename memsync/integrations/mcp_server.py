@@ -2,8 +2,11 @@
 
 Tools: view, read, create, str_replace, insert, delete, rename (the Claude memory tool's operations, from
 memsync.integrations.files), log, diff, restore and search. Every write is a version of the run
-(MEMSYNC_RUN_ID or a new id); read-only memories refuse writes; memories are pulled when the
-server starts and pushed at checkpoints and when the client disconnects.
+(MEMSYNC_RUN_ID or a new id); read-only memories refuse writes, and a server whose every memory is
+read-only offers the read tools only; memories are pulled when the server starts and pushed at
+checkpoints and when the client disconnects (the write tools say so with `openWorldHint`). A line
+on stdin that is not JSON gets a JSON-RPC parse error (-32700), one that is JSON but no JSON-RPC
+message an invalid-request error (-32600), never silence.
 """
 
 from __future__ import annotations
@@ -12,28 +15,45 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    InputRequiredResult,
+    JSONRPCError,
+    ToolAnnotations,
+)
 from pydantic import ValidationError
 
 from memsync import __version__
 from memsync.errors import MemsyncError
 from memsync.integrations import arguments as argcheck
-from memsync.integrations.files import MAX_RESULT_CHARS, MemoryFiles, Refused, Target, bound, failure_text
+from memsync.integrations.budget import MAX_RESULT_TOKENS, cut_to_tokens, tokens
+from memsync.integrations.files import MemoryFiles, Refused, Target, bound, failure_text
 from memsync.integrations.search import search as search_memory
 from memsync.integrations.session import MemorySession, SessionOptions, SessionReport
 from memsync.run.execute import Mount
 
 TOOL = "mcp"
-MAX_DIFF_CHARS = 60_000
 F = TypeVar("F", bound=Callable[..., str])
+READ_TOOLS = ("view", "read", "log", "diff", "search")
+WRITE_TOOLS = ("create", "str_replace", "insert", "delete", "rename", "restore")
 
 # What each tool may do, for a client deciding what to confirm with its user (MCP tool annotations).
+# A write reaches the hub (pushed at a checkpoint, then pulled by every other machine): open world,
+# unless the server runs offline.
 READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-ADDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
-PUTS_BACK = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+def _writes(*, destructive: bool, idempotent: bool, hub: bool) -> ToolAnnotations:
+    return ToolAnnotations(read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent,
+                           open_world_hint=hub)
 
 
 class MemoryServer(MCPServer):
@@ -44,13 +64,35 @@ class MemoryServer(MCPServer):
         super().__init__(*args, **kwargs)
         self.accepted: dict[str, set[str]] = {}
 
-    def memory_tool(self, annotations: ToolAnnotations) -> Callable[[F], F]:
+    def memory_tool(self, annotations: ToolAnnotations, *, offered: bool = True) -> Callable[[F], F]:
+        """Register a tool (not if `offered` is false: a read-only server has no write tools)."""
         def register(fn: F) -> F:
+            if not offered:
+                return fn
             self.accepted[fn.__name__] = set(inspect.signature(fn).parameters)
             # structured_output=False: the text once, not again as structuredContent
             self.add_tool(fn, annotations=annotations, structured_output=False)
             return fn
         return register
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio loop, with an answer to a line that is not a JSON-RPC message (the
+        SDK's transport hands such a line on as an exception, and the server drops it)."""
+        async with stdio_server() as (read_stream, write_stream):
+            send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+            async def answer_bad_lines() -> None:
+                async with send:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            await write_stream.send(SessionMessage(bad_line_error(item)))
+                        else:
+                            await send.send(item)
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(answer_bad_lines)
+                await self._lowlevel_server.run(receive, write_stream,
+                                                self._lowlevel_server.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
@@ -64,6 +106,15 @@ class MemoryServer(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(argcheck.invalid(name, exc.__cause__.errors())) from None
             raise
+
+
+def bad_line_error(exc: Exception) -> JSONRPCError:
+    """-32700 for a line that is not JSON, -32600 for JSON that is no JSON-RPC message (id null:
+    the request's id could not be read)."""
+    parse = isinstance(exc, ValidationError) and any(e.get("type") == "json_invalid" for e in exc.errors())
+    error = (ErrorData(code=PARSE_ERROR, message="Parse error: the line is not valid JSON") if parse else
+             ErrorData(code=INVALID_REQUEST, message="Invalid Request: not a JSON-RPC 2.0 message"))
+    return JSONRPCError(jsonrpc="2.0", id=None, error=error)
 
 
 class Memories:
@@ -104,6 +155,16 @@ class Memories:
             raise Refused(f"no memory {name!r} is served here; served: {', '.join(self.files)}")
         return self.files[name]
 
+    @property
+    def writable(self) -> bool:
+        """Some memory takes writes (else only the read tools are offered)."""
+        return any(not f.session.read_only for f in self.files.values())
+
+    @property
+    def reaches_hub(self) -> bool:
+        """A write is pushed to a hub (not an offline server)."""
+        return any(not f.session.read_only and not f.session.offline for f in self.files.values())
+
     def describe(self) -> str:
         lines = []
         for name, f in self.files.items():
@@ -113,7 +174,7 @@ class Memories:
 
 
 def _call(op: Callable[[], str]) -> str:
-    """A tool's result, or its failure as a ToolError; either bounded to MAX_RESULT_CHARS."""
+    """A tool's result, or its failure as a ToolError; either bounded to MAX_RESULT_TOKENS."""
     try:
         return bound(op(), "ask for less (a path, a smaller limit, view_range, read's offset and length)")
     except (MemsyncError, OSError) as exc:
@@ -135,23 +196,29 @@ def build(memories: Memories) -> MemoryServer:
         "and `restore` reach any past version; `search` greps the files and, with history=true, what past "
         "versions held. Paths are relative to the memory. Served memories:\n" + memories.describe(),
     )
+    hub, writable = memories.reaches_hub, memories.writable
+    adds = _writes(destructive=False, idempotent=False, hub=hub)
+    changes = _writes(destructive=True, idempotent=False, hub=hub)
+    puts_back = _writes(destructive=True, idempotent=True, hub=hub)
 
     @server.memory_tool(READS)
     def view(path: str = "", memory: str | None = None, view_range: list[int] | None = None) -> str:
         """A directory listing (2 levels) or a file with line numbers (view_range: [first, last], -1 = end).
         A file's view starts with its sha256, to pass as expected_sha256 to a later write. A result holds
-        at most 60,000 characters: a longer file's view ends saying which view_range shows the rest."""
+        about 15,000 tokens (60,000 characters of English, 15,000 of CJK): a longer file's view ends saying
+        which view_range shows the rest."""
         def op() -> str:
             f = memories.get(memory)
             t = _target(f, path)
             text = f.view(t, view_range)
-            return f"sha256: {f.seen[t.rel]}\n{text}" if t.rel in f.seen and t.full.is_file() else text
+            return f"sha256: {f.seen[t.rel]}\n{text}" if f.viewed_file and t.rel in f.seen else text
         return _call(op)
 
     @server.memory_tool(READS)
     def read(path: str, memory: str | None = None, offset: int = 0, length: int | None = None) -> str:
-        """A file's text exactly as stored (no line numbers); `view` shows its sha256. At most 60,000
-        characters a call: read a longer file in parts with offset and length (in characters)."""
+        """A file's text exactly as stored (no line numbers); `view` shows its sha256. At most about 15,000
+        tokens a call (60,000 characters of English, 15,000 of CJK): read a longer file in parts with offset
+        and length (in characters)."""
         def op() -> str:
             f = memories.get(memory)
             t = _target(f, path)
@@ -163,26 +230,26 @@ def build(memories: Memories) -> MemoryServer:
             return _part(path, text, offset, length)
         return _call(op)
 
-    @server.memory_tool(ADDS)
+    @server.memory_tool(adds, offered=writable)
     def create(path: str, file_text: str, memory: str | None = None, confirm: bool = False) -> str:
         """Create a new file (refused if it exists: edit it with str_replace or insert)."""
         return _call(lambda: (f := memories.get(memory)).create(_target(f, path), file_text, confirm=confirm))
 
-    @server.memory_tool(CHANGES)
+    @server.memory_tool(changes, offered=writable)
     def str_replace(path: str, old_str: str, new_str: str, memory: str | None = None,
                     expected_sha256: str | None = None, confirm: bool = False) -> str:
         """Replace the one occurrence of old_str (it must appear exactly once) with new_str."""
         return _call(lambda: (f := memories.get(memory)).str_replace(
             _target(f, path), old_str, new_str, expected_sha256=expected_sha256, confirm=confirm))
 
-    @server.memory_tool(ADDS)
+    @server.memory_tool(adds, offered=writable)
     def insert(path: str, insert_line: int, insert_text: str, memory: str | None = None,
                expected_sha256: str | None = None, confirm: bool = False) -> str:
         """Insert text after line insert_line (0 = at the top)."""
         return _call(lambda: (f := memories.get(memory)).insert(
             _target(f, path), insert_line, insert_text, expected_sha256=expected_sha256, confirm=confirm))
 
-    @server.memory_tool(CHANGES)
+    @server.memory_tool(changes, offered=writable)
     def delete(path: str, memory: str | None = None, expected_sha256: str | None = None,
                confirm: bool = False) -> str:
         """Delete a file or a directory (older versions stay in history); a symlink is removed itself,
@@ -190,7 +257,7 @@ def build(memories: Memories) -> MemoryServer:
         return _call(lambda: (f := memories.get(memory)).delete(
             _target(f, path, follow=False), expected_sha256=expected_sha256, confirm=confirm))
 
-    @server.memory_tool(CHANGES)
+    @server.memory_tool(changes, offered=writable)
     def rename(old_path: str, new_path: str, memory: str | None = None,
                expected_sha256: str | None = None) -> str:
         """Rename or move a file or directory (refused if the destination exists)."""
@@ -209,7 +276,7 @@ def build(memories: Memories) -> MemoryServer:
         """What version `rev` changed (or from rev to rev2); a rev is a version, a ref or run:<id>."""
         return _call(lambda: _diff(memories.get(memory), [r for r in (rev, rev2) if r], path))
 
-    @server.memory_tool(PUTS_BACK)
+    @server.memory_tool(puts_back, offered=writable)
     def restore(path: str, at: str, memory: str | None = None) -> str:
         """Put a file (or directory) back byte for byte as it was at version `at`, as a new version."""
         return _call(lambda: _restore(memories.get(memory), path, at))
@@ -228,13 +295,16 @@ def _part(path: str, text: str, offset: int, length: int | None) -> str:
     """`read`'s text from `offset`, whole or refused: a cut text could be mistaken for the file."""
     if offset < 0 or (length is not None and length < 0):
         raise Refused("offset and length are 0 or more")
-    if length is None and len(text) - offset > MAX_RESULT_CHARS:
-        raise Refused(f"{path} is {len(text):,} characters long, more than one result holds "
-                      f"({MAX_RESULT_CHARS:,}); read it in parts: offset=0 length={MAX_RESULT_CHARS}, then "
-                      f"offset={MAX_RESULT_CHARS} and so on (or view it with a view_range)")
-    if length is not None and length > MAX_RESULT_CHARS:
-        raise Refused(f"length is at most {MAX_RESULT_CHARS:,} characters; read the rest in another call")
-    return text[offset:] if length is None else text[offset:offset + length]
+    rest = text[offset:] if length is None else text[offset:offset + length]
+    if tokens(rest) <= MAX_RESULT_TOKENS:
+        return rest
+    fits = len(cut_to_tokens(text[offset:], MAX_RESULT_TOKENS))
+    if length is None:
+        raise Refused(f"{path} is {len(text):,} characters long, more than one result holds (about "
+                      f"{MAX_RESULT_TOKENS:,} tokens); read it in parts: offset={offset} length={fits}, then "
+                      f"offset={offset + fits} and so on (or view it with a view_range)")
+    raise Refused(f"length is at most {fits:,} characters of this text from offset {offset} (one result holds "
+                  f"about {MAX_RESULT_TOKENS:,} tokens); read the rest in another call")
 
 
 def _log(f: MemoryFiles, path: str | None, run_id: str | None, flagged: bool, limit: int) -> str:
@@ -257,8 +327,9 @@ def _diff(f: MemoryFiles, revs: list[str], path: str | None) -> str:
     paths = [_target(f, path).rel] if path else None
     result = forensics.diff(f.session.root, revs, paths)
     text = b"".join(p.data for p in result.patches).decode("utf-8", errors="replace")
-    if len(text) > MAX_DIFF_CHARS:
-        text = text[:MAX_DIFF_CHARS] + f"\n… cut at {MAX_DIFF_CHARS} characters; name a path to see one file"
+    if tokens(text) > MAX_RESULT_TOKENS - 200:
+        text = cut_to_tokens(text, MAX_RESULT_TOKENS - 200) + (
+            f"\n… cut at about {MAX_RESULT_TOKENS - 200:,} tokens; name a path to see one file")
     return f"{result.old} -> {result.new}\n{text}" if text else f"{result.old} -> {result.new}: no changes"
 
 
@@ -282,7 +353,7 @@ def _restore(f: MemoryFiles, path: str, at: str) -> str:
 def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_case: bool, limit: int) -> str:
     under = _target(f, path).rel if path else ""
     found = search_memory(f.session.memory, pattern, under=under, past=past, ignore_case=ignore_case,
-                          limit=max(1, min(limit, 500)))
+                          limit=max(1, min(limit, 500)), root_id=f.session.root_id)
     lines = [(f"{h.version} " if h.version else "") + f"{h.path}:{h.line}: {h.text}" for h in found.hits]
     if found.cut:
         lines.append(f"… more matches; only the first {len(found.hits)} are shown")

@@ -7,7 +7,6 @@ folder is never touched.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -34,22 +33,4 @@ def make_dirs(path: Path) -> None:
         os.chmod(directory, DIR_MODE)  # mkdir's mode passes through the umask; chmod's does not
 
 
-def create_file(path: Path, data: bytes) -> None:
-    """Write a new file (refused with FileExistsError if anything is there, a symlink included);
-    a write that fails (a full disk) leaves no half file behind."""
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fd = -1
-            fh.write(data)
-    except BaseException:
-        if fd != -1:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        with contextlib.suppress(OSError):
-            path.unlink()  # created by this call (O_EXCL): ours to remove
-        raise
-
-
-__all__ = ["DIR_MODE", "FILE_MODE", "create_file", "make_dirs"]
+__all__ = ["DIR_MODE", "FILE_MODE", "make_dirs"]

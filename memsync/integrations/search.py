@@ -11,18 +11,20 @@ other threads run. A search that runs out of budget is refused, never answered w
 
 from __future__ import annotations
 
-import os
+import stat
 import time
-from pathlib import Path
+from collections.abc import Iterator
 
 import regex
 
 from memsync.core.memory import Memory
 from memsync.errors import UsageError
 from memsync.git import history
+from memsync.integrations.memtree import MemoryTree
 from memsync.util.records import dataclass, field
 
-MAX_FILE_BYTES = 2_000_000  # bigger files are not searched
+MAX_BLOB_BYTES = 64_000_000  # a past version bigger than this is not searched (git hands it over whole)
+PAGE_BYTES = 1 << 20  # a current file is read this much at a time, whatever its size
 MAX_LINE_CHARS = 400  # a matching line is shown cut to this
 MAX_VERSIONS = 500  # history search looks at most this far back
 MAX_PATTERN_CHARS = 1_000
@@ -131,9 +133,13 @@ def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
 
 
 def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ignore_case: bool = False,
-           limit: int = 50, seconds: float = TIME_BUDGET, max_bytes: int = MAX_SCAN_BYTES) -> Found:
+           limit: int = 50, seconds: float = TIME_BUDGET, max_bytes: int = MAX_SCAN_BYTES,
+           root_id: tuple[int, int] | None = None) -> Found:
     """Matching lines (current files first, then past versions, newest first), and what was not
-    searched (files over MAX_FILE_BYTES, versions past MAX_VERSIONS or never fetched).
+    searched (past versions over MAX_BLOB_BYTES, versions past MAX_VERSIONS or never fetched).
+    Current files are read in pages through the memory's folder descriptors, never through a
+    symlink (memtree.py), whatever their size; `root_id`: the (device, inode) the memory's folder
+    must still have (a session's).
     OverBudget when the pattern, the time or the text read exceeds the budget."""
     rx = compile_pattern(pattern, ignore_case)
     budget = _Budget(seconds, max_bytes)
@@ -141,13 +147,14 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
     hits = found.hits
     current: set[tuple[str, str]] = set()
     big: list[str] = []
-    for rel in _work_files(mem.root, under):
-        for no, line in _matches(rx, _read(mem.root / rel, rel, big), rel, budget):
-            current.add((rel, line))
-            if len(hits) >= limit:
-                found.cut = True
-                return _noted(found, big)
-            hits.append(Hit(rel, no, _cut(line)))
+    with MemoryTree(mem.root, root_id) as tree:
+        for rel in _work_files(tree, under):
+            for no, line in _paged_matches(rx, tree, rel, budget):
+                current.add((rel, line))
+                if len(hits) >= limit:
+                    found.cut = True
+                    return _noted(found, big)
+                hits.append(Hit(rel, no, _cut(line)))
     if not past:
         return _noted(found, big)
     head = mem.git.head_oid()
@@ -174,7 +181,7 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
             blob = history.blob_at(mem.git, version.oid, delta.path)
             if blob is None:
                 continue
-            if len(blob[0]) > MAX_FILE_BYTES:
+            if len(blob[0]) > MAX_BLOB_BYTES:
                 big.append(f"{delta.path} in {version.oid[:8]}")
                 continue
             for no, line in _matches(rx, blob[0], f"{delta.path} in {version.oid[:8]}", budget):
@@ -191,22 +198,25 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
 def _noted(found: Found, big: list[str]) -> Found:
     if big:
         more = f" and {len(big) - 3} more" if len(big) > 3 else ""
-        found.unsearched.append(f"files over {MAX_FILE_BYTES:,} bytes: {', '.join(big[:3])}{more}")
+        found.unsearched.append(f"past versions over {MAX_BLOB_BYTES:,} bytes: {', '.join(big[:3])}{more}")
     return found
 
 
-def _work_files(root: Path, under: str) -> list[str]:
-    start = root / under if under else root
-    if start.is_file():
+def _work_files(tree: MemoryTree, under: str) -> list[str]:
+    """The regular files at or below `under` ('' for all), never through a symlink; memsync's own
+    folders are left out."""
+    st = tree.lstat(under) if under else None
+    if st is not None and stat.S_ISREG(st.st_mode):
         return [under]
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(start):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        dirnames[:] = sorted(d for d in dirnames if not (rel_dir == "." and d in (".git", ".vm0")) and d != ".git")
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if not path.is_symlink():
-                found.append(path.relative_to(root).as_posix())
+    if under and (st is None or not stat.S_ISDIR(st.st_mode)):
+        return []
+    found = []
+    for rel in tree.files_under(under):
+        if rel.split("/")[0] in (".git", ".vm0"):
+            continue
+        st = tree.lstat(rel)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            found.append(rel)
     return found
 
 
@@ -214,14 +224,49 @@ def _under(path: str, under: str) -> bool:
     return not under or path == under or path.startswith(under.rstrip("/") + "/")
 
 
-def _read(path: Path, rel: str, big: list[str]) -> bytes:
+def _lines(pages: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines of a file read page by page (a line split between two pages comes whole)."""
+    carry = b""
+    for page in pages:
+        parts = (carry + page).split(b"\n")
+        carry = parts.pop()
+        yield from parts
+    if carry:
+        yield carry
+
+
+def _paged_matches(rx: regex.Pattern[str], tree: MemoryTree, rel: str,
+                   budget: _Budget) -> Iterator[tuple[int, str]]:
+    """Matching lines of a current file, read PAGE_BYTES at a time (binary files are skipped)."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            big.append(rel)
-            return b""
-        return path.read_bytes()
+        pages = tree.chunks(rel, PAGE_BYTES)
+        first = next(pages, b"")
+    except OSError:  # gone, or a symlink now: not the memory's file
+        return
+    if b"\0" in first[:8192]:
+        return
+
+    def all_pages() -> Iterator[bytes]:
+        budget.read(rel, len(first))
+        yield first
+        for page in pages:
+            budget.read(rel, len(page))
+            yield page
+
+    try:
+        for no, raw in enumerate(_lines(all_pages()), 1):
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            if _hit(rx, line, f"{rel}:{no}", budget):
+                yield no, line
     except OSError:
-        return b""
+        return
+
+
+def _hit(rx: regex.Pattern[str], line: str, where: str, budget: _Budget) -> bool:
+    try:  # concurrent: the GIL is released, so the server's other threads run meanwhile
+        return rx.search(line, timeout=budget.timeout(where), concurrent=True) is not None
+    except TimeoutError:
+        raise budget.expired(where) from None
 
 
 def _matches(rx: regex.Pattern[str], data: bytes, where: str, budget: _Budget) -> list[tuple[int, str]]:

@@ -86,6 +86,7 @@ class MemorySession:
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
         self._push_error: str | None = None
+        self.root_id: tuple[int, int] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     def open(self) -> Memory:
@@ -102,6 +103,8 @@ class MemorySession:
         if new:
             os.chmod(self.path, private.DIR_MODE)  # what is checked out inside follows the umask, as git's does
         self._mem = mems[0]
+        st = os.stat(self._mem.root)
+        self.root_id = (st.st_dev, st.st_ino)  # the folder the tools work in: a swap of it is refused
         self._base = self._mem.git.head_oid()
         if not self.read_only:
             from memsync.sync.exchange import unpushed
