@@ -37,13 +37,16 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         create: Annotated[bool, typer.Option("--create", help="Start a --memory the hub does not have (empty); "
                                              "without it such a memory is refused, naming those the hub has.")]
         = False,
+        propose: Annotated[bool, typer.Option("--propose", help="Make the run's changes a proposal "
+                                              "(proposals/<name>/<run-id> on the hub) for review; the memory "
+                                              "does not move until `memsync accept`.")] = False,
     ) -> None:
         """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push.
 
         Exit code: the command's own; 8 if it succeeded but a memory could not be pushed; 9 if a
         policy kept files out of the commit or the command changed a read-only memory."""
         raise typer.Exit(running.run(command, memory, run_id, offline, no_push, checkpoint, remote, keep_ssh_agent,
-                                     as_user, max_push_rate, create))
+                                     as_user, max_push_rate, create, propose))
 
     @app.command()
     @guard

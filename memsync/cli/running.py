@@ -11,7 +11,7 @@ from memsync.cli.output import err
 
 def run(command: list[str] | None, memory: list[str] | None, run_id: str | None, offline: bool, no_push: bool,
         checkpoint: float, remote: str | None, keep_ssh_agent: bool, as_user: str | None,
-        max_push_rate: str | None, create: bool) -> int:
+        max_push_rate: str | None, create: bool, propose: bool = False) -> int:
     """Pull the memories, run CMD, checkpoint while it runs, commit with the run's id, push; the
     exit code memsync ends with."""
     from memsync.run import execute as runner
@@ -21,7 +21,7 @@ def run(command: list[str] | None, memory: list[str] | None, run_id: str | None,
     report = runner.execute(list(command or []), mounts, run_id=run_id, offline=offline, no_push=no_push,
                             checkpoint=checkpoint, remote=remote, say=lambda m: err(f"memsync: {m}"),
                             keep_ssh_agent=keep_ssh_agent, as_user=as_user, max_push_rate=max_push_rate,
-                            create=create)
+                            create=create, propose=propose)
     _summarise(report, no_push)
     return int(report.status)
 
@@ -51,6 +51,9 @@ def _summarise(report: Any, no_push: bool) -> None:
         conflicts = (f", {_n(len(m.conflicts), 'losing version', 'losing versions')} kept to fold"
                      if m.conflicts else "")
         err(f"memsync: {m.name}{version}: {state}{extra}{merged}{conflicts}")
+        if getattr(m, "proposal", None):
+            err(f"Proposal: {m.proposal} ({m.name}); review it with `memsync review {m.proposal}`, then "
+                f"`memsync accept {m.proposal}` or `memsync reject {m.proposal}`")
         if m.unpushed:
             err(f"memsync: {m.name}: unpushed versions kept locally: {', '.join(m.unpushed)}; "
                 f"`memsync push` in {m.root} delivers them")

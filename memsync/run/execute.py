@@ -99,6 +99,7 @@ class MemoryOutcome:
     error: str | None = None
     rejected: bool = False  # the hub refused the final push (a hook, a protected branch, an access rule)
     unrecorded: bool = False  # the final commit failed (a full disk): the next command makes it, as the run's
+    proposal: str | None = None  # the proposal waiting for review (--propose, or `mode: review` paths)
 
 
 @dataclass
@@ -137,6 +138,7 @@ class RunOptions:
     max_push_rate: str | None = None
     create: bool = False
     generated_id: bool = False  # the run id is memsync's (its clock is then checked: runclock.py)
+    propose: bool = False  # the writable memories' changes become a proposal (sync/proposing.py)
 
 
 @dataclass
@@ -446,9 +448,11 @@ class _Signals:
 def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = None, offline: bool = False,
             no_push: bool = False, checkpoint: float = DEFAULT_CHECKPOINT, remote: str | None = None,
             say: Say = lambda _m: None, keep_ssh_agent: bool = False, as_user: str | None = None,
-            max_push_rate: str | None = None, create: bool = False) -> RunReport:
+            max_push_rate: str | None = None, create: bool = False, propose: bool = False) -> RunReport:
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
+    if propose and no_push:
+        raise UsageError("--propose and --no-push: a proposal is a branch on the hub", "drop one of them")
     if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
         raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
@@ -467,13 +471,27 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
     sealed.make_undumpable()
     with sealed.seal():
         options = RunOptions(offline, no_push, checkpoint, remote, keep_ssh_agent, user, max_push_rate, create,
-                             generated_id=run_id is None)
+                             generated_id=run_id is None, propose=propose)
         return _execute(command, mounts, rid, cwd, say, options)
 
 
 def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: Say, options: RunOptions) -> RunReport:
-    o = options
-    memories = prepare(mounts or [], cwd, o.remote, o.offline, say, run_id=rid, claim=True, create=o.create)
+    memories = prepare(mounts or [], cwd, options.remote, options.offline, say, run_id=rid, claim=True,
+                       create=options.create)
+    if not options.propose:
+        return _execute_prepared(command, mounts, rid, say, options, memories)
+    from memsync.run.proposed import proposed
+
+    with proposed(memories, {m.name for m in mounts if m.read_only}, rid, options.offline, say) as views:
+        report = _execute_prepared(command, mounts, rid, say, options, views)
+    for outcome in report.memories:
+        if not outcome.read_only and outcome.final_commit:
+            outcome.proposal = rid
+    return report
+
+
+def _execute_prepared(command: list[str], mounts: list[Mount], rid: str, say: Say, o: RunOptions,
+                      memories: list[Memory]) -> RunReport:
     read_only = {m.name for m in mounts if m.read_only}
     if o.generated_id:
         from memsync.run import runclock
@@ -582,6 +600,10 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: 
             report = RunReport(rid, command, code, duration, [m.outcome for m in mounted])
             _undo_read_only(mounted, say)
             _finish(report, writable, o.no_push, say, signals)
+            if not o.propose and not o.no_push:
+                from memsync.run.proposed import propose_reviewed
+
+                propose_reviewed(writable, rid, say)
             return report
 
 
