@@ -395,7 +395,7 @@ def parse_protect(raw: object) -> list[ProtectRule]:
 
     Each entry is a mapping ``{path: <glob>, mode: append-only|read-only|review}``.  Errors are
     a ValueError with a one-line message naming the entry, e.g.
-    ``protect[1]: unknown mode 'readonly' (valid modes: append-only, read-only)``.
+    ``protect[1]: unknown mode 'readonly' (valid modes: append-only, read-only, review)``.
     """
     if raw is None:
         return []
