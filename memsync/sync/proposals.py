@@ -146,8 +146,16 @@ def read_hub(mem: Memory, memory: str | None = None) -> HubProposals:
             mem.git.delete_ref(ref)  # gone from the hub
     opened = {r.removeprefix(f"{OPEN_PREFIX}{name}/"): t for r, t in refs.items() if r.startswith(OPEN_PREFIX)}
     closed = {r.removeprefix(f"{CLOSED_PREFIX}{name}/"): t for r, t in refs.items() if r.startswith(CLOSED_PREFIX)}
-    return HubProposals(memory_tip, {k: v for k, v in opened.items() if "/" not in k},
-                        {k: v for k, v in closed.items() if "/" not in k})
+    return HubProposals(memory_tip, {k: v for k, v in opened.items() if _valid_id(k)},
+                        {k: v for k, v in closed.items() if _valid_id(k)})
+
+
+def _valid_id(pid: str) -> bool:
+    """A proposal id is a run id (names.check_run_id): any other branch a hub writer made under
+    proposals/ is not one, and is never named in a ref memsync writes."""
+    from memsync.util.names import RUN_ID_RE
+
+    return bool(RUN_ID_RE.match(pid)) and ".." not in pid
 
 
 def find_base(mem: Memory, pid: str, tip: str, memory_tip: str | None) -> str | None:
@@ -220,8 +228,7 @@ def find(mem: Memory, pid: str, include_closed: bool = True) -> tuple[Proposal, 
     """One proposal (caller holds the memory's lock), with what the hub holds."""
     from memsync.util.names import check_run_id
 
-    with contextlib.suppress(Exception):
-        pid = check_run_id(pid)
+    check_run_id(pid)
     hub = read_hub(mem)
     if pid not in hub.open and pid not in hub.closed:
         raise ProposalNotFound(pid, mem.name, sorted(hub.open))
