@@ -97,6 +97,8 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
                 f"{count(r.loose_before, 'loose object')} into 1 pack in {r.seconds:.1f}s")
         if result.hub_result is None:
             out(f"The hub {result.hub} is not on this machine: its host keeps it compact")
+        if result.pruned:
+            out(f"Forgot {count(len(result.pruned), 'closed proposal')} on the hub: {', '.join(result.pruned[:10])}")
 
     @app.command()
     @guard

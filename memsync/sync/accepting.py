@@ -192,6 +192,9 @@ def _close(mem: Memory, proposal: Proposal, state: str, reason: str | None, vers
     hub_write(mem, local, ref, record, proposal.record)
     hub_delete(mem, f"refs/heads/{proposal.branch}", None)
     mem.git.delete_ref(local)
+    for ref in (f"refs/heads/{proposal.branch}", f"refs/memsync/seen-proposals/heads/{proposal.branch}"):
+        if mem.git.head_target() != ref:
+            mem.git.delete_ref(ref)  # not waiting any more (proposals.waiting)
     proposal.record = record
 
 

@@ -144,6 +144,9 @@ def read_hub(mem: Memory, memory: str | None = None) -> HubProposals:
             mem.git.refs_under(f"{SEEN}memsync/proposals/{name}/"):
         if "refs/" + ref.removeprefix(SEEN) not in refs:
             mem.git.delete_ref(ref)  # gone from the hub
+    for ref, _tip in mem.git.refs_under(f"{OPEN_PREFIX}{name}/"):
+        if ref not in refs and mem.git.head_target() != ref:
+            mem.git.delete_ref(ref)  # this clone's proposal, closed since
     opened = {r.removeprefix(f"{OPEN_PREFIX}{name}/"): t for r, t in refs.items() if r.startswith(OPEN_PREFIX)}
     closed = {r.removeprefix(f"{CLOSED_PREFIX}{name}/"): t for r, t in refs.items() if r.startswith(CLOSED_PREFIX)}
     return HubProposals(memory_tip, {k: v for k, v in opened.items() if _valid_id(k)},
@@ -236,6 +239,20 @@ def find(mem: Memory, pid: str, include_closed: bool = True) -> tuple[Proposal, 
                                                    {k: v for k, v in hub.closed.items() if k == pid}),
                                  mem.name, True)]
     return listed[0], hub
+
+
+def waiting(mem: Memory) -> list[str]:
+    """The open proposals of this memory as last seen here (this clone's own, and those the last
+    `memsync proposals` found): no connection to the hub. One whose tip the memory's branch
+    holds is accepted, not waiting."""
+    merged = mem.git.ref_oid(mem.tracking_ref)
+    found: set[str] = set()
+    for prefix in (f"{OPEN_PREFIX}{mem.name}/", f"{SEEN}heads/proposals/{mem.name}/"):
+        for ref, tip in mem.git.refs_under(prefix):
+            pid = ref.removeprefix(prefix)
+            if _valid_id(pid) and (merged is None or not mem.git.is_ancestor(tip, merged)):
+                found.add(pid)
+    return sorted(found)
 
 
 def check_room(mem: Memory) -> None:

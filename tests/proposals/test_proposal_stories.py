@@ -94,8 +94,10 @@ def test_review_mode_paths_split_a_run(research: Path, cli: Cli) -> None:
     assert git("status", "--porcelain", cwd=research) == ""
     [p] = json.loads(cli("proposals", "--json", cwd=research).out)
     assert p["files"] == ["summary.md"]
+    assert "Proposals waiting: split" in cli("status", cwd=research).out
     assert cli("accept", "split", cwd=research).code == 0
     assert hub_tree()["summary.md"] == b"# Summary\n\nrewritten\n"
+    assert json.loads(cli("status", "--json", cwd=research).out)["proposals"] == []
 
 
 def test_consolidate_reports_what_it_would_forget(research: Path, cli: Cli) -> None:
