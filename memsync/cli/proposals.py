@@ -48,7 +48,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
             return
         table(["ID", "MEMORY", "STATE", "BASE", "AGE", "FILES", "+/-", "MOVED", "FLAGS"],
               [[p.id, p.memory, p.state, (p.base or "-")[:8], _age(p.created), str(len(p.files)),
-                f"+{p.added}/-{p.removed}", "yes" if p.moved else "no", "; ".join(p.flags) or "-"] for p in found])
+                f"+{p.added}/-{p.removed}", "yes" if p.moved else "no", _flag_summary(p.flags)] for p in found])
 
     @app.command()
     @guard
@@ -103,7 +103,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         for line in done.conflicts:
             out(f"  conflict kept both: {line}")
         if done.flags:
-            out(f"  flags: {'; '.join(done.flags)}")
+            out(f"  flags: {_flag_summary(done.flags)}")
         if not done.closed:
             out(f"  the rest stays open: `memsync review {pid}`")
 
@@ -173,6 +173,20 @@ def _consolidate(command: list[str], memory: str | None, run_id: str | None, rem
     return int(report.status)
 
 
+SHOWN_FLAGS = 20
+
+
+def _flag_summary(flags: list[str]) -> str:
+    """One flag as it is; several, counted by kind: "delete 200, shrink 1"."""
+    if len(flags) <= 1:
+        return flags[0] if flags else "-"
+    kinds: dict[str, int] = {}
+    for flag in flags:
+        kind = flag.split(" ", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
+
+
 def _age(created: str) -> str:
     from datetime import datetime, timezone
 
@@ -196,8 +210,11 @@ def _show_proposal(p: Proposal) -> None:
 def _show_review(result: Review, stat: bool) -> None:
     _show_proposal(result.proposal)
     checked = result.checked
-    for flag in checked.flags:
+    for flag in checked.flags[:SHOWN_FLAGS]:
         out(f"  flag: {flag}")
+    if len(checked.flags) > SHOWN_FLAGS:
+        out(f"  ... {count(len(checked.flags) - SHOWN_FLAGS, 'more flag')} ({_flag_summary(checked.flags)}; "
+            "`--json` lists all)")
     for secret in checked.secrets:
         out(f"  secret: {secret}")
     for violation in checked.violations:

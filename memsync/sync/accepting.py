@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from memsync.core.attribution import Attribution, operator
 from memsync.core.memory import Memory, refuse_during_run
@@ -29,7 +31,11 @@ from memsync.sync.proposals import (
 )
 from memsync.util.records import dataclass, field
 
+if TYPE_CHECKING:
+    from memsync.git.merge import ConflictCopy
+
 MAX_REWRITE_WALK = 20_000
+MAX_FLAG_TRAILERS = 20  # Memsync-Flag trailers an accepted version carries (then Memsync-Flags-Omitted)
 
 
 @dataclass
@@ -138,11 +144,15 @@ def accept(mem: Memory, pid: str, paths: list[str] | None = None) -> Acceptance:
         return done
 
 
-def _merge(mem: Memory, theirs: str, pid: str, who: Attribution, flags: list[str]) -> list:  # type: ignore[type-arg]
+def _merge(mem: Memory, theirs: str, pid: str, who: Attribution, flags: list[str]) -> list[ConflictCopy]:
     from memsync.checks.merge_policy import strategy_for
     from memsync.core.snapshot import take
     from memsync.git.integrate import integrate
 
+    if len(flags) > MAX_FLAG_TRAILERS:  # the proposal's own versions (and `review`) hold them all
+        who = Attribution(who.actor, who.subject, who.run_id,
+                          (*who.extra, ("Memsync-Flags-Omitted", str(len(flags) - MAX_FLAG_TRAILERS))))
+        flags = flags[:MAX_FLAG_TRAILERS]
     message = compose(who.subject, who.trailers(flags))
     result = integrate(mem.git, mem.branch, theirs, pid, message, None, memory=mem.name,
                        max_file_size=mem.config.max_file_size,
@@ -154,7 +164,7 @@ def _merge(mem: Memory, theirs: str, pid: str, who: Attribution, flags: list[str
     return list(result.conflicts)
 
 
-def _no_changes(mem: Memory):  # type: ignore[no-untyped-def]
+def _no_changes(mem: Memory) -> Callable[[], None]:
     def resnap() -> None:
         raise RepoError(f"files changed in {mem.root} while the proposal was merged",
                         "run the command again when nothing writes there")
