@@ -98,6 +98,8 @@ def _refuse_bad(mem: Memory, proposal: Proposal, theirs: str) -> list[str]:
 
     base = mem.git.commit_info(theirs).parents[0] if theirs != proposal.tip else proposal.base
     checked = check_changes(mem, proposaltree.changes(mem.git, base, theirs))
+    if theirs == proposal.tip:  # its history comes along: a secret added, then removed, is still in it
+        checked.secrets += [s for s in _history_secrets(mem, theirs, base) if s not in checked.secrets]
     if checked.secrets and mem.config.secrets == "block":
         raise Blocked(f"proposal {proposal.id} holds likely secrets: {'; '.join(checked.secrets[:5])}",
                       "reject it (`memsync reject`); secrets: block in storage.yaml keeps them out of the memory")
@@ -109,6 +111,31 @@ def _refuse_bad(mem: Memory, proposal: Proposal, theirs: str) -> list[str]:
 
         notices.warn(f"proposal {proposal.id} holds likely secrets: {'; '.join(checked.secrets[:5])}")
     return checked.flags
+
+
+MAX_HISTORY_SCAN = 1000  # a proposal's versions whose changes are scanned one by one
+
+
+def _history_secrets(mem: Memory, tip: str, base: str | None) -> list[str]:
+    """Likely secrets in any version of a proposal's own history, not only in its tip; a longer
+    history than MAX_HISTORY_SCAN is refused rather than merged unread."""
+    from memsync.checks.secrets import scan_bytes
+    from memsync.sync.proposalcheck import MAX_TEXT, blob_data
+
+    if mem.config.secrets == "off":
+        return []
+    found: list[str] = []
+    for steps, info in enumerate(mem.git.walk(tip, hide=base)):
+        if steps >= MAX_HISTORY_SCAN:
+            raise Blocked(f"the proposal's history holds more than {MAX_HISTORY_SCAN} versions: not scanned",
+                          "accept some of its paths (`memsync accept ID -- PATH...`): that merges its result only")
+        parent = info.parents[0] if info.parents else None
+        for change in proposaltree.changes(mem.git, parent, info.oid):
+            data = blob_data(mem, change.new)
+            if data is not None and len(data) <= MAX_TEXT:
+                found += [f"{s.path}:{s.line} {s.rule} {s.preview} (in {info.short})"
+                          for s in scan_bytes(change.path, data)]
+    return found
 
 
 def accept(mem: Memory, pid: str, paths: list[str] | None = None) -> Acceptance:

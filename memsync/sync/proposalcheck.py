@@ -8,6 +8,7 @@ here before it can be accepted.
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 
 from memsync.checks import guard
 from memsync.checks.guard import FileChange
@@ -17,6 +18,7 @@ from memsync.git.proposaltree import Change
 from memsync.util.records import dataclass, field
 
 MAX_PATCH_LINES = 4000
+MAX_PATCH_BYTES = 1024 * 1024  # larger files get counts, not a patch (difflib is quadratic at worst)
 MAX_TEXT = 8 * 1024 * 1024  # larger files are not scanned for secrets here (the commit side scans them)
 
 
@@ -59,6 +61,8 @@ def check_changes(mem: Memory, changes: list[Change]) -> Checked:
 
 
 def count_lines(old: bytes | None, new: bytes | None, with_patch: bool, path: str) -> FileReview:
+    """Lines added and removed (as multisets of lines: linear time whatever a hostile file holds),
+    and the unified patch when asked for and both sides are at most MAX_PATCH_BYTES."""
     kind = "added" if old is None else "deleted" if new is None else "modified"
     review = FileReview(path, kind)
     if guard.is_binary(old or b"") or guard.is_binary(new or b""):
@@ -66,12 +70,17 @@ def count_lines(old: bytes | None, new: bytes | None, with_patch: bool, path: st
         return review
     a = (old or b"").decode("utf-8", "replace").splitlines(keepends=True)
     b = (new or b"").decode("utf-8", "replace").splitlines(keepends=True)
+    before, after = Counter(line.rstrip("\r\n") for line in a), Counter(line.rstrip("\r\n") for line in b)
+    review.added = sum((after - before).values())
+    review.removed = sum((before - after).values())
+    if not with_patch:
+        return review
+    if len(old or b"") > MAX_PATCH_BYTES or len(new or b"") > MAX_PATCH_BYTES:
+        review.patch = f"(no patch for {path}: larger than {MAX_PATCH_BYTES // 1024} KiB; `memsync diff` shows it)\n"
+        return review
     lines = list(difflib.unified_diff(a, b, f"a/{path}" if old is not None else "/dev/null",
                                       f"b/{path}" if new is not None else "/dev/null", n=3))
-    review.added = sum(1 for line in lines[2:] if line.startswith("+"))
-    review.removed = sum(1 for line in lines[2:] if line.startswith("-"))
-    if with_patch:
-        review.patch = "".join(line if line.endswith("\n") else line + "\n" for line in lines[:MAX_PATCH_LINES])
+    review.patch = "".join(line if line.endswith("\n") else line + "\n" for line in lines[:MAX_PATCH_LINES])
     return review
 
 

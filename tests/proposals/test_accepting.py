@@ -19,6 +19,8 @@ def test_a_proposal_leaves_the_memory_until_accepted(research: Path, cli: Cli) -
     listed = cli("proposals", "--json", cwd=research)
     assert listed.code == 0, listed.err
     [p] = json.loads(listed.out)
+    assert set(p) == {"id", "memory", "run_id", "state", "base", "tip", "created", "files", "added", "removed",
+                      "flags", "moved", "reason", "closed_by", "accepted_as", "record"}
     assert (p["id"], p["memory"], p["run_id"], p["state"], p["files"]) == ("p1", "research", "p1", "open",
                                                                            ["summary.md"])
     assert p["added"] == 1 and p["removed"] == 0 and p["moved"] is False

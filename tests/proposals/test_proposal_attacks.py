@@ -53,6 +53,26 @@ def test_a_hand_pushed_proposal_with_a_secret_is_blocked(research: Path, cli: Cl
     assert hub_tree() == before and not (research / "keys.md").exists()
 
 
+def test_a_secret_added_then_removed_in_a_proposals_history_is_blocked(research: Path, cli: Cli,
+                                                                     tmp_path: Path) -> None:
+    with open(research / ".vm0" / "storage.yaml", "a") as fh:
+        fh.write("secrets: block\n")
+    work = tmp_path / "hand"
+    git("clone", "-q", "-b", "memory/research", str(hub_path()), str(work), cwd=tmp_path)
+    for text in (f"token {SECRET}\n", "nothing to see\n"):
+        write(work, "keys.md", text)
+        git("add", "-A", cwd=work)
+        git("-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "by hand", cwd=work)
+    git("push", "-q", "origin", "HEAD:refs/heads/proposals/research/sneaky", cwd=work)
+    done = cli("accept", "sneaky", cwd=research)
+    assert done.code == 9 and "keys.md:1" in done.err and SECRET not in done.err
+    assert SECRET not in git("log", "-p", "memory/research", cwd=hub_path())
+    narrowed = cli("accept", "sneaky", "--", "keys.md", cwd=research)  # its result alone: no history comes along
+    assert narrowed.code == 0, narrowed.err
+    assert hub_tree()["keys.md"] == b"nothing to see\n"
+    assert SECRET not in git("log", "-p", "memory/research", cwd=hub_path())
+
+
 def test_a_proposal_run_never_carries_a_blocked_secret(research: Path, cli: Cli) -> None:
     with open(research / ".vm0" / "storage.yaml", "a") as fh:
         fh.write("secrets: block\n")
