@@ -236,6 +236,9 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
             from memsync.core.unverified import settle
 
             with mem.locked():  # a dead run's leftovers are that run's: settled before this run claims it
+                from memsync.sync.proposing import recover
+
+                recover(mem, offline)  # a killed proposal run's directory: its leftovers proposed, HEAD back
                 mem.git.check_state(mem.branch)
                 settle(mem, by="run")  # and unpushed commits memsync did not make are checked (refused if bad)
         joined = _own(mem, run_id, claim, claimed)

@@ -16,8 +16,14 @@ hub's ref caps):
 The functions (each returns records, raises MemsyncError subclasses, never prints):
 
 - `list_proposals(mem, include_closed=False, memory=None) -> list[Proposal]`: the hub's
-  proposals of the memory (open ones; with `include_closed`, accepted and rejected ones too).
-- `find(mem, pid) -> Proposal`: one proposal by id (ProposalNotFound, naming the open ones).
+  proposals of the memory (or of `memory`, another memory of the same hub): open ones; with
+  `include_closed`, accepted and rejected ones too. One connection per ref prefix, plus a fetch
+  of the proposals' objects not yet here.
+- `find(mem, pid) -> (Proposal, HubProposals)`: one proposal by id, open or closed
+  (ProposalNotFound, naming the open ones); caller holds the memory's lock.
+- `waiting(mem) -> list[str]`: the ids of the open proposals as last seen by this clone, with no
+  connection (`memsync status`).
+- `check_room(mem)`: TooManyProposals past MEMSYNC_MAX_PROPOSALS open ones.
 - `review(mem, pid, paths=()) -> Review` (history/reviewing.py): what accepting would change now,
   against the memory's current version: per file, lines added and removed, a patch, flags.
 - `forgotten(mem, pid) -> ForgettingReport` (history/reviewing.py, history/forgetting.py).
@@ -26,7 +32,8 @@ The functions (each returns records, raises MemsyncError subclasses, never print
 - `prune(mem, days) -> list[str]` (sync/accepting.py): closed proposals older than `days`
   forgotten by the hub (`memsync gc`).
 - `begin(mem, run_id) -> Memory` and `finish(view, mem)` (sync/proposing.py): a session's writes
-  made a proposal. `begin` returns the memory as seen through the proposal's branch: every
+  made a proposal; `split_for_review(mem, run_id, base, paths)` makes a run's changes to
+  `mode: review` paths the proposal `run_id`. `begin` returns the memory as seen through the proposal's branch: every
   commit, checkpoint and push made on that view lands on `proposals/<name>/<id>`, never on the
   memory's branch; `finish` puts the work tree back on the memory's version.
 
@@ -264,6 +271,8 @@ def check_room(mem: Memory) -> None:
 
 
 def hub_write(mem: Memory, local: str, ref: str, new: str, expected: str | None) -> None:
+    """Move the hub's `ref` to `new` (the local ref `local` names it), only forward: in place and
+    compared with `expected` under the hub's lock on this machine, a fast-forward push elsewhere."""
     from memsync.sync.exchange import hub_lock, push_patience
 
     if localhub.in_place(mem.git, mem.hub):
@@ -274,6 +283,8 @@ def hub_write(mem: Memory, local: str, ref: str, new: str, expected: str | None)
 
 
 def hub_delete(mem: Memory, ref: str, expected: str | None) -> None:
+    """Remove the hub's `ref` (a closed proposal's branch, a pruned record); on this machine only
+    if it still points at `expected` (None: wherever it points)."""
     from memsync.sync.exchange import hub_lock, push_patience
 
     if localhub.in_place(mem.git, mem.hub):

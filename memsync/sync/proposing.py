@@ -93,6 +93,40 @@ def split_for_review(mem: Memory, run_id: str, base: str | None, paths: list[str
     return split
 
 
+def recover(mem: Memory, offline: bool = False) -> str | None:
+    """A proposal run killed before `finish` left HEAD on its branch: what it left uncommitted is
+    committed there as that run's, pushed to the proposal (unless `offline`; a failed push keeps
+    it on the local branch), and HEAD goes back to the memory's version. The run's id, or None
+    when HEAD is on no proposal. Caller holds the lock; a live run owning the memory is left alone."""
+    from memsync.core.attribution import Attribution
+    from memsync.core.memory import live_run
+    from memsync.core.snapshot import take
+    from memsync.errors import RemoteError
+    from memsync.sync.exchange import converge
+    from memsync.util import notices
+
+    target = mem.git.head_target() or ""
+    prefix = f"refs/heads/{branch_for(mem.name, '')}"
+    if not target.startswith(prefix) or live_run(mem) is not None:
+        return None
+    run_id = target.removeprefix(prefix)
+    seen = view(mem, target.removeprefix("refs/heads/"))
+    who = Attribution("run", f"Save what run {run_id} left (killed)", run_id)
+    def resnap() -> None:
+        take(seen, who)
+
+    resnap()
+    if not offline:
+        try:
+            converge(seen, who, resnap)
+        except RemoteError as exc:
+            notices.warn(f"proposal {run_id} is not on the hub yet ({exc.message}); its versions stay on "
+                         f"{seen.branch} here")
+    proposaltree.leave_branch(mem.git, mem.branch)
+    notices.warn(f"a killed run's proposal {run_id}: its directory is back on {mem.branch}")
+    return run_id
+
+
 @dataclass
 class Split:
     proposal: str
@@ -101,4 +135,4 @@ class Split:
     kept_out: list[str] = field(default_factory=list)
 
 
-__all__ = ["Split", "begin", "finish", "split_for_review", "view"]
+__all__ = ["Split", "begin", "finish", "recover", "split_for_review", "view"]

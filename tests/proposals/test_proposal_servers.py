@@ -80,4 +80,12 @@ def test_a_killed_proposal_run_keeps_its_checkpoints_on_the_proposal(research: P
     blocked = subprocess.run([sys.executable, "-m", "memsync", "push"], cwd=research, capture_output=True, text=True,
                              timeout=60)
     assert blocked.returncode == 7 and "git switch memory/research" in blocked.stderr
-    assert "notes/kept.md" not in hub_tree()
+    (research / "notes" / "late.md").write_text("written after the last checkpoint\n")
+    again = subprocess.run([sys.executable, "-m", "memsync", "run", "--checkpoint", "0", "--", sys.executable, "-c",
+                            "pass"], cwd=research, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "proposal killed" in again.stderr  # the next run recovers the directory by itself
+    proposed = hub_tree("proposals/research/killed")
+    assert proposed["notes/kept.md"] == b"checkpointed\n" and proposed["notes/late.md"].startswith(b"written")
+    assert "notes/kept.md" not in hub_tree() and "notes/late.md" not in hub_tree()
+    assert git("symbolic-ref", "HEAD", cwd=research).strip() == "refs/heads/memory/research"
