@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Cli, git, hub_path, hub_tree, write
 from tests.proposals.conftest import propose
 
@@ -54,15 +56,21 @@ def test_reject_keeps_it_readable_and_acceptable_later(research: Path, cli: Cli)
     assert p["state"] == "accepted"
 
 
-def test_two_proposals_accepted_in_either_order(research: Path, cli: Cli) -> None:
-    propose(cli, research, "one", "open('summary.md','a').write('from one\\n')")
-    propose(cli, research, "two", "open('summary.md','w').write('# Summary\\n\\nalpha fact\\nbeta fact\\nfrom two\\n')")
-    assert cli("accept", "two", cwd=research).code == 0
-    done = cli("accept", "one", cwd=research)
+@pytest.mark.parametrize("order", [("one", "two"), ("two", "one")])
+def test_two_proposals_accepted_in_either_order(research: Path, cli: Cli, order: tuple[str, str]) -> None:
+    propose(cli, research, "one", "open('summary.md','w').write('# Summary\\n\\nalpha fact by one\\nbeta fact\\n')")
+    propose(cli, research, "two", "open('summary.md','w').write('# Summary\\n\\nalpha fact by two\\nbeta fact\\n')")
+    first, second = order
+    assert cli("accept", first, cwd=research).code == 0
+    shown = cli("review", second, "--stat", cwd=research)
+    assert "conflict (both kept): summary.md" in shown.out
+    done = cli("accept", second, cwd=research)
     assert done.code == 0, done.err
+    assert "conflict kept both: summary.md -> summary.conflicts.md" in done.out
     tree = hub_tree()
-    text = b"".join(tree.values()).decode()
-    assert "from one" in text and "from two" in text  # merged, or kept both: never lost
+    assert f"alpha fact by {first}".encode() in tree["summary.md"]  # the memory's version stays at the path
+    assert f"alpha fact by {second}".encode() in tree["summary.conflicts.md"]  # the other is gathered, not lost
+    assert {p["state"] for p in json.loads(cli("proposals", "--all", "--json", cwd=research).out)} == {"accepted"}
 
 
 def test_partial_accept_leaves_the_rest_open(research: Path, cli: Cli) -> None:
