@@ -140,6 +140,9 @@ def read_hub(mem: Memory, memory: str | None = None) -> HubProposals:
     name = memory or mem.name
     memory_tip = fetch(mem) if name == mem.name else None
     refs = {**hub_refs(mem, f"{OPEN_PREFIX}{name}/"), **hub_refs(mem, f"{CLOSED_PREFIX}{name}/")}
+    other = f"refs/heads/{mem.config.type}/{name}"  # another memory of the hub: its default branch
+    if name != mem.name:
+        refs.update({ref: tip for ref, tip in hub_refs(mem, other).items() if ref == other})
     local = {ref: SEEN + ref.removeprefix("refs/") for ref in refs}
     wanted = [f"+{ref}:{local[ref]}" for ref, tip in refs.items() if not mem.git.has_object(tip)]
     if wanted:
@@ -152,8 +155,11 @@ def read_hub(mem: Memory, memory: str | None = None) -> HubProposals:
         if "refs/" + ref.removeprefix(SEEN) not in refs:
             mem.git.delete_ref(ref)  # gone from the hub
     for ref, _tip in mem.git.refs_under(f"{OPEN_PREFIX}{name}/"):
-        if ref not in refs and mem.git.head_target() != ref:
-            mem.git.delete_ref(ref)  # this clone's proposal, closed since
+        closed_there = f"{CLOSED_PREFIX}{name}/{ref.removeprefix(f'{OPEN_PREFIX}{name}/')}" in refs
+        if ref not in refs and closed_there and mem.git.head_target() != ref:
+            mem.git.delete_ref(ref)  # this clone's proposal, closed since (one never pushed stays)
+    if name != mem.name:
+        memory_tip = refs.pop(other, None)
     opened = {r.removeprefix(f"{OPEN_PREFIX}{name}/"): t for r, t in refs.items() if r.startswith(OPEN_PREFIX)}
     closed = {r.removeprefix(f"{CLOSED_PREFIX}{name}/"): t for r, t in refs.items() if r.startswith(CLOSED_PREFIX)}
     return HubProposals(memory_tip, {k: v for k, v in opened.items() if _valid_id(k)},

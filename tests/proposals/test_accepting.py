@@ -95,3 +95,15 @@ def test_accept_refuses_local_changes_and_unknown_ids(research: Path, cli: Cli) 
     dirty = cli("accept", "p3", cwd=research)
     assert dirty.code == 2 and "local changes" in dirty.err
     assert (research / "summary.md").read_text() == "mine\n"
+
+
+def test_another_memorys_proposals_on_the_same_hub(research: Path, cli: Cli, tmp_path: Path) -> None:
+    other = tmp_path / "notebook"
+    other.mkdir()
+    assert cli("init", cwd=other).code == 0
+    write(other, "n.md", "n\n")
+    assert cli("push", cwd=other).code == 0
+    propose(cli, other, "nb1", "open('n.md','a').write('more\\n')")
+    listed = json.loads(cli("proposals", "--memory", "notebook", "--json", cwd=research).out)
+    assert [(p["id"], p["memory"], p["files"], p["moved"]) for p in listed] == [("nb1", "notebook", ["n.md"], False)]
+    assert json.loads(cli("proposals", "--json", cwd=research).out) == []
