@@ -164,7 +164,7 @@ def accept(mem: Memory, pid: str, paths: list[str] | None = None) -> Acceptance:
                           moved_base=theirs != proposal.tip and not paths)
         done.conflicts = [f"{c.path} -> {c.copy}" for c in result]
         exchange = converge(mem, operator("Accept a proposal"), resnap, push=True)
-        done.pushed, done.version = exchange.pushed or exchange.remote_head == done.version, mem.git.head_oid()
+        done.pushed, done.version = exchange.pushed, mem.git.head_oid()
         if not paths or set(paths) >= set(proposal.files):
             _close(mem, proposal, "accepted", None, done.version)
             done.closed = True
