@@ -6,6 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from memsync.core.attribution import Attribution
+from memsync.core.memory import open_memory
+from memsync.core.snapshot import take
+from memsync.sync.exchange import converge
 from tests.conftest import Cli, git, hub_path, hub_tree, write
 from tests.proposals.conftest import agent, propose
 
@@ -14,11 +18,16 @@ def test_accept_after_twenty_versions_moved_the_memory(research: Path, cli: Cli,
     propose(cli, research, "late", "open('summary.md','a').write('proposed line\\n')")
     other = tmp_path / "other"
     assert cli("clone", "research", str(other)).code == 0
-    for i in range(20):
+    mem = open_memory(other)
+    for i in range(20):  # twenty runs' versions, made in process: each committed as its run's and pushed
         write(other, f"notes/run-{i:02}.md", f"run {i}\n")
         if i % 5 == 0:
             write(other, "summary.md", (other / "summary.md").read_text().replace("alpha fact", f"alpha fact {i}"))
-        assert cli("push", cwd=other).code == 0
+        who = Attribution("run", f"Run r{i} (exit 0)", f"r{i}", (("Memsync-Exit-Code", "0"),))
+        with mem.locked():
+            take(mem, who)
+            converge(mem, who, lambda: None)  # nothing writes here meanwhile
+    assert git("log", "-1", "--format=%an", "memory/research", cwd=hub_path()).strip() == "memsync run r19"
     [p] = json.loads(cli("proposals", "--json", cwd=research).out)
     assert p["moved"] is True and p["state"] == "open"
     stat = cli("review", "late", "--stat", cwd=research)
