@@ -603,10 +603,10 @@ def _execute_prepared(command: list[str], mounts: list[Mount], rid: str, say: Sa
             report = RunReport(rid, command, code, duration, [m.outcome for m in mounted])
             _undo_read_only(mounted, say)
             _finish(report, writable, o.no_push, say, signals)
-            if not o.propose and not o.no_push:
+            if not o.propose:
                 from memsync.run.proposed import propose_reviewed
 
-                propose_reviewed(writable, rid, say)
+                propose_reviewed(writable, rid, say, push=not o.no_push)
             return report
 
 

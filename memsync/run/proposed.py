@@ -58,20 +58,22 @@ def proposed(memories: list[Memory], read_only: set[str], run_id: str, offline: 
                 say(f"{mem.name}: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
 
 
-def propose_reviewed(writable: Sequence[_Mounted], run_id: str, say: Say) -> None:
-    """The changes an ordinary run made to `mode: review` paths, made the proposal `run_id`."""
+def propose_reviewed(writable: Sequence[_Mounted], run_id: str, say: Say, push: bool = True) -> None:
+    """The changes an ordinary run made to `mode: review` paths, made the proposal `run_id`
+    (`push=False`, --no-push: on the local branch only)."""
     from memsync.checks import guard
     from memsync.sync.proposing import split_for_review
 
     for m in writable:
         rules = guard.parse_protect(m.mem.config.protect) if m.mem.config.protect else []
-        if not any(r.mode == "review" for r in rules) or m.outcome.error:
+        if not any(r.mode == "review" for r in rules):
             continue
+        pushing = push and not m.outcome.error  # the hub refused or is down: kept on the local branch
         try:
             with m.mem.locked():
                 paths = [c.path for c in m.mem.git.scan(full=True, tree_ignores=False)
                          if guard.for_review(c.path, rules)]
-                split = split_for_review(m.mem, run_id, m.base, paths)
+                split = split_for_review(m.mem, run_id, m.base, paths, push=pushing)
         except MemsyncError as exc:
             m.outcome.error = f"the changes for review were not proposed: {exc.message}"
             say(f"{m.name}: {m.outcome.error}; they stay in {m.mem.root}")
@@ -82,7 +84,8 @@ def propose_reviewed(writable: Sequence[_Mounted], run_id: str, say: Say) -> Non
             say(f"warning: {m.name}: not proposed: {kept}")
         if split.tip is not None:
             m.outcome.proposal = run_id
-            say(f"{m.name}: {len(split.paths)} changed review path(s) wait for review as proposal {run_id}: "
+            where = "" if pushing else f" (on the local branch proposals/{m.name}/{run_id} only: not pushed)"
+            say(f"{m.name}: {len(split.paths)} changed review path(s) wait for review as proposal {run_id}{where}: "
                 + ", ".join(split.paths[:5]))
 
 

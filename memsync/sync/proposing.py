@@ -56,11 +56,13 @@ def finish(proposal_view: Memory, mem: Memory) -> None:
             proposaltree.leave_branch(mem.git, mem.branch)
 
 
-def split_for_review(mem: Memory, run_id: str, base: str | None, paths: list[str]) -> Split | None:
+def split_for_review(mem: Memory, run_id: str, base: str | None, paths: list[str], *,
+                     push: bool = True) -> Split | None:
     """A run's changes to `mode: review` paths (kept out of its versions by the snapshot) made
     the proposal `run_id` on `base`, pushed; then those paths are put back as the memory's
     version has them (the proposal holds the run's). The secret scan and size limit apply as to
-    any commit: a file they keep out stays in the work tree, named. Caller holds the lock."""
+    any commit: a file they keep out stays in the work tree, named. `push=False`: the proposal
+    stays on the local branch (`git push` delivers it). Caller holds the lock."""
     from memsync.checks.secrets import scan_bytes
     from memsync.core.attribution import Attribution
     from memsync.git.trailers import compose
@@ -81,12 +83,14 @@ def split_for_review(mem: Memory, run_id: str, base: str | None, paths: list[str
         written[path] = read
     if not written:
         return split
-    check_room(mem)
+    if push:
+        check_room(mem)
     who = Attribution("run", f"Run {run_id}: changes for review", run_id)
     tip = proposaltree.with_files(mem.git, base, written, compose(who.subject, who.trailers([])), who.author())
     branch = branch_for(mem.name, run_id)
     mem.git.set_ref(f"refs/heads/{branch}", tip, "memsync: changes for review")
-    hub_write(mem, f"refs/heads/{branch}", f"refs/heads/{branch}", tip, None)
+    if push:
+        hub_write(mem, f"refs/heads/{branch}", f"refs/heads/{branch}", tip, None)
     proposaltree.restore_paths(mem.git, sorted(written))
     split.paths = sorted(written)
     split.tip = tip
