@@ -134,3 +134,17 @@ def test_gc_prunes_closed_proposals_after_their_age(research: Path, cli: Cli, mo
     refs = git("for-each-ref", "--format=%(refname)", cwd=hub_path())
     assert "refs/memsync/proposals/research/stale" not in refs
     assert "refs/heads/proposals/research/fresh" in refs  # open ones are never pruned
+
+
+def test_review_mode_paths_without_a_push_stay_on_a_local_branch(research: Path, cli: Cli) -> None:
+    with open(research / ".vm0" / "storage.yaml", "a") as fh:
+        fh.write("protect:\n  - {path: summary.md, mode: review}\n")
+    done = cli("run", "--no-push", "--checkpoint", "0", "--run-id", "offline-split", "--",
+               *agent("open('summary.md','a').write('later\\n')"), cwd=research)
+    assert done.code == 0, done.err
+    assert "not pushed" in done.err
+    assert git("show", "proposals/research/offline-split:summary.md", cwd=research).endswith("later\n")
+    assert not (research / "summary.md").read_text().endswith("later\n")
+    assert "proposals/research/offline-split" not in git("for-each-ref", cwd=hub_path())
+    assert cli("push", cwd=research).code == 0  # the operator's push never takes the run's change
+    assert not hub_tree()["summary.md"].endswith(b"later\n")
