@@ -141,6 +141,8 @@ def read_hub(mem: Memory, memory: str | None = None) -> HubProposals:
     memory_tip = fetch(mem) if name == mem.name else None
     refs = {**hub_refs(mem, f"{OPEN_PREFIX}{name}/"), **hub_refs(mem, f"{CLOSED_PREFIX}{name}/")}
     other = f"refs/heads/{mem.config.type}/{name}"  # another memory of the hub: its default branch
+    refs = {ref: tip for ref, tip in refs.items() if _valid_id(ref.rsplit("/", 1)[1])
+            and ref.count("/") == (OPEN_PREFIX + name).count("/") + 1}  # nothing else is read or kept
     if name != mem.name:
         refs.update({ref: tip for ref, tip in hub_refs(mem, other).items() if ref == other})
     local = {ref: SEEN + ref.removeprefix("refs/") for ref in refs}
@@ -162,8 +164,7 @@ def read_hub(mem: Memory, memory: str | None = None) -> HubProposals:
         memory_tip = refs.pop(other, None)
     opened = {r.removeprefix(f"{OPEN_PREFIX}{name}/"): t for r, t in refs.items() if r.startswith(OPEN_PREFIX)}
     closed = {r.removeprefix(f"{CLOSED_PREFIX}{name}/"): t for r, t in refs.items() if r.startswith(CLOSED_PREFIX)}
-    return HubProposals(memory_tip, {k: v for k, v in opened.items() if _valid_id(k)},
-                        {k: v for k, v in closed.items() if _valid_id(k)})
+    return HubProposals(memory_tip, opened, closed)
 
 
 def _valid_id(pid: str) -> bool:
@@ -174,30 +175,33 @@ def _valid_id(pid: str) -> bool:
     return bool(RUN_ID_RE.match(pid)) and ".." not in pid
 
 
-def find_base(mem: Memory, pid: str, tip: str, memory_tip: str | None) -> str | None:
-    """The version a proposal started from: below its run's own commits (first parents whose
-    Memsync-Run-Id is the proposal's); for a branch made by hand, its merge base with the memory."""
+def find_base(mem: Memory, pid: str, tip: str, memory_tip: str | None) -> tuple[str | None, int]:
+    """The version a proposal started from, and when its first own version was made: below its
+    run's own commits (first parents whose Memsync-Run-Id is the proposal's); for a branch made by
+    hand, its merge base with the memory."""
     oid: str | None = tip
     steps = 0
+    made = mem.git.commit_info(tip).time
     while oid is not None and steps < MAX_WALK:
         info = mem.git.commit_info(oid)
         if first(parse(info.message), "Memsync-Run-Id") != pid:
             if oid == tip:
                 break
-            return oid
+            return oid, made
+        made = info.time
         oid = info.parents[0] if info.parents else None
         steps += 1
     if oid is None and steps:
-        return None  # the run started an empty memory
-    return mem.git.merge_base(tip, memory_tip) if memory_tip else None
+        return None, made  # the run started an empty memory
+    return (mem.git.merge_base(tip, memory_tip) if memory_tip else None), made
 
 
 def _describe(mem: Memory, pid: str, name: str, tip: str, memory_tip: str | None) -> Proposal:
     from memsync.sync.proposalcheck import summarise
 
-    base = find_base(mem, pid, tip, memory_tip)
+    base, made = find_base(mem, pid, tip, memory_tip)
     info = mem.git.commit_info(tip)
-    created = rfc3339(info.time)
+    created = rfc3339(made)
     proposal = Proposal(pid, name, first(parse(info.message), "Memsync-Run-Id") or pid, "open", base, tip, created)
     proposal.moved = memory_tip is not None and memory_tip != base
     proposal.files, proposal.added, proposal.removed, proposal.flags = summarise(mem, base, tip)
