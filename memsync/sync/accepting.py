@@ -62,16 +62,26 @@ def _counterpart(mem: Memory, base: str, tip: str) -> str | None:
     return None
 
 
+def chosen(proposal: Proposal, paths: list[str]) -> list[str]:
+    """The proposal's files that `paths` name (a file, or a folder: every file under it)."""
+    found: list[str] = []
+    for path in paths:
+        folder = path.strip("/") + "/"
+        named = [f for f in proposal.files if f == path or f.startswith(folder)]
+        if not named:
+            raise UsageError(f"proposal {proposal.id} does not change {path}",
+                             f"it changes: {', '.join(proposal.files[:10]) or 'nothing'}")
+        found += [f for f in named if f not in found]
+    return found
+
+
 def candidate(mem: Memory, proposal: Proposal, paths: list[str]) -> str:
     """The commit accepting `proposal` (or its `paths`) merges into the memory."""
     memory_tip = mem.git.ref_oid(mem.tracking_ref)
     base = proposal.base
     moved = base is not None and memory_tip is not None and not mem.git.is_ancestor(base, memory_tip)
     if paths:
-        unknown = [p for p in paths if p not in proposal.files]
-        if unknown:
-            raise UsageError(f"proposal {proposal.id} does not change {', '.join(unknown[:5])}",
-                             f"it changes: {', '.join(proposal.files[:10]) or 'nothing'}")
+        paths = chosen(proposal, paths)
     if not paths and not moved:
         return proposal.tip
     if base is None:
@@ -165,7 +175,7 @@ def accept(mem: Memory, pid: str, paths: list[str] | None = None) -> Acceptance:
         done.conflicts = [f"{c.path} -> {c.copy}" for c in result]
         exchange = converge(mem, operator("Accept a proposal"), resnap, push=True)
         done.pushed, done.version = exchange.pushed, mem.git.head_oid()
-        if not paths or set(paths) >= set(proposal.files):
+        if not paths or set(chosen(proposal, paths)) >= set(proposal.files):
             _close(mem, proposal, "accepted", None, done.version)
             done.closed = True
         return done

@@ -75,7 +75,7 @@ def test_two_proposals_accepted_in_either_order(research: Path, cli: Cli, order:
 
 def test_partial_accept_leaves_the_rest_open(research: Path, cli: Cli) -> None:
     propose(cli, research, "part", "open('summary.md','a').write('s\\n'); open('notes/a.md','a').write('n\\n')")
-    done = cli("accept", "part", "--", "notes/a.md", cwd=research)
+    done = cli("accept", "part", "--", "notes/", cwd=research)  # a folder: its files
     assert done.code == 0, done.err
     tree = hub_tree()
     assert tree["notes/a.md"].endswith(b"n\n") and not tree["summary.md"].endswith(b"s\n")
