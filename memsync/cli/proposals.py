@@ -30,16 +30,23 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         remote: Annotated[str | None, _REMOTE] = None,
     ) -> None:
         """The proposals waiting for review: id, run, base version, age, files, lines, flags,
-        and whether the memory moved since the base. Run it in the memory's directory."""
+        and whether the memory moved since the base. In a memory's directory: that memory's;
+        elsewhere: every memory's on the hub (or NAME's)."""
         from pathlib import Path
 
+        from memsync.core.config import find_root
         from memsync.core.memory import open_memory
-        from memsync.sync.proposals import list_proposals
+        from memsync.sync.proposals import hub_wide, list_proposals, on_hub
         from memsync.util.names import check_name
 
         if memory is not None:
             check_name(memory)
-        found = list_proposals(open_memory(Path.cwd(), remote), all_, memory)
+        if find_root(Path.cwd()) is not None:
+            found = list_proposals(open_memory(Path.cwd(), remote), all_, memory)
+        elif memory is not None:  # no clone here: the hub's own word, through a cache
+            found = list_proposals(on_hub(memory, remote), all_)
+        else:
+            found = hub_wide(remote, all_)
         if json:
             print_json(found)
             return

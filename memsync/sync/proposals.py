@@ -24,6 +24,9 @@ The functions (each returns records, raises MemsyncError subclasses, never print
 - `waiting(mem) -> list[str]`: the ids of the open proposals as last seen by this clone, with no
   connection (`memsync status`).
 - `check_room(mem)`: TooManyProposals past MEMSYNC_MAX_PROPOSALS open ones.
+- `on_hub(name, remote=None) -> Memory` and `hub_wide(remote=None, include_closed=False)`: the
+  same with no clone of the memory here (a cache repository under MEMSYNC_HOME): one memory's
+  proposals, or every memory's on the hub (a page of all proposals).
 - `review(mem, pid, paths=()) -> Review` (history/reviewing.py): what accepting would change now,
   against the memory's current version: per file, lines added and removed, a patch, flags.
 - `forgotten(mem, pid) -> ForgettingReport` (history/reviewing.py, history/forgetting.py).
@@ -270,6 +273,47 @@ def waiting(mem: Memory) -> list[str]:
             if _valid_id(pid) and (merged is None or not mem.git.is_ancestor(tip, merged)):
                 found.add(pid)
     return sorted(found)
+
+
+def on_hub(name: str, remote: str | None = None) -> Memory:
+    """The memory `name` of a hub (`--remote`, else MEMSYNC_REMOTE, else the embedded one) as
+    proposals see it with no clone of it here: a bare cache repository under MEMSYNC_HOME holds
+    what is fetched. Its configuration is the default one (the operator's own storage.yaml is
+    in a clone: checks there may be stricter)."""
+    import hashlib
+
+    from memsync.core.config import StorageConfig
+    from memsync.git import hub as hubmod
+    from memsync.git.repo import GitRepo
+    from memsync.sync.hubs import ensure_hub
+    from memsync.util.names import check_name
+
+    check_name(name)
+    hub = hubmod.resolve(remote, None, name)
+    ensure_hub(hub)
+    path = hubmod.ensure_home() / "cache" / f"proposals-{hashlib.sha256(hub.url.encode()).hexdigest()[:16]}.git"
+    return Memory(path, StorageConfig(name), GitRepo.bare(path, create=True), hub)
+
+
+def hub_wide(remote: str | None = None, include_closed: bool = False) -> list[Proposal]:
+    """Every memory's proposals on a hub, from no clone (on_hub): what `memsync proposals`
+    lists outside a memory."""
+    from memsync.git import hub as hubmod
+
+    probe = on_hub("proposals", remote) if not remote or not hubmod.is_template(remote) else None
+    if probe is None:
+        raise UsageError("a hub address with {name} in it names one memory's hub", "add --memory NAME")
+    names: set[str] = set()
+    for prefix in (OPEN_PREFIX, CLOSED_PREFIX):
+        for ref in hub_refs(probe, prefix):
+            parts = ref.removeprefix(prefix).split("/")
+            if len(parts) == 2:
+                names.add(parts[0])
+    found: list[Proposal] = []
+    for name in sorted(names):
+        with contextlib.suppress(UsageError):  # not a memory name: never a proposal
+            found += list_proposals(on_hub(name, remote), include_closed)
+    return found
 
 
 def check_room(mem: Memory) -> None:

@@ -107,3 +107,17 @@ def test_another_memorys_proposals_on_the_same_hub(research: Path, cli: Cli, tmp
     listed = json.loads(cli("proposals", "--memory", "notebook", "--json", cwd=research).out)
     assert [(p["id"], p["memory"], p["files"], p["moved"]) for p in listed] == [("nb1", "notebook", ["n.md"], False)]
     assert json.loads(cli("proposals", "--json", cwd=research).out) == []
+
+
+def test_proposals_listed_outside_any_memory(research: Path, cli: Cli, tmp_path: Path) -> None:
+    propose(cli, research, "far", "open('summary.md','a').write('far away\\n')")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    listed = json.loads(cli("proposals", "--json", cwd=elsewhere).out)
+    assert [(p["id"], p["memory"], p["files"], p["state"]) for p in listed] == [("far", "research", ["summary.md"],
+                                                                                 "open")]
+    assert [p["id"] for p in json.loads(cli("proposals", "--memory", "research", "--json", cwd=elsewhere).out)] == \
+        ["far"]
+    assert cli("accept", "far", cwd=research).code == 0
+    [done] = json.loads(cli("proposals", "--all", "--json", cwd=elsewhere).out)
+    assert done["state"] == "accepted" and not (elsewhere / ".git").exists()
