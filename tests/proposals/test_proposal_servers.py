@@ -12,9 +12,36 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cli, git, hub_path, hub_tree
+from tests.conftest import Cli, git, hub_path, hub_tree, write
 from tests.proposals.conftest import agent, propose
 from tests.test_serve import CLIENT_MODULES, client_imports, server  # noqa: F401  (the fixture)
+from tests.test_transports import Hub, _start
+
+
+@pytest.fixture(params=["http", "ssh"])
+def other_hub(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Hub:
+    """Smart HTTP (token auth) and SSH (host key checked): the other network transports."""
+    h = _start(request.param, request, tmp_path)
+    monkeypatch.setenv("MEMSYNC_REMOTE", h.url or "")
+    for key, value in h.env.items():
+        monkeypatch.setenv(key, value)
+    return h
+
+
+@pytest.mark.server
+def test_proposals_over_http_and_ssh(other_hub: Hub, cli: Cli, tmp_path: Path) -> None:
+    root = tmp_path / "research"
+    root.mkdir()
+    assert cli("init", cwd=root).code == 0
+    write(root, "summary.md", "# Summary\n")
+    assert cli("push", cwd=root).code == 0
+    propose(cli, root, "n1", "open('summary.md','a').write('net\\n')")
+    propose(cli, root, "n2", "open('x.md','w').write('x\\n')")
+    assert cli("reject", "n2", cwd=root).code == 0
+    assert cli("accept", "n1", cwd=root).code == 0
+    assert other_hub.tree()["summary.md"] == "# Summary\nnet\n"
+    refs = git("for-each-ref", "--format=%(refname)", cwd=other_hub.bare).split()
+    assert "refs/memsync/proposals/research/n2" in refs and not any("heads/proposals" in r for r in refs)
 
 
 @pytest.mark.server
