@@ -20,6 +20,11 @@ _REMOTE = typer.Option("--remote", help="Hub URL (default: the memory's).")
 
 
 def register(app: typer.Typer, guard: CommandWrapper) -> None:
+    _register_reading(app, guard)
+    _register_writing(app, guard)
+
+
+def _register_reading(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command()
     @guard
     def proposals(
@@ -82,6 +87,9 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
             return
         _show_review(result, stat)
 
+
+
+def _register_writing(app: typer.Typer, guard: CommandWrapper) -> None:
     @app.command()
     @guard
     def accept(
