@@ -452,7 +452,7 @@ def test_parse_protect_ok() -> None:
         ([{"path": "a"}], "protect[0]: missing 'mode'"),
         (
             [{"path": "a", "mode": "readonly"}],
-            "protect[0]: unknown mode 'readonly' (valid modes: append-only, read-only)",
+            "protect[0]: unknown mode 'readonly' (valid modes: append-only, read-only, review)",
         ),
         ([{"path": "a", "mode": None}], "protect[0]: unknown mode None"),
         ([{"path": "", "mode": "read-only"}], "protect[0]: 'path' is empty"),

@@ -49,6 +49,7 @@ STATUS = _obj({
     "redactions": {"type": "array", "items": _obj({"state": {"enum": ["refused", "followed"]}, "version": OID,
                                                    "detail": {"type": "string"},
                                                    "ref": {"type": ["string", "null"]}})},
+    "proposals": {"type": "array", "items": {"type": "string"}},
 })
 LIST = _obj({"remote": {"type": "string"}, "memories": {"type": "array", "items": _obj({
     "name": {"type": "string"}, "type": {"enum": ["memory", "artifact"]}, "version": SHORT,
@@ -67,7 +68,8 @@ LOG = _obj({"memory": {"type": "string"}, "path": {"type": ["string", "null"]}, 
                 "end": {"type": "boolean"}, "subject": {"type": "string"},
                 "files_changed": {"type": "integer"}, "bytes_added": {"type": "integer"},
                 "bytes_removed": {"type": "integer"}, "flags": STRINGS, "policies": STRINGS, "copies": STRINGS,
-                "restored_from": STRINGS, "reverted": STRINGS, "file": _nullable(FILE_STATE)})}})
+                "restored_from": STRINGS, "reverted": STRINGS, "file": _nullable(FILE_STATE),
+                "accepted_proposal": {"type": ["string", "null"]}})}})
 GC = _obj({"memory": {"type": "string"}, "hub": {"type": "string"}, "repacked": {"type": "array", "items": _obj({
     "what": {"type": "string"}, "objects": {"type": "integer"}, "packs_before": {"type": "integer"},
     "loose_before": {"type": "integer"}, "seconds": {"type": "number"}})}})

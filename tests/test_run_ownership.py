@@ -197,6 +197,8 @@ WRITING = {
     "gc": ["gc"],
     "watch": ["watch", "--debounce", "0.1", "--poll", "0.5"],
     "watch-once": ["watch", "--once"],
+    "accept": ["accept", "FIRST"],
+    "reject": ["reject", "FIRST", "--reason", "no"],
 }
 
 

@@ -50,7 +50,7 @@ __all__ = [
 
 Actor = Literal["run", "operator", "watch"]
 FlagKind = Literal["shrink", "delete", "rewrite"]
-Mode = Literal["append-only", "read-only"]
+Mode = Literal["append-only", "read-only", "review"]
 
 _ACTORS: tuple[str, ...] = get_args(Actor)
 _KINDS: tuple[str, ...] = get_args(FlagKind)
@@ -393,9 +393,9 @@ def _check_pattern(pattern: str) -> str | None:
 def parse_protect(raw: object) -> list[ProtectRule]:
     """Validate the YAML-loaded value of ``protect:``; None (empty key) means no rules.
 
-    Each entry is a mapping ``{path: <glob>, mode: append-only|read-only}``.  Errors are
+    Each entry is a mapping ``{path: <glob>, mode: append-only|read-only|review}``.  Errors are
     a ValueError with a one-line message naming the entry, e.g.
-    ``protect[1]: unknown mode 'readonly' (valid modes: append-only, read-only)``.
+    ``protect[1]: unknown mode 'readonly' (valid modes: append-only, read-only, review)``.
     """
     if raw is None:
         return []
@@ -441,6 +441,8 @@ class Violation:
 
 def _violation_reason(change: FileChange, mode: Mode) -> str | None:
     old, new = change.old, change.new
+    if mode == "review":
+        return None  # a run's change there becomes a proposal (for_review), never refused
     if mode == "append-only":
         if old is None:
             return None  # adding files is what append-only is for
@@ -473,6 +475,13 @@ def allow_seeding(violations: Sequence[Violation], tracked: Iterable[str]) -> li
         if occupied == rules:
             break
     return [v for v in violations if v.reason != SEEDING_REASON or v.rule in occupied]
+
+
+def for_review(path: str, rules: Sequence[ProtectRule]) -> bool:
+    """Whether a run's change to `path` waits for review (its first matching rule is `mode:
+    review`): it is kept out of the memory's version and made a proposal (sync/proposing.py)."""
+    rule = next((r for r in rules if r.matches(path)), None)
+    return rule is not None and rule.mode == "review"
 
 
 def policy_violations(changes: Iterable[FileChange], rules: Sequence[ProtectRule]) -> list[Violation]:

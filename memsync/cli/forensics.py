@@ -152,6 +152,8 @@ def _log_line(e: LogEntry) -> list[Segment]:
     if e.run_id:
         actor = f"run {clean(e.run_id)}" + (f" checkpoint {clean(str(e.checkpoint))}" if e.checkpoint is not None
                                               else " end" if e.end else "")
+    if e.accepted_proposal:
+        actor = f"{clean(e.actor)}, accepting run {clean(e.run_id or e.accepted_proposal)}"
     if e.merge:
         actor = f"merge by {actor}"
     parts: list[Segment] = [(e.version, "yellow"), (f"  {e.time}  ", ""), (f"{actor:<34}", "bold")]
@@ -175,6 +177,8 @@ def _log_line(e: LogEntry) -> list[Segment]:
         parts.append((f"  restored {display_path(path)} from {clean(sha[:8])}", "green"))
     if e.reverted:
         parts.append((f"  reverted {', '.join(clean(r[:8]) for r in e.reverted)}", "green"))
+    if e.accepted_proposal:
+        parts.append((f"  accepted proposal {clean(e.accepted_proposal)}", "green"))
     return parts
 
 

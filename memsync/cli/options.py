@@ -137,5 +137,7 @@ HOT: dict[str, Verb] = {v.name: v for v in (
               "$MEMSYNC_MAX_PUSH_RATE, else storage.yaml max_push_rate, else no limit."),
         Param("create", ("--create",), "Start a --memory the hub does not have (empty); without it such a "
               "memory is refused, naming those the hub has."),
+        Param("propose", ("--propose",), "Make the run's changes a proposal (proposals/<name>/<run-id> on the "
+              "hub) for review; the memory does not move until `memsync accept`."),
     ), "memsync.cli.running:run", interspersed=False),
 )}

@@ -52,6 +52,9 @@ def _summarise(report: Any, no_push: bool) -> None:
         conflicts = (f", {_n(len(m.conflicts), 'losing version', 'losing versions')} kept to fold"
                      if m.conflicts else "")
         err(f"memsync: {m.name}{version}: {state}{extra}{merged}{conflicts}")
+        if getattr(m, "proposal", None):
+            err(f"Proposal: {m.proposal} ({m.name}); review it with `memsync review {m.proposal}`, then "
+                f"`memsync accept {m.proposal}` or `memsync reject {m.proposal}`")
         if m.unpushed:
             err(f"memsync: {m.name}: unpushed versions kept locally: {', '.join(m.unpushed)}; "
                 f"`memsync push` in {m.root} delivers them")

@@ -81,6 +81,8 @@ def gc(json: JsonOpt = False, remote: RemoteOpt = None) -> None:
             f"{count(r.loose_before, 'loose object')} into 1 pack in {r.seconds:.1f}s")
     if result.hub_result is None:
         out(f"The hub {result.hub} is not on this machine: its host keeps it compact")
+    if result.pruned:
+        out(f"Forgot {count(len(result.pruned), 'closed proposal')} on the hub: {', '.join(result.pruned[:10])}")
 
 
 def list_(json: JsonOpt = False, remote: RemoteOpt = None,

@@ -181,6 +181,9 @@ def print_status(r: Any) -> None:
     if r.running is not None:
         out(f"Run in progress: {r.running.run_id} (pid {r.running.pid}); verbs that commit, push or rewrite "
             "are refused (exit 6) until it ends")
+    if r.proposals:
+        out(f"Proposals waiting: {', '.join(clean(p) for p in r.proposals[:10])}; `memsync proposals` lists them, "
+            "`memsync review ID` shows one")
     for note in r.redactions:
         if note.state == "refused":
             out(f"Redaction: refused the hub's {note.version[:8]} ({clean(note.detail)}); "

@@ -16,7 +16,9 @@ from memsync.cli.base import CommandWrapper
 
 # Verbs whose modules are imported only when they are the one being run (or for the whole
 # app: help, an unknown name), so that the integrations cost the core commands nothing.
-OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp", "serve": "serve"}
+OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp", "serve": "serve",
+              "proposals": "proposals", "review": "proposals", "accept": "proposals", "reject": "proposals",
+              "consolidate": "proposals"}
 _registered: set[str] = set()
 
 

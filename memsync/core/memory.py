@@ -177,12 +177,13 @@ def run_in_progress(mem: Memory) -> str | None:
 # once wiped the hub's history that way). `refuse_during_run` is the one check they all make,
 # under the memory's lock and before writing anything; tests/test_run_ownership.py runs each verb
 # against a live run, and fails when a command appears that is in neither table.
-OWNED_VERBS = frozenset({"push", "pull", "restore", "revert", "redact", "gc", "watch", "hooks run"})
+OWNED_VERBS = frozenset({"push", "pull", "restore", "revert", "redact", "gc", "watch", "hooks run",
+                         "accept", "reject"})
 # Verbs that never write to an existing memory's repository (or, for `run` and `mcp`, act as the
 # run itself: `run` claims the memory, the MCP server's tools pass the run's id).
 FREE_VERBS = frozenset({"init", "clone", "status", "list", "log", "diff", "contract", "run", "serve", "mcp",
                         "hooks install", "hooks uninstall", "hooks status", "completion show",
-                        "completion install"})
+                        "completion install", "proposals", "review", "consolidate"})
 
 
 def refuse_during_run(mem: Memory, verb: str, as_run: str | None = None) -> None:

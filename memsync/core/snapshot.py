@@ -53,6 +53,7 @@ class Snapshot:
     secrets: list[secretscan.Finding] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block` or a refused name; printable
     refused: list[Skipped] = field(default_factory=list)  # a name no version may hold (checks/pathnames.py)
+    for_review: list[str] = field(default_factory=list)  # a run's changes to `mode: review` paths, kept out
     run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) of symlinks leaving the memory
@@ -107,11 +108,17 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
     judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
+    # a run's changes to `mode: review` paths wait for review: kept out here, proposed at its end
+    reviewed = who.actor == "run" and not mem.branch.startswith("proposals/") and \
+        any(r.mode == "review" for r in rules)
     with Tree(mem.root) as tree:
         for change in found:
             if only is not None and change.path not in only:
                 continue
             if change.kind != "deleted" and _refused(change.path, snap):
+                continue
+            if reviewed and guard.for_review(change.path, rules):
+                snap.for_review.append(change.path)
                 continue
             item = _read(mem, tree, change, now, settle, snap)
             if item is None or _secret_blocked(mem, item, snap):

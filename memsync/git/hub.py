@@ -105,6 +105,11 @@ TEMPLATE_FIELD = "{name}"
 TEMPLATE_PROBE = "any-memory"  # fills a template to check what holds for every name (a credential)
 
 
+def is_template(raw: str) -> bool:
+    """Whether a hub address names one memory's repository (`{name}` in it)."""
+    return TEMPLATE_FIELD in raw
+
+
 def expand(raw: str, name: str | None) -> str:
     """`raw` with `{name}` replaced by the memory's name; `raw` itself when it holds none."""
     if "{" not in raw and "}" not in raw:

@@ -55,6 +55,7 @@ class LogEntry:
     restored_from: list[str] = field(default_factory=list)
     reverted: list[str] = field(default_factory=list)
     file: FileState | None = None
+    accepted_proposal: str | None = None  # the proposal this version accepted (run_id: its run's)
 
 
 @dataclass
@@ -176,6 +177,7 @@ def _entry(mem: Memory, oid: str, cache: _Counted, rel: str | None) -> LogEntry:
         flags=every(trailers, "Memsync-Flag"), policies=every(trailers, "Memsync-Policy"),
         copies=list(summary.copies), restored_from=every(trailers, "Memsync-Restored-From"),
         reverted=every(trailers, "Memsync-Reverted"),
+        accepted_proposal=first(trailers, "Memsync-Accepted-Proposal"),
     )
     if first(trailers, REDACTION_BASE):  # a redaction record: history below it was rewritten
         what = first(trailers, "Memsync-Redacted") or "content"

@@ -26,6 +26,13 @@ write is lost, but a careless overwrite is noticed and flagged.
   adds meanwhile is kept for the next run). Older memories may also hold
   `NAME.conflict-<run>-<time>.EXT` copies: fold and delete them the same way.
 - Never write secrets (API keys, tokens, passwords) into the memory.
+- Some changes wait for review. A run started as a proposal (`memsync run --propose`, or a
+  consolidation: MEMSYNC_CONSOLIDATE=1 in your environment), and your edits to the files the
+  operator marked for review, are saved as usual but stay on the hub as a proposal
+  (`proposals/<memory>/$MEMSYNC_RUN_ID`) until a person accepts them: the next run does not see
+  them before that. Do not try to accept or reject your own proposal; inside a run both refuse.
+- When consolidating, fold notes together instead of dropping them: the reviewer is shown every
+  line of the current memory that appears nowhere in your result.
 """
 
 

@@ -97,6 +97,7 @@ class MemoryOutcome:
     error: str | None = None
     rejected: bool = False  # the hub refused the final push (a hook, a protected branch, an access rule)
     unrecorded: bool = False  # the final commit failed (a full disk): the next command makes it, as the run's
+    proposal: str | None = None  # the proposal waiting for review (--propose, or `mode: review` paths)
 
 
 @dataclass
@@ -225,6 +226,9 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
             from memsync.core.unverified import settle
 
             with mem.locked():  # a dead run's leftovers are that run's: settled before this run claims it
+                from memsync.sync.proposing import recover
+
+                recover(mem, offline)  # a killed proposal run's directory: its leftovers proposed, HEAD back
                 mem.git.check_state(mem.branch)
                 settle(mem, by="run")  # and unpushed commits memsync did not make are checked (refused if bad)
         joined = _own(mem, run_id, claim, claimed)
@@ -441,6 +445,8 @@ def execute(command: list[str], mounts: list[Mount], options: RunOptions | None 
     run_id, checkpoint, remote, as_user = o.run_id, o.checkpoint, o.remote, o.as_user
     if not command:
         raise UsageError("no command to run", "put it after --: memsync run -- CMD [ARGS...]")
+    if o.propose and o.no_push:
+        raise UsageError("--propose and --no-push: a proposal is a branch on the hub", "drop one of them")
     if not 0 <= checkpoint <= 86_400:  # also refuses nan and inf
         raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
@@ -463,8 +469,22 @@ def execute(command: list[str], mounts: list[Mount], options: RunOptions | None 
 
 
 def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: Say, options: Resolved) -> RunReport:
-    o = options
-    memories = prepare(mounts or [], cwd, o.remote, o.offline, say, run_id=rid, claim=True, create=o.create)
+    memories = prepare(mounts or [], cwd, options.remote, options.offline, say, run_id=rid, claim=True,
+                       create=options.create)
+    if not options.propose:
+        return _execute_prepared(command, mounts, rid, say, options, memories)
+    from memsync.run.proposed import proposed
+
+    with proposed(memories, {m.name for m in mounts if m.read_only}, rid, options.offline, say) as views:
+        report = _execute_prepared(command, mounts, rid, say, options, views)
+    for outcome in report.memories:
+        if not outcome.read_only and outcome.final_commit:
+            outcome.proposal = rid
+    return report
+
+
+def _execute_prepared(command: list[str], mounts: list[Mount], rid: str, say: Say, o: Resolved,
+                      memories: list[Memory]) -> RunReport:
     read_only = {m.name for m in mounts if m.read_only}
     if o.generated_id:
         from memsync.run import runclock
@@ -572,6 +592,10 @@ def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: 
             report = RunReport(rid, command, code, duration, [m.outcome for m in mounted])
             _undo_read_only(mounted, say)
             _finish(report, writable, o.no_push, say, signals)
+            if not o.propose:
+                from memsync.run.proposed import propose_reviewed
+
+                propose_reviewed(writable, rid, say, push=not o.no_push)
             return report
 
 

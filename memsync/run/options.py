@@ -24,3 +24,4 @@ class RunOptions:
     as_user: str | None = None  # run the command as this user (memsync runs as root)
     max_push_rate: str | None = None  # e.g. 6/min; None: MEMSYNC_MAX_PUSH_RATE, then storage.yaml
     create: bool = False  # start a memory the hub does not have
+    propose: bool = False  # the writable memories' changes become a proposal (sync/proposing.py)

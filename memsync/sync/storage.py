@@ -153,6 +153,7 @@ class StatusReport:
     remote_cached: bool = False
     running: RunningNow | None = None  # the `memsync run` that owns this directory now, if any
     redactions: list[RedactionNote] = field(default_factory=list)  # refused / followed (redaction_log.py)
+    proposals: list[str] = field(default_factory=list)  # open proposals, as last seen here (proposals.waiting)
 
 
 def _version(git: GitRepo, oid: str | None) -> Version | None:
@@ -476,7 +477,13 @@ def status(path: Path, options: StatusOptions | None = None) -> StatusReport:
             to_fold=_to_fold(mem.root, conflicts), remote_error=error,
             too_large=_too_large(mem, changes), ignored=list(git.ignored),
             remote_cached=error is not None and remote_oid is not None, running=_running(live_run(mem)),
-            redactions=redaction_notes(mem))
+            redactions=redaction_notes(mem), proposals=_waiting(mem))
+
+
+def _waiting(mem: Memory) -> list[str]:
+    from memsync.sync.proposals import waiting
+
+    return waiting(mem)
 
 
 def _too_large(mem: Memory, changes: list[WorkChange]) -> list[str]:

@@ -29,6 +29,8 @@ NUMERIC: dict[str, tuple[bool, float, str]] = {
     "MEMSYNC_GC_PACKS": (True, 0.0, "packs before an automatic repack"),
     "MEMSYNC_STOP_GRACE": (False, 0.0, "seconds a run's final push may go on after a stop signal"),
     "MEMSYNC_TURN_TIMEOUT": (False, 0.0, "seconds a ticket may stay first in a hub's push queue"),
+    "MEMSYNC_MAX_PROPOSALS": (True, 0.0, "open proposals one memory may have"),
+    "MEMSYNC_PROPOSAL_DAYS": (False, 0.0, "days gc keeps a closed proposal on the hub"),
 }
 
 # name: what `0` turns off (`1` leaves it on)
