@@ -12,7 +12,7 @@ from memsync.cli.base import CommandWrapper
 
 # Verbs whose modules are imported only when they are the one being run (or for the whole
 # app: help, an unknown name), so that the integrations cost the core commands nothing.
-OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp", "serve": "serve"}
+OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp", "serve": "serve", "ui": "ui"}
 _registered: set[str] = set()
 
 
@@ -35,7 +35,7 @@ def register_for(app: typer.Typer, guard: CommandWrapper, words: list[str]) -> N
     if first in core:
         return
     wanted = {OCCASIONAL[first]} if first in OCCASIONAL else set(OCCASIONAL.values())
-    for name in ("redact", "hooks", "mcp", "serve"):
+    for name in ("redact", "hooks", "mcp", "serve", "ui"):
         if name in wanted and name not in _registered:
             _registered.add(name)
             importlib.import_module(f"memsync.cli.{name}").register(app, guard)
