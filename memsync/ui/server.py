@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import uvicorn
 
@@ -69,10 +70,34 @@ def serve(remote: str | None, memories: list[str] | None, port: int, read_only: 
     say(page.url)
     if open_browser:
         threading.Thread(target=_open, args=(page,), daemon=True).start()
-    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it caught, after shutting down
+    with _stopped_by_signals():
         page.run()
     note("memsync ui: stopped")
     return 0
+
+
+class _Stopped(Exception):
+    """Ctrl-C or SIGTERM, once uvicorn has shut down (it raises the signal it caught again)."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """While serving, Ctrl-C and SIGTERM stop the page and end the command with 0 (the CLI's own
+    Ctrl-C handler would call the stop an interruption, exit 130)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with contextlib.suppress(_Stopped, KeyboardInterrupt):
+            yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _open(page: Page) -> None:

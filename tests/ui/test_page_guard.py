@@ -54,7 +54,7 @@ def test_every_answer_forbids_scripts_and_foreign_resources(served: Served, worl
     assert status == 200
     csp = headers["content-security-policy"]
     assert "default-src 'none'" in csp and "script-src" not in csp and "style-src 'self'" in csp
-    assert headers["x-frame-options"] == "DENY" and headers["referrer-policy"] == "no-referrer"
+    assert headers["x-frame-options"] == "DENY" and headers["referrer-policy"] == "same-origin"
     assert "<script" not in body
     assert "http://" not in body.replace('xmlns="http://www.w3.org/2000/svg"', ""), "no link to another host"
     assert re.findall(r'(?:src|href)="(https?:)?//', body) == [], "no asset from another host"
