@@ -1,6 +1,6 @@
 """The page in a real browser (Debian's chromium, headless, driven by Playwright): the timeline's
 rows, a version's diff, a restore through the forms that leaves the CLI's version, and hostile
-names, messages and markdown that run nothing. MEMSYNC_UI_SCREENSHOTS=DIR saves the main views."""
+names, messages and markdown that run nothing. UI_SCREENSHOTS=DIR saves the main views."""
 
 from __future__ import annotations
 
@@ -39,9 +39,9 @@ def tab(browser: Any, served: Served) -> Iterator[Any]:
 
 
 def _shot(page: Any, name: str) -> None:
-    where = os.environ.get("MEMSYNC_UI_SCREENSHOTS")
+    where = os.environ.get("UI_SCREENSHOTS")
     if where:
-        page.screenshot(path=str(Path(where) / f"ui-{name}.png"), full_page=True)
+        page.screenshot(path=str(Path(where) / f"ui-{name}.png"), full_page=False)
 
 
 def test_the_timeline_shows_one_row_per_version(tab: Any, served: Served, world: World) -> None:
