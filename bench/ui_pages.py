@@ -58,7 +58,8 @@ def stream(files: int, versions: int) -> bytes:
                    for k in (n * 7, n * 13, n * 31)[: 1 + n % 3]]
         trailers = "Memsync-Actor: operator\nMemsync-Host: bench\n"
         if n % 25 == 0:
-            trailers = f"Memsync-Actor: run\nMemsync-Run-Id: 2026112{n // 1000}T00{n:05d}Z-bench\nMemsync-Exit-Code: 0\n"
+            trailers = (f"Memsync-Actor: run\nMemsync-Run-Id: 2026112{n // 1000}T00{n:05d}Z-bench\n"
+                        "Memsync-Exit-Code: 0\n")
         if n % 250 == 0:
             trailers += f"Memsync-Flag: shrink crdts.md {crdts}->1509\n"
             crdts = 1509

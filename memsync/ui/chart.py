@@ -56,6 +56,8 @@ def chain(git: GitRepo, start: str, n: int) -> list[str]:
 
 
 def size_chart(git: GitRepo, start: str, n: int, path: str | None = None) -> Chart:
+    if path:
+        views.check_path(path)
     oids = chain(git, start, n)
     sizes: list[int] = []
     shrinks: list[str | None] = []

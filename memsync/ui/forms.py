@@ -61,6 +61,11 @@ def _check(ctx: Context, tip: str, kind: str, fields: dict[str, str]) -> None:
     git = ctx.view.git
     if kind == "restore":
         views.content(git, fields["at"], fields["path"])
+    elif kind == "restore-conflict":
+        listed = {(e.path, e.id) for f in views.conflicts(git, tip) for e in f.entries}
+        if (fields["path"], fields["id"]) not in listed:
+            raise NotFound(f"no losing version {fields['id']!r} of {fields['path']!r} waits to be folded",
+                           "the conflicts page lists them")
     elif kind == "revert":
         rev = fields["rev"]
         if rev.startswith("run:"):

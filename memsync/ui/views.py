@@ -134,8 +134,17 @@ def timeline(git: GitRepo, tip: str, page: int, per: int = PER_PAGE) -> Page:
     return Page(rows, page, False)
 
 
+def check_path(path: str) -> str:
+    """A path a page names, as a tree would hold it: relative, no empty, `.` or `..` part."""
+    parts = path.split("/")
+    if not path or "\0" in path or any(p in ("", ".", "..") for p in parts) or len(path) > 4096:
+        raise NotFound(f"{path!r} is not a path in a memory", "the timeline and diffs link to every file")
+    return path
+
+
 def file_history(git: GitRepo, tip: str, path: str, page: int, per: int = PER_PAGE) -> Page:
     """The versions that changed `path`, with its size after each; flags naming it stay on the row."""
+    check_path(path)
     rows: list[Row] = []
     skip = page * per
     seen = 0
@@ -246,7 +255,7 @@ class Content:
 
 def content(git: GitRepo, spec: str, path: str) -> Content:
     oid = resolve(git, spec)
-    blob = history.blob_at(git, oid, path)
+    blob = history.blob_at(git, oid, check_path(path))
     if blob is None:
         raise NotFound(f"{path!r} is not a file at version {oid[:8]}", "its history lists the versions that have it")
     data = blob[0]

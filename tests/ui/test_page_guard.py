@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -126,7 +127,32 @@ def _record(hub: Path, oid: str) -> tuple[str, str]:
 
 def test_an_unknown_memory_version_or_file_is_a_404_page(served: Served, world: World) -> None:
     for path in ("/m/nope", "/m/research/v/ffffffff", "/m/research/v/HEAD~1", "/m/research/f/missing.md",
-                 "/m/research/run/no-such-run"):
+                 "/m/research/run/no-such-run", "/m/research/f/a//b.md", "/m/research/f/x/%2e%2e/crdts.md",
+                 "/m/research?file=../crdts.md", "/m/research/do/restore-conflict?path=crdts.md&id=abc"):
         status, body = served.get(path)
         assert status == 404, path
         assert 'id="error"' in body and "Traceback" not in body
+
+
+@pytest.mark.slow
+def test_a_network_hub_is_shown_and_restored_through(tmp_path: Path, world: World, git_daemon: Any) -> None:
+    """--remote git://: the page reads a fetched cache and its restore pushes over the daemon."""
+    hub = git_daemon.base_path / "hub.git"
+    shutil.copytree(world.hub, hub, symlinks=True)
+    git_out(hub, "config", "daemon.receivepack", "true")
+    served = Served(remote=git_daemon.url("hub.git"))
+    try:
+        status, body = served.get("/m/research")
+        assert status == 200 and body.count('<tr class="') == len(world.versions)
+        status, page = served.get(f"/m/research/do/restore?path=crdts.md&at={world.versions[-1]}")
+        csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', page)
+        assert status == 200 and csrf is not None
+        form = urlencode({"csrf": csrf.group(1), "path": "crdts.md", "at": world.versions[-1]})
+        status, _, body = served.request("POST", "/m/research/do/restore",
+                                         {"Cookie": served.cookie, "Origin": served.origin}, form)
+        assert status == 200 and "pushed" in body, body
+        assert len(git_out(hub, "show", "memory/research:crdts.md")) == 7285
+        status, body = served.get("/m/research")
+        assert body.count('<tr class="') == len(world.versions) + 1, "the page shows the version it made"
+    finally:
+        served.stop()
