@@ -18,7 +18,7 @@ CHART_POINTS = 120
 
 def routes(ctx: Context) -> list[BaseRoute]:
     async def memories(request: Request) -> Response:
-        return ctx.render(request, "memories.html", memories=views.memories(ctx.view))
+        return ctx.render(request, "memories.html", found=views.memories(ctx.view, page_number(request)))
 
     async def timeline(request: Request) -> Response:
         name = request.path_params["name"]
@@ -52,12 +52,14 @@ def routes(ctx: Context) -> list[BaseRoute]:
         tip = ctx.view.tip(name)
         found = views.run(ctx.view.git, tip, request.path_params["run_id"])
         patches = (history.diff(ctx.view.git, found.base, found.result) if found.result is not None else [])
-        return ctx.render(request, "run.html", name=name, r=found, patches=render_patches(patches))
+        files = views.cut(patches, page_number(request), views.FILES_PER_PAGE)
+        return ctx.render(request, "run.html", name=name, r=found, files=files, patches=render_patches(files.items))
 
     async def conflicts(request: Request) -> Response:
         name = request.path_params["name"]
         tip = ctx.view.tip(name)
-        return ctx.render(request, "conflicts.html", name=name, files=views.conflicts(ctx.view.git, tip))
+        found = views.cut(views.conflicts(ctx.view.git, tip), page_number(request))
+        return ctx.render(request, "conflicts.html", name=name, found=found)
 
     return [
         Route("/", guarded(ctx, memories)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from typing import Any
 
 from memsync.errors import UsageError
 from memsync.git import history
@@ -75,17 +76,32 @@ def _summaries() -> Summaries:
     return Summaries(memsync_home() / "cache" / "versions.db")
 
 
-def memories(view: HubView) -> list[MemoryRow]:
+@dataclass
+class Listed:
+    """A page of a list that is not versions (memories, conflict files, a run's files)."""
+
+    items: list[Any]
+    page: int
+    more: bool
+
+
+def cut(items: list[Any], page: int, per: int = PER_PAGE) -> Listed:
+    return Listed(items[page * per:(page + 1) * per], page, len(items) > (page + 1) * per)
+
+
+def memories(view: HubView, page: int) -> Listed:
+    """A page of the memories, by name; only the page's own trees are read."""
     view.refresh()
+    shown = cut(view.memories(), page)
     found = []
-    for name, kind, oid in view.memories():
+    for name, kind, oid in shown.items:
         files, size = view.git.tree_stats(oid)
         run = last_run(view.git, oid)
         flagged = sum(1 for _, _, message in _head(history.messages(view.git, oid, stream=True), RECENT)
                       if every(parse(message), "Memsync-Flag"))
         found.append(MemoryRow(name, kind, oid[:8], files, size, rfc3339(view.git.commit_info(oid).time),
                                run.run_id if run else None, run.exit_code if run else None, flagged))
-    return found
+    return Listed(found, page, shown.more)
 
 
 def _head(it: Iterator[tuple[str, int, str]], n: int) -> Iterator[tuple[str, int, str]]:
