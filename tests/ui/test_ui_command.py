@@ -17,6 +17,7 @@ from tests.conftest import Cli
 from tests.ui.conftest import World
 
 
+@pytest.mark.slow  # (the shared world's first build)
 def test_a_memory_the_hub_lacks_or_a_bad_port_is_a_usage_error(world: World, cli: Cli) -> None:
     r = cli("ui", "--memory", "nothere", "--no-open")
     assert r.code == 2 and "error: the hub" in r.err and "no memory 'nothere'" in r.err and "hint:" in r.err

@@ -3,9 +3,13 @@ chart's sums against git's own sizes, a run's versions, a file's history."""
 
 from __future__ import annotations
 
+import pytest
+
 from memsync.git.repo import GitRepo
 from memsync.ui import chart, views
 from tests.ui.conftest import RUN1, RUN2, World, git_out
+
+pytestmark = pytest.mark.slow  # the shared world is built by real `memsync run`s (a few seconds, once)
 
 
 def _sizes(world: World, oid: str, path: str | None = None) -> int:
