@@ -156,3 +156,44 @@ def test_a_network_hub_is_shown_and_restored_through(tmp_path: Path, world: Worl
         assert body.count('<tr class="') == len(world.versions) + 1, "the page shows the version it made"
     finally:
         served.stop()
+
+
+@pytest.mark.slow
+def test_a_gathered_conflict_is_listed_and_restored_as_the_cli_would(tmp_path: Path, world: World,
+                                                                     cli: Cli) -> None:
+    """The conflicts view lists a gathered file's losing version; restoring it through the page
+    leaves the version `memsync restore PATH --conflict ID` leaves on a twin hub."""
+    from datetime import datetime, timezone
+
+    from memsync.checks import gathered
+    from memsync.history.conflicts import blob_id
+
+    lost = b"# Summary\n\nthe other writer's line\n"
+    loser = gathered.Loser("summary.md", lost, blob_id(lost), "r-other", None,
+                           datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc))
+    mine = tmp_path / "mine"
+    assert cli("clone", "research", str(mine)).code == 0
+    (mine / "summary.conflicts.md").write_bytes(gathered.add(None, [loser]))
+    assert cli("push", cwd=mine).code == 0
+    twin = tmp_path / "twin.git"
+    shutil.copytree(world.hub, twin, symlinks=True)
+    served = Served()
+    try:
+        status, body = served.get("/m/research/conflicts")
+        assert status == 200 and "summary.conflicts.md" in body and loser.id in body
+        status, page = served.get(f"/m/research/do/restore-conflict?path=summary.md&id={loser.id}")
+        csrf = re.search(r'name="csrf" value="([0-9a-f]{64})"', page)
+        assert status == 200 and csrf is not None and f"--conflict {loser.id}" in page
+        form = urlencode({"csrf": csrf.group(1), "path": "summary.md", "id": loser.id})
+        status, _, body = served.request("POST", "/m/research/do/restore-conflict",
+                                         {"Cookie": served.cookie, "Origin": served.origin}, form)
+        assert status == 200 and "New version" in body, body
+    finally:
+        served.stop()
+    assert cli("clone", "research", str(tmp_path / "other"), "--remote", str(twin)).code == 0
+    assert cli("restore", "summary.md", "--conflict", loser.id, cwd=tmp_path / "other").code == 0
+    page_made, cli_made = _tip(world.hub), _tip(twin)
+    assert git_out(world.hub, "show", f"{page_made}:summary.md").encode() == lost
+    tree = "{}^{{tree}}"
+    assert git_out(world.hub, "rev-parse", tree.format(page_made)) == git_out(twin, "rev-parse", tree.format(cli_made))
+    assert _record(world.hub, page_made) == _record(twin, cli_made)
