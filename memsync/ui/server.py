@@ -107,8 +107,22 @@ def _open(page: Page) -> None:
     deadline = time.monotonic() + 10
     while not page.started() and time.monotonic() < deadline:
         time.sleep(0.05)
+    if not _graphical():
+        return  # the printed URL is the way in
     try:
         webbrowser.get()
     except webbrowser.Error:
-        return  # no browser on this machine: the printed URL is the way in
+        return  # no browser on this machine
     webbrowser.open(page.url)
+
+
+def _graphical() -> bool:
+    """Whether a browser would open in a window: on Linux and the BSDs only with a display (or a
+    $BROWSER the operator chose); else webbrowser falls back to a text browser (lynx, w3m) that
+    would take over the terminal the page's URL and Ctrl-C are in."""
+    import os
+    import sys
+
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return any(os.environ.get(k) for k in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER"))

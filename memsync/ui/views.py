@@ -261,12 +261,16 @@ def resolve(git: GitRepo, spec: str) -> str:
         raise NotFound(exc.message, exc.hint) from None
 
 
+MAX_SHOWN = 1024 * 1024  # bytes of a file's content a page shows
+
+
 @dataclass
 class Content:
     path: str
     oid: str
-    text: str | None  # None: not UTF-8 text
+    text: str | None  # None: binary (holds a NUL byte)
     size: int
+    cut: bool = False  # only the first MAX_SHOWN bytes are in `text`
 
 
 def content(git: GitRepo, spec: str, path: str) -> Content:
@@ -275,8 +279,8 @@ def content(git: GitRepo, spec: str, path: str) -> Content:
     if blob is None:
         raise NotFound(f"{path!r} is not a file at version {oid[:8]}", "its history lists the versions that have it")
     data = blob[0]
-    text = None if b"\0" in data else data.decode("utf-8", errors="replace")
-    return Content(path, oid, text, len(data))
+    text = None if b"\0" in data else data[:MAX_SHOWN].decode("utf-8", errors="replace")
+    return Content(path, oid, text, len(data), len(data) > MAX_SHOWN)
 
 
 @dataclass
