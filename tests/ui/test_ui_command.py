@@ -54,3 +54,15 @@ def test_the_command_prints_its_url_serves_and_stops_on_ctrl_c(world: World) -> 
             proc.wait()
     assert proc.returncode == 0, err
     assert "memsync ui: stopped" in err and "Traceback" not in err
+
+
+def test_a_browser_is_opened_only_where_it_would_get_a_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a display, webbrowser would run a text browser in the terminal the page runs in."""
+    from memsync.ui import server
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    for key in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER"):
+        monkeypatch.delenv(key, raising=False)
+    assert not server._graphical()
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-0")
+    assert server._graphical()
