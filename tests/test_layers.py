@@ -14,9 +14,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "memsync"
 
 # Bottom to top. A module may import its own package and any package below it.
 LAYERS = ["errors", "util", "checks", "git", "core", "sync", "live", "history", "run", "agents",
-          "integrations", "cli", "serve", "api", "entry", "__main__"]
+          "integrations", "ui", "cli", "serve", "api", "entry", "__main__"]
 ONLY_IN = {"pygit2": ("git",), "cffi": ("git",), "_cffi_backend": ("git",), "typer": ("cli",),
-           "rich": ("cli.output",)}
+           "rich": ("cli.output",), "starlette": ("ui",), "jinja2": ("ui",), "uvicorn": ("ui",)}
 
 
 def _modules() -> dict[str, Path]:

@@ -14,7 +14,8 @@ import pytest
 
 from tests.conftest import write
 
-HEAVY = ("rich", "yaml", "inotify_simple", "watchdog", "filelock", "pydantic", "mcp", "anthropic", "anyio")
+HEAVY = ("rich", "yaml", "inotify_simple", "watchdog", "filelock", "pydantic", "mcp", "anthropic", "anyio",
+         "starlette", "jinja2", "uvicorn")
 
 
 def imported(*args: str, cwd: Path) -> set[str]:
@@ -30,7 +31,8 @@ def imported(*args: str, cwd: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("args", [("--version",), ("--help",), ("push", "--help"), ("mcp", "--help")])
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("push", "--help"), ("mcp", "--help"),
+                                  ("ui", "--help")])
 def test_version_and_help_import_neither_pygit2_nor_extras(tmp_path: Path, args: tuple[str, ...]) -> None:
     found = imported(*args, cwd=tmp_path)
     assert found.isdisjoint((*HEAVY, "pygit2", "cffi")), sorted(found & {*HEAVY, "pygit2", "cffi"})
@@ -39,7 +41,8 @@ def test_version_and_help_import_neither_pygit2_nor_extras(tmp_path: Path, args:
 def test_push_with_nothing_to_commit_skips_rich_yaml_pydantic(memory: Path) -> None:
     found = imported("push", cwd=memory)
     assert "pygit2" in found
-    assert found.isdisjoint(("rich", "yaml", "inotify_simple", "pydantic", "mcp", "anthropic")), sorted(found)
+    assert found.isdisjoint(("rich", "yaml", "inotify_simple", "pydantic", "mcp", "anthropic", "starlette",
+                             "jinja2", "uvicorn")), sorted(found)
 
 
 def test_storage_yaml_that_is_not_plain_still_goes_through_yaml(memory: Path) -> None:

@@ -18,7 +18,7 @@ from memsync.cli.base import CommandWrapper
 # app: help, an unknown name), so that the integrations cost the core commands nothing.
 OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp": "mcp", "serve": "serve",
               "proposals": "proposals", "review": "proposals", "accept": "proposals", "reject": "proposals",
-              "consolidate": "proposals"}
+              "consolidate": "proposals", "ui": "ui"}
 _registered: set[str] = set()
 
 

@@ -180,8 +180,9 @@ def run_in_progress(mem: Memory) -> str | None:
 OWNED_VERBS = frozenset({"push", "pull", "restore", "revert", "redact", "gc", "watch", "hooks run",
                          "accept", "reject"})
 # Verbs that never write to an existing memory's repository (or, for `run` and `mcp`, act as the
-# run itself: `run` claims the memory, the MCP server's tools pass the run's id).
-FREE_VERBS = frozenset({"init", "clone", "status", "list", "log", "diff", "contract", "run", "serve", "mcp",
+# run itself: `run` claims the memory, the MCP server's tools pass the run's id; `ui` restores and
+# reverts through `restore`'s and `revert`'s own code, in a working copy of its own).
+FREE_VERBS = frozenset({"init", "clone", "status", "list", "log", "diff", "contract", "run", "serve", "mcp", "ui",
                         "hooks install", "hooks uninstall", "hooks status", "completion show",
                         "completion install", "proposals", "review", "consolidate"})
 
