@@ -1,0 +1,116 @@
+"""A run owns its agent's processes: memsync killed while its command runs never lets the next
+command commit a file an orphaned process of the command is still writing (it refuses, exit 6,
+naming the processes, until they end; then their files are committed as the run's), and what a
+command leaves running when it exits is ended before the run saves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git, hub_path, hub_tree, memsync_cmd
+
+pytestmark = pytest.mark.slow
+
+BIG = 3_072_000
+
+# The command: starts a writer in its process group and waits for it. The writer rewrites
+# agent/big.md in place: 1 MB, then (once GO exists) the rest, in 64 KiB writes.
+AGENT = r"""
+import os, subprocess, sys
+writer = r'''
+import os, pathlib, sys, time
+mem, go = pathlib.Path(os.environ["MEMSYNC_MEMORY_DIR"]), pathlib.Path(sys.argv[1])
+(mem / "agent").mkdir(exist_ok=True)
+with open(mem / "agent" / "big.md", "wb") as fh:
+    fh.write(b"x" * 1_048_576)
+    fh.flush()
+    (mem / "agent" / "writing").write_text(str(os.getpid()))
+    while not go.exists():
+        time.sleep(0.05)
+    for _ in range((3_072_000 - 1_048_576) // 65536 + 1):
+        fh.write(b"y" * 65536)
+    fh.truncate(3_072_000)
+(mem / "agent" / "writing").unlink()
+'''
+child = subprocess.Popen([sys.executable, "-c", writer, sys.argv[1]])
+child.wait()
+"""
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes] | None = None, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert proc is None or proc.poll() is None, "the run ended early"
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def _gone(pid: int, seconds: float = 60) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_orphan_writing_in_place_is_never_committed_half_written(memory: Path, tmp_path: Path) -> None:
+    """`run` killed by its pid (an OOM kill): the writer its command started lives on, 1 MB into
+    a 3 MB file. The next push, pull and run refuse (exit 6) naming it, and commit nothing; once
+    it has finished, push commits the whole file as the run's."""
+    go = tmp_path / "go"
+    run = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", "orphaned", "--checkpoint", "0",
+                            "--", sys.executable, "-c", AGENT, str(go)], cwd=memory, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for(memory / "agent" / "writing", run)
+    writer = int((memory / "agent" / "writing").read_text())
+    os.kill(run.pid, 9)  # memsync alone, as an OOM kill or a supervisor does
+    run.wait()
+    try:
+        env = dict(os.environ, MEMSYNC_LOCK_TIMEOUT="1")
+        for verb in (["push"], ["pull"], ["run", "--", "true"]):
+            done = memsync_cmd(*verb, cwd=memory, env=env)
+            assert done.returncode == 6, (verb, done.stderr)
+            assert "its memsync" in done.stderr and f"still runs (pids {writer})" in done.stderr, done.stderr
+            assert f"kill {writer}" in done.stderr, "the hint says how to end it"
+        assert "agent/big.md" not in hub_tree(), "nothing of the half-written file reached the hub"
+        assert (memory / "agent" / "big.md").stat().st_size < BIG
+    finally:
+        go.touch()
+    assert _gone(writer), "the writer finished"
+    done = memsync_cmd("push", cwd=memory)
+    assert done.returncode == 0, done.stderr
+    assert len(hub_tree()["agent/big.md"]) == BIG
+    by = git("log", "-1", "--format=%an%n%(trailers:key=Memsync-Run-Id,valueonly)", "memory/research", "--",
+             "agent/big.md", cwd=hub_path()).split()
+    assert by[:3] == ["memsync", "run", "orphaned"] and by[-1] == "orphaned", by
+
+
+LEAVER = r"""
+import os, subprocess, sys
+# a writer left running in the command's group, and one that left it (a daemon's setsid)
+for new_session in (False, True):
+    subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.1)"],
+                     start_new_session=new_session)
+print("left two")
+"""
+
+
+def test_what_a_command_leaves_running_is_ended_before_the_run_saves(memory: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "memsync", "run", "--run-id", "leaver", "--checkpoint", "0", "--",
+                           sys.executable, "-c", LEAVER], cwd=memory, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "left two" in done.stdout
+    assert "the command left 2 processes running" in done.stderr, done.stderr
+    from memsync.util import processes
+
+    found = processes.survivors(processes.Agent("leaver", 2 ** 22 + 7, None, None, None))
+    assert found == [], "neither outlived the run"
