@@ -114,3 +114,67 @@ def test_what_a_command_leaves_running_is_ended_before_the_run_saves(memory: Pat
 
     found = processes.survivors(processes.Agent("leaver", 2 ** 22 + 7, None, None, None))
     assert found == [], "neither outlived the run"
+
+
+# The --as-user command: a swapper that leaves the command's process group (as LEAVE_BEHIND in
+# test_as_user_races.py), then the command waits to be killed with memsync.
+SWAP_AND_WAIT = r"""
+import os, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", sys.argv[1], os.environ["MEMSYNC_MEMORY_DIR"], sys.argv[2], "120", "0.001"],
+                 start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(600)
+"""
+
+
+@pytest.mark.attack
+def test_a_killed_as_user_runs_leftovers_are_ended_before_a_plain_pull_writes(tmp_path: Path) -> None:
+    """memsync killed during an --as-user run; a process the command left keeps swapping `d` for
+    a symlink to a root-only folder. A plain `memsync pull` as root (the hub changed `d`'s files)
+    ends it and takes the tree back before it writes: root's folder is never written to."""
+    import pwd
+    import secrets as tokens
+    import shutil
+    import tempfile
+
+    from tests.helpers.agent_user import SYSTEM_PYTHON, end_all, live, skip_unless_root
+    from tests.test_as_user_races import SWAPPER, _memory, _secret_folder
+
+    skip_unless_root()
+    name = f"msorph{tokens.token_hex(4)}"
+    if subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                       "/usr/sbin/nologin", name], capture_output=True, check=False).returncode != 0:
+        pytest.skip("cannot create a user")
+    user = pwd.getpwnam(name)
+    base = Path(tempfile.mkdtemp(prefix="memsync-orphan-"))
+    base.chmod(0o755)
+    try:
+        secret = _secret_folder(base)
+        before = {p.name: p.read_bytes() for p in secret.iterdir()}
+        mem = _memory(base)
+        assert memsync_cmd("clone", "research", "other", cwd=base).returncode == 0
+        run = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--as-user", name, "--memory", "research:mem",
+                                "--run-id", "killed-as-user", "--checkpoint", "0", "--", SYSTEM_PYTHON, "-c",
+                                SWAP_AND_WAIT, SWAPPER, str(secret)], cwd=base, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while len(live(user.pw_uid)) < 2:  # the command and its swapper
+            assert run.poll() is None and time.monotonic() < deadline, "the run never started its command"
+            time.sleep(0.05)
+        time.sleep(0.5)  # the swapper is under way
+        os.kill(run.pid, 9)
+        run.wait()
+        for i in range(10):
+            (base / "other" / "d" / f"f{i}").write_text(f"from the hub {i}\n")
+        assert memsync_cmd("push", cwd=base / "other").returncode == 0
+        assert live(user.pw_uid), "the swapper outlived memsync"
+        pulled = memsync_cmd("pull", cwd=mem)
+        left = live(user.pw_uid)
+        assert {p.name: p.read_bytes() for p in secret.iterdir()} == before, "root's folder was written to"
+        assert left == [], "the pull ended the leftovers first"
+        assert pulled.returncode == 0, pulled.stderr
+        assert "were ended and its work tree taken back" in pulled.stderr
+        assert all(p.lstat().st_uid == 0 for p in [mem, *mem.rglob("*")] if ".git" not in p.parts)
+    finally:
+        end_all(user.pw_uid)
+        subprocess.run(["userdel", name], capture_output=True, check=False)
+        shutil.rmtree(base, ignore_errors=True)
