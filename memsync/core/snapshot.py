@@ -58,6 +58,8 @@ class Snapshot:
     # `ignored` then holds what the operator's own rules (.git/info/exclude, core.excludesFile) kept out
     unhidden: list[str] = field(default_factory=list)
     local_ignores: bool = False  # `ignored` is by the operator's rules alone (a run)
+    # (path, "skip-worktree"...): index flags that hid a file from git, cleared before a run's scan
+    index_flags: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def left_out(self) -> int:
@@ -101,6 +103,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
     found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run",
                          meanwhile=None if mem.config.secrets == "off" else _load_scanner)
+    snap.index_flags = [(h.path, h.what) for h in mem.git.unhidden_flags]
     rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
     judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
@@ -143,7 +146,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
     snap.rule_files = [s.change.path for s in staged if is_rule_file(s.change.path)]
     trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags
-                            + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files])
+                            + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files]
+                            + [f"index-flag-cleared {quote_path(h.path)} {h.what}" for h in mem.git.unhidden_flags])
     trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
     snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
@@ -442,6 +446,8 @@ def describe(snap: Snapshot) -> list[str]:
               "storage.yaml and its defaults, never by this file)" for p in snap.rule_files]
     lines += [f"policy: {display_path(v.path)}: {v.reason}; the new version was kept beside it"
               for v in snap.violations]
+    lines += [f"index flag cleared: {display_path(path)} was marked {what} (git then looks away from the "
+              "file); a run's record sees every change" for path, what in snap.index_flags]
     return lines
 
 
