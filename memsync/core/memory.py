@@ -108,6 +108,9 @@ def find(start: Path) -> Path:
 
 
 def open_memory(start: Path, remote: str | None = None) -> Memory:
+    from memsync.util import fifoguard
+
+    fifoguard.watch()  # libgit2 opens files by path, blocking: a FIFO swapped in must not hold it for ever
     root = find(start)
     config = cfgmod.load(root)
     git = GitRepo.open(root)

@@ -26,7 +26,7 @@ from memsync.core.memory import Memory
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, WorkChange, file_mode, stat_stamp
 from memsync.git.trailers import compose, quote_path
-from memsync.util.dirfd import Tree, is_outside
+from memsync.util.dirfd import Tree, is_outside, special_kind
 from memsync.util.names import conflict_copy_name
 from memsync.util.records import dataclass, field, replace
 
@@ -104,6 +104,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run",
                          meanwhile=None if mem.config.secrets == "off" else _load_scanner)
     snap.index_flags = [(h.path, h.what) for h in mem.git.unhidden_flags]
+    snap.skipped += _released_fifos(mem.root)
     rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
     judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
@@ -165,15 +166,21 @@ def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float
     never a read of what the symlink names."""
     path = change.path
     old = mem.git.head_blob(path) if change.kind != "added" else None
-    if change.kind == "deleted":
-        return _Staged(change, None, 0, old)
     try:
         st = tree.lstat(path)
     except OSError as exc:
+        if change.kind == "deleted":
+            return _Staged(change, None, 0, old)
         if is_outside(exc):
             return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
         snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
         return None
+    special = special_kind(st.st_mode)
+    if special is not None:  # libgit2 calls it deleted; it is there, never opened: the version stays
+        snap.skipped.append(Skipped(path, f"{special}, not a regular file: never read"))
+        return None
+    if change.kind == "deleted" or stat.S_ISDIR(st.st_mode):
+        return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
     if settle and now - st.st_mtime < settle:
         snap.pending.append(path)
         return None
@@ -201,6 +208,15 @@ def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float
         return None
     data, after = got
     return _Staged(change, data, file_mode(after), old, _settled(st, after))
+
+
+def _released_fifos(root: Path) -> list[Skipped]:
+    """FIFOs git's own reads met in this tree (swapped in while it read: util/fifoguard.py)."""
+    from memsync.util import fifoguard
+
+    base = os.path.realpath(root) + os.sep
+    return [Skipped(path[len(base):], "a FIFO swapped in while git read the tree: released, never read")
+            for path in fifoguard.drain() if path.startswith(base)]
 
 
 def _leaves(root: Path, link: Path, target: bytes) -> bool:
