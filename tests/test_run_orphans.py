@@ -178,3 +178,24 @@ def test_a_killed_as_user_runs_leftovers_are_ended_before_a_plain_pull_writes(tm
         end_all(user.pw_uid)
         subprocess.run(["userdel", name], capture_output=True, check=False)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_during_the_opening_pull_is_said_and_leaves_nothing(
+        hanging_server, tmp_path: Path, sig: str) -> None:  # type: ignore[no-untyped-def]
+    """Unhandled on the old code: memsync died silently (143/129) with its claim on the memory."""
+    import signal
+
+    marker = tmp_path / "ran"
+    env = dict(os.environ, MEMSYNC_REMOTE=hanging_server.url("hub.git", "git"), MEMSYNC_IO_TIMEOUT="60")
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--memory", "research", "--", sys.executable,
+                             "-c", f"open({str(marker)!r}, 'w')"], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.5)  # connected, waiting for the hub's answer
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + getattr(signal, sig), err
+    assert f"error: stopped by {sig} before the command started; nothing was run" in err
+    assert "Traceback" not in err
+    assert not marker.exists()

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -465,10 +465,34 @@ def execute(command: list[str], mounts: list[Mount], *, run_id: str | None = Non
         user = runas.resolve(as_user)
         _end_processes(user, None, say)  # one a past run left behind must not race the pre-run save
     sealed.make_undumpable()
-    with sealed.seal():
+    with sealed.seal(), _stop_requests():
         options = RunOptions(offline, no_push, checkpoint, remote, keep_ssh_agent, user, max_push_rate, create,
                              generated_id=run_id is None)
         return _execute(command, mounts, rid, cwd, say, options)
+
+
+@contextlib.contextmanager
+def _stop_requests() -> Iterator[None]:
+    """SIGTERM and SIGHUP before the command starts (the opening pull) stop the run as Ctrl-C does:
+    an error naming the signal (exit 128 + its number, as a shell reports it), the memories' claims
+    released, nothing half-done left behind. Once the command runs, _Signals takes them over."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopped = Interrupted(f"stopped by {signal.Signals(signum).name} before the command started; nothing "
+                              "was run", "nothing is lost: run it again")
+        stopped.exit_code = 128 + signum
+        raise stopped
+
+    saved = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
+             if signal.getsignal(sig) in (signal.SIG_DFL, None)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: Say, options: RunOptions) -> RunReport:
