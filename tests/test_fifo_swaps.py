@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import hub_tree, memsync_cmd, write
+from tests.conftest import git, hub_tree, memsync_cmd, write
 
 # Rewrites f.md (new stat data each time, so git hashes it) and swaps a FIFO in for an instant.
 SWAPPER = r"""
@@ -129,3 +129,16 @@ def test_a_fifo_at_a_tracked_path_is_skipped_and_named_never_opened(memory: Path
     assert pushed.returncode == 0, pushed.stderr
     assert "not committed: summary.md (a FIFO" in pushed.stderr
     assert hub_tree()["summary.md"] == b"# Summary\n\nfrom the hub\n", "no deletion was committed"
+
+
+def test_a_partial_copy_a_killed_restore_left_is_removed_by_the_next(memory: Path) -> None:
+    """kill -9 during `restore` leaves `.memsync-<pid>-<name>` beside the file (git ignores it):
+    the next write of that file removes it; on the old code it stayed for ever."""
+    first = git("rev-parse", "HEAD", cwd=memory).strip()
+    partial = write(memory, f"runs/.memsync-{2 ** 22 + 4321}-first.md", "first r")
+    write(memory, "runs/first.md", "changed\n")
+    assert memsync_cmd("push", cwd=memory).returncode == 0
+    restored = memsync_cmd("restore", "runs/first.md", "--at", first, cwd=memory)
+    assert restored.returncode == 0, restored.stderr
+    assert (memory / "runs" / "first.md").read_text() == "first run\n"
+    assert not partial.exists()

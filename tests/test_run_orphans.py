@@ -182,8 +182,8 @@ def test_a_killed_as_user_runs_leftovers_are_ended_before_a_plain_pull_writes(tm
 
 @pytest.mark.server
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
-def test_a_stop_signal_during_the_opening_pull_is_said_and_leaves_nothing(
-        hanging_server, tmp_path: Path, sig: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_stop_signal_during_the_opening_pull_is_said_and_leaves_nothing(  # type: ignore[no-untyped-def]
+        hanging_server, tmp_path: Path, sig: str) -> None:
     """Unhandled on the old code: memsync died silently (143/129) with its claim on the memory."""
     import signal
 

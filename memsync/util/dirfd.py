@@ -178,6 +178,7 @@ class Tree:
             raise
         tmp = f".memsync-{os.getpid()}-{name}"[:255]
         self._remove(fd, tmp)
+        _remove_stale(fd, name)
         try:
             if stat.S_ISLNK(mode):
                 os.symlink(os.fsdecode(data), tmp, dir_fd=fd)
@@ -211,3 +212,25 @@ class Tree:
     def _remove(fd: int, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=fd)
+
+
+def _remove_stale(folder: int, name: str) -> None:
+    """Remove the copies of `name` a memsync killed while writing it left in `folder`
+    (`.memsync-<pid>-<name>`, its pid gone): git ignores them, so nothing else ever would."""
+    suffix = f"-{name}"
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            pid = entry.name.removeprefix(".memsync-").removesuffix(suffix)
+            if (entry.name.startswith(".memsync-") and entry.name.endswith(suffix) and pid.isdigit()
+                    and int(pid) != os.getpid() and not _alive(int(pid)) and entry.is_file(follow_symlinks=False)):
+                Tree._remove(folder, entry.name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
