@@ -455,3 +455,18 @@ def test_sigterm_during_a_restart_stops_the_server(tmp_path: Path) -> None:
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert not kept_serving, f"SIGTERM ignored at delays {kept_serving}"
     assert not failed, failed
+
+
+def test_a_served_command_whose_worker_is_killed_says_so_and_exits_130(memory: Path, server: Server) -> None:
+    """Not "a bug" (exit 1): the worker was stopped from outside (kill -9, an OOM kill)."""
+    agent = "import os, time\nprint(os.getppid(), flush=True)\ntime.sleep(60)\n"
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", "worker-killed", "--",
+                             sys.executable, "-c", agent], cwd=memory, env=server.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    worker = int(proc.stdout.readline())
+    os.kill(worker, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"error: interrupted: the memsync server's worker (pid {worker}) ended before" in err
+    assert "hint: run the command again" in err
