@@ -107,6 +107,7 @@ def test_a_runs_record_survives_a_full_disk(tmp_path: Path, figures: Figures) ->
         assert proc.returncode == 7, proc.stderr
         assert "Traceback" not in proc.stderr and "this is a bug" not in proc.stderr, proc.stderr
         assert "disk-full-1" in proc.stdout + proc.stderr
+        assert "no changes" not in proc.stderr, "the run's changes were not committed: not 'no changes'"
         filler.unlink()
 
         proc = memsync_cmd("push", cwd=root)
