@@ -87,21 +87,23 @@ class _Staged:
 def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
          run_base: str | None = None, only: Collection[str] | None = None,
          check_integrity: bool = True,
-         run_flags: Callable[[str, list[guard.Flag]], list[str]] | None = None) -> Snapshot:
+         run_flags: Callable[[str, list[guard.Flag]], list[str]] | None = None, full_scan: bool = False) -> Snapshot:
     """Commit what changed as `who`; caller holds the memory's lock.
 
     `only`: just these paths (restore and revert commit exactly the files they wrote).
     `check_integrity=False`: no guard flags, for deliberate operator rewrites (a restore or a
     revert is recorded by its own trailers; flagging it would bury the damage it repairs).
     `run_flags(tree, flags)`: further flags for the tree about to be committed (a run's record,
-    see trust.py); a commit is made to carry them even if no file changed."""
+    see trust.py); a commit is made to carry them even if no file changed.
+    `full_scan`: never narrowed by a change tracker's hint (a merge found the tree other than the
+    tracker said: a change no file event reported, through a memory map or a hard link)."""
     snap = Snapshot()
     staged: list[_Staged] = []
     now = time.time()
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
     # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
-    found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run",
+    found = mem.git.scan(write_index=False, full=who.actor == "run" or full_scan, tree_ignores=who.actor != "run",
                          meanwhile=None if mem.config.secrets == "off" else _load_scanner)
     snap.index_flags = [(h.path, h.what) for h in mem.git.unhidden_flags]
     snap.skipped += _released_fifos(mem.root)
