@@ -5,6 +5,7 @@ command leaves running when it exits is ended before the run saves."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -199,3 +200,40 @@ def test_a_stop_signal_during_the_opening_pull_is_said_and_leaves_nothing(  # ty
     assert f"error: stopped by {sig} before the command started; nothing was run" in err
     assert "Traceback" not in err
     assert not marker.exists()
+
+
+def test_at_a_terminal_the_command_in_its_own_group_still_reads_it(memory: Path, tmp_path: Path) -> None:
+    """The command's process group is given the terminal's foreground (as a shell does), so it
+    can read the terminal (a background group reading it would be stopped by SIGTTIN), and memsync
+    takes the terminal back when it exits."""
+    import pty
+    import select
+
+    got = tmp_path / "got"
+    agent = f"import sys\nopen({str(got)!r}, 'w').write(sys.stdin.readline())\n"
+    pid, master = pty.fork()
+    if pid == 0:  # the child: the pty is its controlling terminal, its session's foreground
+        os.chdir(memory)
+        os.execv(sys.executable, [sys.executable, "-m", "memsync", "run", "--run-id", "tty", "--checkpoint", "0",
+                                  "--", sys.executable, "-c", agent])
+    output = b""
+    deadline = time.monotonic() + 60
+    written = False
+    code = None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            code = os.waitstatus_to_exitcode(status)
+            break
+        if not written and b"starting" in output:
+            os.write(master, b"from the terminal\n")
+            written = True
+        if select.select([master], [], [], 0.1)[0]:
+            with contextlib.suppress(OSError):
+                output += os.read(master, 4096)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    os.close(master)
+    assert code == 0, output.decode(errors="replace")
+    assert got.read_text() == "from the terminal\n"
