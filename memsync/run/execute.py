@@ -720,13 +720,16 @@ def _terminal_back() -> None:
 def _end_processes(user: runas.RunAs | None, agent: processes.Agent | None, say: Say) -> None:
     """End what the command left running: with --as-user every process of the user; else its
     process group and every process carrying the run's id (processes.py), asked with SIGTERM first."""
-    from memsync.run import runas
-
     try:
-        if user is None and agent is not None and (found := processes.survivors(agent)):
-            say(f"the command left {_plural(len(found), 'process', 'processes')} running (pids "
-                f"{', '.join(map(str, found[:5]))}): ended before its files are saved")
-        left = runas.end_processes(user) if user is not None else processes.end(agent) if agent else []
+        if user is not None:
+            from memsync.run import runas
+
+            left = runas.end_processes(user)
+        else:
+            if agent is not None and (found := processes.survivors(agent)):
+                say(f"the command left {_plural(len(found), 'process', 'processes')} running (pids "
+                    f"{', '.join(map(str, found[:5]))}): ended before its files are saved")
+            left = processes.end(agent) if agent is not None else []
     except OSError as exc:
         why = getattr(exc, "strerror", None) or exc
         say(f"warning: {f'--as-user {user.name}' if user else 'run'}: cannot end the command's processes ({why})")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import platform
 import signal
 import stat
 import threading
@@ -29,7 +28,7 @@ __all__ = ["POLL", "drain", "released", "watch"]
 
 POLL = 0.25
 # syscall number -> index of its path argument (x86-64: open, openat, openat2; arm64: openat, openat2)
-_OPENS = {"x86_64": {2: 0, 257: 1, 437: 1}, "aarch64": {56: 1, 437: 1}}.get(platform.machine(), {})
+_OPENS = {"x86_64": {2: 0, 257: 1, 437: 1}, "aarch64": {56: 1, 437: 1}}.get(os.uname().machine, {})
 _AT_FDCWD = 0xFFFFFF9C
 _WAKE = signal.SIGURG  # ignored by default; nothing in memsync or its libraries uses it
 _can_interrupt = False
