@@ -20,6 +20,7 @@ __all__ = [
     "EXIT_REPO",
     "EXIT_UNSAVED",
     "EXIT_USAGE",
+    "AgentLeftRunning",
     "AuthFailed",
     "Blocked",
     "ConfigError",
@@ -179,3 +180,17 @@ class Blocked(MemsyncError):
 
 class Interrupted(MemsyncError):
     exit_code = EXIT_INTERRUPTED
+
+
+class AgentLeftRunning(RunInProgress):
+    """The run's memsync process is gone (killed, OOM) but processes its command started still
+    run: they may be halfway through a file, so nothing commits the tree until they end."""
+
+    def __init__(self, name: str, run_id: str, pid: int, left: list[int]) -> None:
+        shown = ", ".join(map(str, left[:5])) + (" ..." if len(left) > 5 else "")
+        super().__init__(name, run_id, pid,
+                         f"wait for them to end (their files are then committed as run {run_id}'s), or end them: "
+                         f"kill {' '.join(map(str, left[:5]))}")
+        self.message = (f"memory {name!r} is in use by run {run_id}: its memsync (pid {pid}) is gone, but its "
+                        f"command still runs (pids {shown})")
+        self.left = left

@@ -107,6 +107,7 @@ def test_a_runs_record_survives_a_full_disk(tmp_path: Path, figures: Figures) ->
         assert proc.returncode == 7, proc.stderr
         assert "Traceback" not in proc.stderr and "this is a bug" not in proc.stderr, proc.stderr
         assert "disk-full-1" in proc.stdout + proc.stderr
+        assert "no changes" not in proc.stderr, "the run's changes were not committed: not 'no changes'"
         filler.unlink()
 
         proc = memsync_cmd("push", cwd=root)
@@ -168,3 +169,24 @@ def test_a_disk_filled_to_any_level_under_push_and_pull_is_an_ordinary_error(tmp
     figures.add("disk-full cases", trials)
     figures.add("disk-full cases handled", trials - len(failed))
     assert not failed, failed
+
+
+def test_a_fetch_into_a_full_memory_disk_names_the_memorys_disk(tmp_path: Path) -> None:
+    """The hub (on this machine, on another disk) brings a 6 MB version; the memory's disk has
+    0.5 MB left. The old code named the hub's directory as the full one."""
+    disk = tmp_path / "disk"
+    with small_disk(disk, 16):
+        root = disk / "research"
+        root.mkdir()
+        memsync_cmd("init", cwd=root, check=True)
+        memsync_cmd("push", cwd=root, check=True)
+        memsync_cmd("clone", "research", "other", cwd=tmp_path, check=True)
+        write(tmp_path / "other", "big.bin", os.urandom(6_000_000))
+        memsync_cmd("push", cwd=tmp_path / "other", check=True)
+        filler = fill(disk, 500_000)
+        proc = memsync_cmd("pull", cwd=root)
+        assert _clear(proc.stderr, proc.returncode) == [], proc.stderr
+        assert proc.stderr.startswith(f"error: the disk is full: cannot write in {root / '.git'}"), proc.stderr
+        filler.unlink()
+        assert memsync_cmd("pull", cwd=root).returncode == 0
+        assert (root / "big.bin").stat().st_size == 6_000_000

@@ -455,3 +455,40 @@ def test_sigterm_during_a_restart_stops_the_server(tmp_path: Path) -> None:
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert not kept_serving, f"SIGTERM ignored at delays {kept_serving}"
     assert not failed, failed
+
+
+def test_a_served_command_whose_worker_is_killed_says_so_and_exits_130(memory: Path, server: Server) -> None:
+    """Not "a bug" (exit 1): the worker was stopped from outside (kill -9, an OOM kill)."""
+    agent = "import os, time\nprint(os.getppid(), flush=True)\ntime.sleep(60)\n"
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", "worker-killed", "--",
+                             sys.executable, "-c", agent], cwd=memory, env=server.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    worker = int(proc.stdout.readline())
+    os.kill(worker, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"error: interrupted: the memsync server's worker (pid {worker}) ended before" in err
+    assert "hint: run the command again" in err
+
+
+def test_a_change_no_file_event_reports_does_not_stall_served_pulls(tmp_path: Path, memory: Path,
+                                                                    server: Server) -> None:
+    """summary.md is changed through a hard link outside the memory (inotify reports nothing) and
+    the hub changed it too: the merge finds the file other than the server's tracker said. The old
+    code rescanned with the tracker's hint every round and failed "files kept changing during the
+    merge" although nothing wrote; now the retry scans the whole tree and the pull merges."""
+    other = tmp_path / "other"
+    assert memsync_cmd("clone", "research", str(other), cwd=tmp_path).returncode == 0
+    os.link(memory / "summary.md", tmp_path / "outside.md")
+    assert ms("push", cwd=memory, env=server.env()).returncode == 0  # the server now tracks the memory
+    time.sleep(1.0)  # its watches are in place
+    with open(tmp_path / "outside.md", "r+b") as fh:  # same inode, another folder: no event here
+        fh.seek(0, 2)
+        fh.write(b"through the link\n")
+    write(other, "summary.md", "# Summary\n\nfirst line\nfrom the hub\n")
+    assert memsync_cmd("push", cwd=other).returncode == 0
+    pulled = ms("pull", cwd=memory, env=server.env())
+    assert pulled.returncode == 0, pulled.stderr
+    text = (memory / "summary.md").read_text()
+    assert "through the link" in text, text

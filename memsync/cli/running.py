@@ -41,7 +41,7 @@ def _summarise(report: Any, no_push: bool) -> None:
             state = "committed locally (--no-push)"
         else:
             state = "pushed"
-        if not m.read_only and not m.files_changed and not m.checkpoints:
+        if not m.read_only and not m.files_changed and not m.checkpoints and not getattr(m, "unrecorded", False):
             what = (f"nothing committed, {_n(m.left_out, 'file', 'files')} left out (see the warnings)"
                     if m.left_out else "no changes")
             state = f"{what}, run recorded; {state}"

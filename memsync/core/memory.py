@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from memsync.core import config as cfgmod
 from memsync.core import maintenance
@@ -17,7 +18,7 @@ from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo
 from memsync.util import notices
 from memsync.util.fs import read_private, write_private
-from memsync.util.records import dataclass
+from memsync.util.records import dataclass, replace
 
 HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed
 REDACTION_BACKUPS = "refs/memsync/redaction-backup/"  # histories kept after following a redaction
@@ -78,8 +79,22 @@ class Memory:
                 from memsync.git.integrate import undo_interrupted_checkout
 
                 undo_interrupted_checkout(self.git)
+            if (self.git.git_dir / RUN_MARKER).exists():
+                _reclaim(self)
             yield
             maintenance.auto(self.git.git_dir)
+
+
+def _reclaim(mem: Memory) -> None:
+    """A killed --as-user run's processes are ended and its tree taken back before anything else
+    (core/orphans.py)."""
+    data = read_mark(mem)
+    if data is None or "as_user" not in data:
+        return
+    if not runner_alive(RunMark(str(data["run_id"]), int(data["pid"]), data.get("started"), data.get("boot"))):
+        from memsync.core.orphans import reclaim
+
+        reclaim(mem.root, mem.git.git_dir / RUN_MARKER, mem.name, data)
 
 
 def find(start: Path) -> Path:
@@ -93,6 +108,9 @@ def find(start: Path) -> Path:
 
 
 def open_memory(start: Path, remote: str | None = None) -> Memory:
+    from memsync.util import fifoguard
+
+    fifoguard.watch()  # libgit2 opens files by path, blocking: a FIFO swapped in must not hold it for ever
     root = find(start)
     config = cfgmod.load(root)
     git = GitRepo.open(root)
@@ -125,6 +143,7 @@ def tracking_name(hub: HubUrl, configured: str | None, name: str | None = None) 
 
 
 RUN_MARKER = "memsync-run.json"
+_MARK_BYTES = 16384  # the mark with its command's and --as-user's records
 
 
 @dataclass(frozen=True)
@@ -136,6 +155,9 @@ class RunMark:
     pid: int
     started: str | None = None  # the process's start time (Linux), so a reused pid is not taken for it
     boot: str | None = None  # the machine's boot id, so a pid from before a reboot is not either
+    # memsync itself is gone but these processes of its command still run (util/processes.py):
+    # the run still owns the memory, since they may be halfway through a file
+    left: tuple[int, ...] = ()
 
 
 def _process_started(pid: int) -> str | None:
@@ -144,7 +166,7 @@ def _process_started(pid: int) -> str | None:
     return process_started(pid)
 
 
-def _alive(mark: RunMark) -> bool:
+def runner_alive(mark: RunMark) -> bool:
     """Judged here by pid, start time and boot id (holders.py), never by a clock."""
     import socket
 
@@ -153,16 +175,54 @@ def _alive(mark: RunMark) -> bool:
     return may_be_alive(ProcessIdentity(mark.pid, socket.gethostname(), mark.boot, mark.started))
 
 
-def live_run(mem: Memory) -> RunMark | None:
-    """The live run that owns this memory, if any."""
+def read_mark(mem: Memory) -> dict[str, Any] | None:
+    """The run mark's fields as written (None: no mark, or not one memsync wrote)."""
     import json
 
     try:
-        data = json.loads(read_private(mem.git.git_dir / RUN_MARKER, 4096).decode("utf-8"))
-        mark = RunMark(str(data["run_id"]), int(data["pid"]), data.get("started"), data.get("boot"))
+        data = json.loads(read_private(mem.git.git_dir / RUN_MARKER, _MARK_BYTES).decode("utf-8"))
+        RunMark(str(data["run_id"]), int(data["pid"]))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return mark if _alive(mark) else None
+    return data if isinstance(data, dict) else None
+
+
+def live_run(mem: Memory) -> RunMark | None:
+    """The live run that owns this memory, if any: its memsync process lives, or processes its
+    command started still run after memsync died (`left`)."""
+    data = read_mark(mem)
+    if data is None:
+        return None
+    mark = RunMark(str(data["run_id"]), int(data["pid"]), data.get("started"), data.get("boot"))
+    if runner_alive(mark):
+        return mark
+    from memsync.util import processes
+
+    agent = processes.Agent.parse(mark.run_id, data.get("agent"))
+    left = processes.survivors(agent) if agent is not None else []
+    return replace(mark, left=tuple(left)) if left else None
+
+
+def in_use(mem: Memory, mark: RunMark, hint: str) -> RunInProgress:
+    """The refusal for a memory `mark`'s run owns (exit 6), naming what still runs."""
+    if mark.left:
+        from memsync.errors import AgentLeftRunning
+
+        return AgentLeftRunning(mem.name, mark.run_id, mark.pid, list(mark.left))
+    return RunInProgress(mem.name, mark.run_id, mark.pid, hint)
+
+
+def record_in_mark(mem: Memory, run_id: str, **fields: object) -> None:
+    """Add `fields` to this process's mark for `run_id` (the command's processes, the user it
+    runs as), so that a command after memsync's death finds them (util/processes.py)."""
+    import os
+
+    data = read_mark(mem)
+    if data is None or data.get("run_id") != run_id or data.get("pid") != os.getpid():
+        return
+    import json
+
+    write_private(mem.git.git_dir / RUN_MARKER, json.dumps({**data, **fields}).encode())
 
 
 def run_in_progress(mem: Memory) -> str | None:
@@ -194,9 +254,8 @@ def refuse_during_run(mem: Memory, verb: str, as_run: str | None = None) -> None
         raise ValueError(f"refuse_during_run: {verb!r} is not in OWNED_VERBS")
     mark = live_run(mem)
     if mark is not None and mark.run_id != as_run:
-        raise RunInProgress(mem.name, mark.run_id, mark.pid,
-                            f"wait for the run to end (it commits and pushes its own files), then `memsync {verb}` "
-                            f"again; a run whose process is gone no longer counts")
+        raise in_use(mem, mark, f"wait for the run to end (it commits and pushes its own files), then `memsync {verb}` "
+                     "again; a run whose process is gone no longer counts")
 
 
 def claim(mem: Memory, run_id: str) -> bool:
@@ -225,14 +284,18 @@ def claim(mem: Memory, run_id: str) -> bool:
             if mark.run_id == run_id:
                 return False
         if not said:  # a run waiting in silence looks hung
-            notices.warn(f"memory {mem.name!r} is in use by run {mark.run_id} (pid {mark.pid}); "
+            who = f"pids {_pids(mark.left)} its command left" if mark.left else f"pid {mark.pid}"
+            notices.warn(f"memory {mem.name!r} is in use by run {mark.run_id} ({who}); "
                          f"waiting up to {wait:.0f}s for it to end")
             said = True
         if time.monotonic() >= deadline:
-            raise RunInProgress(mem.name, mark.run_id, mark.pid,
-                                f"waited {wait:.0f}s; runs in one memory directory take turns: give each its own "
-                                "directory (--memory NAME:PATH), or set MEMSYNC_LOCK_TIMEOUT to wait longer")
+            raise in_use(mem, mark, f"waited {wait:.0f}s; runs in one memory directory take turns: give each its own "
+                         "directory (--memory NAME:PATH), or set MEMSYNC_LOCK_TIMEOUT to wait longer")
         time.sleep(0.2)
+
+
+def _pids(pids: tuple[int, ...]) -> str:
+    return ", ".join(map(str, pids[:5])) + (" ..." if len(pids) > 5 else "")
 
 
 def release(mem: Memory, run_id: str) -> None:
@@ -243,7 +306,7 @@ def release(mem: Memory, run_id: str) -> None:
     try:
         import json
 
-        data = json.loads(read_private(mark_file, 4096).decode("utf-8"))
+        data = json.loads(read_private(mark_file, _MARK_BYTES).decode("utf-8"))
         ours = data.get("run_id") == run_id and int(data.get("pid", -1)) == os.getpid()
     except (OSError, ValueError, TypeError, AttributeError):
         return
@@ -278,7 +341,7 @@ def keep_for_recovery(mem: Memory, run_id: str, exit_code: int) -> None:
 
     mark_file = mem.git.git_dir / RUN_MARKER
     with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
-        data = json.loads(read_private(mark_file, 4096).decode("utf-8"))
+        data = json.loads(read_private(mark_file, _MARK_BYTES).decode("utf-8"))
         if data.get("run_id") != run_id or int(data.get("pid", -1)) != os.getpid():
             return
         text = json.dumps({**data, "exit_code": exit_code}).encode()

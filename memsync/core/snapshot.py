@@ -28,7 +28,7 @@ from memsync.core.memory import Memory
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, UnstorablePath, WorkChange, file_mode, stat_stamp
 from memsync.git.trailers import compose, quote_path
-from memsync.util.dirfd import Tree, is_outside
+from memsync.util.dirfd import Tree, is_outside, special_kind
 from memsync.util.names import conflict_copy_name
 from memsync.util.records import dataclass, field, replace
 
@@ -62,6 +62,8 @@ class Snapshot:
     # `ignored` then holds what the operator's own rules (.git/info/exclude, core.excludesFile) kept out
     unhidden: list[str] = field(default_factory=list)
     local_ignores: bool = False  # `ignored` is by the operator's rules alone (a run)
+    # (path, "skip-worktree"...): index flags that hid a file from git, cleared before a run's scan
+    index_flags: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def left_out(self) -> int:
@@ -89,22 +91,26 @@ class _Staged:
 def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
          run_base: str | None = None, only: Collection[str] | None = None,
          check_integrity: bool = True,
-         run_flags: Callable[[str, list[guard.Flag]], list[str]] | None = None) -> Snapshot:
+         run_flags: Callable[[str, list[guard.Flag]], list[str]] | None = None, full_scan: bool = False) -> Snapshot:
     """Commit what changed as `who`; caller holds the memory's lock.
 
     `only`: just these paths (restore and revert commit exactly the files they wrote).
     `check_integrity=False`: no guard flags, for deliberate operator rewrites (a restore or a
     revert is recorded by its own trailers; flagging it would bury the damage it repairs).
     `run_flags(tree, flags)`: further flags for the tree about to be committed (a run's record,
-    see trust.py); a commit is made to carry them even if no file changed."""
+    see trust.py); a commit is made to carry them even if no file changed.
+    `full_scan`: never narrowed by a change tracker's hint (a merge found the tree other than the
+    tracker said: a change no file event reported, through a memory map or a hard link)."""
     snap = Snapshot()
     staged: list[_Staged] = []
     now = time.time()
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
     # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
-    found = mem.git.scan(write_index=False, full=who.actor == "run", tree_ignores=who.actor != "run",
+    found = mem.git.scan(write_index=False, full=who.actor == "run" or full_scan, tree_ignores=who.actor != "run",
                          meanwhile=None if mem.config.secrets == "off" else _load_scanner)
+    snap.index_flags = [(h.path, h.what) for h in mem.git.unhidden_flags]
+    snap.skipped += _released_fifos(mem.root)
     rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
     judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
@@ -154,7 +160,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
     snap.rule_files = [s.change.path for s in staged if is_rule_file(s.change.path)]
     trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags
-                            + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files])
+                            + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files]
+                            + [f"index-flag-cleared {quote_path(h.path)} {h.what}" for h in mem.git.unhidden_flags])
     trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
     snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
@@ -173,15 +180,21 @@ def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float
     never a read of what the symlink names."""
     path = change.path
     old = mem.git.head_blob(path) if change.kind != "added" else None
-    if change.kind == "deleted":
-        return _Staged(change, None, 0, old)
     try:
         st = tree.lstat(path)
     except OSError as exc:
+        if change.kind == "deleted":
+            return _Staged(change, None, 0, old)
         if is_outside(exc):
             return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
         snap.skipped.append(Skipped(path, f"cannot read: {exc.strerror}"))
         return None
+    special = special_kind(st.st_mode)
+    if special is not None:  # libgit2 calls it deleted; it is there, never opened: the version stays
+        snap.skipped.append(Skipped(path, f"{special}, not a regular file: never read"))
+        return None
+    if change.kind == "deleted" or stat.S_ISDIR(st.st_mode):
+        return _Staged(WorkChange(path, "deleted"), None, 0, old) if old is not None else None
     if settle and now - st.st_mtime < settle:
         snap.pending.append(path)
         return None
@@ -233,6 +246,15 @@ def _staged(mem: Memory, item: _Staged, snap: Snapshot) -> bool:
         mem.git.unstage(item.change.path)
         return not _refused(item.change.path, snap, f"git cannot store this path ({exc.reason})")
     return True
+
+
+def _released_fifos(root: Path) -> list[Skipped]:
+    """FIFOs git's own reads met in this tree (swapped in while it read: util/fifoguard.py)."""
+    from memsync.util import fifoguard
+
+    base = os.path.realpath(root) + os.sep
+    return [Skipped(path[len(base):], "a FIFO swapped in while git read the tree: released, never read")
+            for path in fifoguard.drain() if path.startswith(base)]
 
 
 def _leaves(root: Path, link: Path, target: bytes) -> bool:
@@ -481,6 +503,8 @@ def describe(snap: Snapshot) -> list[str]:
               "storage.yaml and its defaults, never by this file)" for p in snap.rule_files]
     lines += [f"policy: {display_path(v.path)}: {v.reason}; the new version was kept beside it"
               for v in snap.violations]
+    lines += [f"index flag cleared: {display_path(path)} was marked {what} (git then looks away from the "
+              "file); a run's record sees every change" for path, what in snap.index_flags]
     return lines
 
 

@@ -18,7 +18,7 @@ import pygit2
 
 from memsync.errors import DiskFull, MemsyncError, OutputFailed
 
-__all__ = ["LOW", "explain", "low_on_space", "renamed", "says_full"]
+__all__ = ["LOW", "explain", "full_place", "low_on_space", "renamed", "says_full"]
 
 LOW = 1024 * 1024  # bytes: less than this left, a write failure is taken for a full disk
 _ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -34,6 +34,16 @@ def low_on_space(path: Path) -> bool:
             continue
         return st.f_bavail * st.f_frsize < LOW
     return False
+
+
+def full_place(text: str, places: list[Path | None]) -> Path:
+    """Where a write failed for want of space: of the file a libgit2 message names in quotes
+    (its folder) and `places`, the first that is low on space; else the first of them."""
+    import re
+
+    quoted = [Path(q).parent for q in re.findall(r"'(/[^']+)'", text)]
+    candidates = quoted + [p for p in places if p is not None]
+    return next((p for p in candidates if low_on_space(p)), candidates[0] if candidates else Path.cwd())
 
 
 def says_full(exc: BaseException) -> bool:

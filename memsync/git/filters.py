@@ -79,7 +79,39 @@ def _mentions(path: str) -> bool:
 
 def checkout(repo: pygit2.Repository, tree: pygit2.Tree, strategy: CheckoutStrategy,
              paths: list[str] | None = None, *, filters: bool = True) -> None:
-    """repo.checkout_tree(tree, strategy=, paths=), with libgit2's filters off unless `filters`."""
+    """repo.checkout_tree(tree, strategy=, paths=), with libgit2's filters off unless `filters`.
+    A path at which (or on whose way) a FIFO, socket or device stands is left out and named:
+    libgit2 would open it to see whether it changed, and wait for ever on a FIFO (an agent's, in
+    a tree it can write); its index entry takes the version's, so no later commit reverts it."""
+    if paths and repo.workdir:
+        from memsync.util.dirfd import specials_on_the_way
+
+        special = specials_on_the_way(repo.workdir, paths)
+        if special:
+            paths = [p for p in paths if p not in special]
+            _index_follows(repo, tree, list(special))
+            from memsync.util import notices
+
+            for path, kind in sorted(special.items()):
+                notices.warn(f"not checked out: {path} ({kind} stands there: never opened, left as it is)")
+            if not paths:
+                return
     with git_checkout_options(strategy=strategy, paths=paths) as payload:
         payload.checkout_options.disable_filters = 0 if filters else 1
         native.checkout_tree(repo, tree, payload)
+
+
+def _index_follows(repo: pygit2.Repository, tree: pygit2.Tree, paths: list[str]) -> None:
+    """The index entries of `paths` become `tree`'s (or go), as a checkout would have left them."""
+    index = repo.index
+    index.read(force=False)
+    for path in paths:
+        try:
+            entry = tree[path]
+        except KeyError:
+            with contextlib.suppress(KeyError, OSError, pygit2.GitError):
+                index.remove(path)
+            continue
+        if entry.filemode not in (FileMode.TREE, FileMode.COMMIT):
+            index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
+    index.write()

@@ -19,7 +19,7 @@ import pygit2
 from pygit2.enums import DeltaStatus, DiffOption, FileMode, Option, RepositoryState
 
 from memsync.errors import RepoError
-from memsync.git import earlyscan, engine, hints, packguard
+from memsync.git import earlyscan, engine, hints, indexflags, packguard
 from memsync.git.hub import safe_url
 from memsync.git.hubtree import tree_totals
 from memsync.git.trailers import append as trailer_append
@@ -105,6 +105,7 @@ class GitRepo:
         self.ignored: list[str] = []  # untracked files and dirs ("dir/") hidden by ignore rules, same scan
         self.object_bound = packguard.bound()  # the largest object a fetch may make (the memory's max_file_size)
         self.unhidden: list[str] = []  # new files only a .gitignore the operator's rules leave out hides: taken
+        self.unhidden_flags: list[indexflags.Hiding] = []  # index flags the last full scan cleared
         self._stats_versions: dict[str, tuple[int, int]] | None = None
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
         # HEAD's id when the last scan found index and work tree equal to it (nothing staged since)
@@ -335,6 +336,7 @@ class GitRepo:
         no `.gitignore` in the tree hides anything.
         `meanwhile`: the caller's own preparation, run while an early walk is still going."""
         flags = scan_flags()
+        self.unhidden_flags = self._clear_hiding_flags() if full else []
         early = self._early_walk(flags, meanwhile)  # (before self.index: the walk's rule)
         index = self.index
         index.read(force=False)
@@ -407,6 +409,28 @@ class GitRepo:
             elif on_disk:
                 changes.append(WorkChange(path, "added"))
         return changes
+
+    def _clear_hiding_flags(self) -> list[indexflags.Hiding]:
+        """Clear assume-unchanged and skip-worktree on every index entry (git/indexflags.py): a
+        scan that must see every change (an agent's record) cannot let one look away. The
+        entries keep their blob and mode; their stat data goes, so the scan hashes those files."""
+        try:
+            with open(self.git_dir / "index", "rb") as fh:
+                found = indexflags.hiding(fh.read())
+        except OSError:
+            return []
+        if not found:
+            return []
+        index = self.index
+        index.read(force=False)
+        for flagged in found:
+            entry = _entry(index, flagged.path)
+            if entry is not None:
+                index.remove(flagged.path)
+                index.add(pygit2.IndexEntry(flagged.path, entry.id, entry.mode))
+        self._index_dirty = True
+        self._matches_head = None
+        return found
 
     def _early_walk(self, flags: DiffOption,
                     meanwhile: Callable[[], None] | None = None) -> list[pygit2.DiffDelta] | None:
@@ -849,6 +873,13 @@ def file_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
     except KeyError:
         return None
     return None if entry.filemode in (FileMode.TREE, FileMode.COMMIT) else entry
+
+
+def _entry(index: pygit2.Index, path: str) -> pygit2.IndexEntry | None:
+    try:
+        return index[path]
+    except KeyError:
+        return None
 
 
 def _keep_entry(index: pygit2.Index, path: str, entry: pygit2.Object) -> bool:

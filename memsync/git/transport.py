@@ -301,8 +301,11 @@ def translate(exc: Exception, hub: HubUrl, doing: str, guard: netlimits.Watch | 
                            "(owned by another user)",
                            f"if you trust it, add an exception: git config --global --add safe.directory {path}")
     if "no space left" in lowered or "disk quota" in lowered or "file too large" in lowered:
-        # this machine's disk (the memory's .git, or a hub on this machine), not the hub's state
-        return DiskFull(hub.local_path or Path.cwd(), f"{doing} {where}: {text}")
+        # this machine's disk (the memory's .git, or a hub on this machine), not the hub's state:
+        # the one low on space, first the folder of the file libgit2 names (a fetch's pack)
+        from memsync.git.diskfull import full_place
+
+        return DiskFull(full_place(text, [hub.local_path, Path.cwd()]), f"{doing} {where}: {text}")
     if "authentication" in lowered or "401" in lowered or "403" in lowered or "credentials" in lowered:
         return AuthFailed(f"{doing} {where}: authentication failed ({text})",
                           "check MEMSYNC_TOKEN / MEMSYNC_SSH_KEY (see README, Remotes)")

@@ -30,7 +30,7 @@ from memsync.history.log import FileState, LogEntry, LogResult, log, relative
 from memsync.sync import shallow
 from memsync.sync.exchange import Exchange, converge, unpushed
 from memsync.sync.hubs import ensure_hub
-from memsync.util.fs import in_the_way, place
+from memsync.util.fs import in_the_way
 from memsync.util.records import dataclass, field
 
 RUN_PREFIX = "run:"
@@ -318,11 +318,17 @@ def _safe(root: Path, rel: str) -> Path:
 def _write(root: Path, rel: str, data: bytes, mode: int) -> None:
     """Write one file atomically (temp file + rename), exactly these bytes and this mode."""
     full = _safe(root, rel)
+    from memsync.util.dirfd import Tree
+
     try:
-        full.parent.mkdir(parents=True, exist_ok=True)
         if full.is_dir() and not full.is_symlink():
             raise RepoError(f"cannot restore {rel}: a directory is there now", "move it aside and retry")
-        place(full, data, mode)
+        # through folder descriptors, never following a link (a folder swapped meanwhile refuses);
+        # a partial copy a killed memsync left beside the file goes
+        with Tree(root) as tree:
+            if not tree.place(rel, data, mode):
+                raise RepoError(f"cannot write {rel}: a symlink, file or folder stands in the way now",
+                                "move it aside and retry")
     except OSError as exc:
         raise RepoError(f"cannot write {rel}: {exc.strerror}", "check permissions and free space") from exc
 

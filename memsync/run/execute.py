@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,7 @@ from memsync.live.checkpoint import Checkpointer
 from memsync.run.options import DEFAULT_CHECKPOINT, RunOptions
 from memsync.run.record import RunTrust
 from memsync.sync.exchange import converge, unpushed
-from memsync.util import sealed
+from memsync.util import processes, sealed
 from memsync.util.names import check_name, check_run_id, env_var_for, new_run_id, where_kept
 from memsync.util.records import dataclass, field, fields
 
@@ -417,8 +417,8 @@ class _Signals:
         self.received.append(signum)
         at_terminal = signum == signal.SIGINT and sys.stdin is not None and sys.stdin.isatty()
         if not at_terminal and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signum)
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signum)  # the command's group: what it started hears it too
 
     def command_exited(self) -> None:
         self.command_done = True
@@ -461,11 +461,35 @@ def execute(command: list[str], mounts: list[Mount], options: RunOptions | None 
         from memsync.run import runas
 
         user = runas.resolve(as_user)
-        _end_processes(user, say)  # one a past run left behind must not race the pre-run save
+        _end_processes(user, None, say)  # one a past run left behind must not race the pre-run save
     sealed.make_undumpable()
-    with sealed.seal():
+    with sealed.seal(), _stop_requests():
         options = Resolved(**{f.name: getattr(o, f.name) for f in fields(o)}, user=user, generated_id=run_id is None)
         return _execute(command, mounts, rid, cwd, say, options)
+
+
+@contextlib.contextmanager
+def _stop_requests() -> Iterator[None]:
+    """SIGTERM and SIGHUP before the command starts (the opening pull) stop the run as Ctrl-C does:
+    an error naming the signal (exit 128 + its number, as a shell reports it), the memories' claims
+    released, nothing half-done left behind. Once the command runs, _Signals takes them over."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopped = Interrupted(f"stopped by {signal.Signals(signum).name} before the command started; nothing "
+                              "was run", "nothing is lost: run it again")
+        stopped.exit_code = 128 + signum
+        raise stopped
+
+    saved = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)
+             if signal.getsignal(sig) in (signal.SIG_DFL, None)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def _execute(command: list[str], mounts: list[Mount], rid: str, cwd: Path, say: Say, options: Resolved) -> RunReport:
@@ -559,10 +583,14 @@ def _execute_prepared(command: list[str], mounts: list[Mount], rid: str, say: Sa
             if o.user is not None:
                 from memsync.run import runas
 
-                for m in writable:
+                for m in writable:  # recorded first: a command after memsync's death ends the user's processes
+                    memory.record_in_mark(m.mem, rid, as_user={"uid": o.user.uid, "name": o.user.name})
                     m.lent = runas.hand_over(m.mem.root, o.user)
-            extra: dict[str, Any] = o.user.popen_args() if o.user else {}
-            proc = subprocess.Popen(command, env=o.user.environment(env) if o.user else env, **extra)
+                    memory.record_in_mark(m.mem, rid, as_user={"uid": o.user.uid, "name": o.user.name,
+                                                               "lent": runas.lent_fields(m.lent)})
+            proc, agent = _spawn(command, env, o.user, rid)
+            for mem in memories:
+                memory.record_in_mark(mem, rid, agent=agent.fields())
         except OSError as exc:
             _hand_back(writable, o.user, say)
             checkpointer.stop()
@@ -577,8 +605,9 @@ def _execute_prepared(command: list[str], mounts: list[Mount], rid: str, say: Sa
         with _Signals(proc, _stop_grace()) as signals:  # until the final push is done or given up
             code = _wait(proc)
             signals.command_exited()
-            if o.user is not None:
-                _end_processes(o.user, say)  # what the command left running must not race the hand-back and the save
+            _terminal_back()
+            # what the command left running must not write while its files are saved (nor race the hand-back)
+            _end_processes(o.user, agent, say)
             _hand_back(writable, o.user, say)
             checkpointer.stop()
             watching.stop()
@@ -668,18 +697,61 @@ def _hand_back(writable: list[Mounted], user: runas.RunAs | None, say: Say) -> N
                     f"check the owners under {m.mem.root}")
 
 
-def _end_processes(user: runas.RunAs, say: Say) -> None:
-    from memsync.run import runas
+def _spawn(command: list[str], env: dict[str, str], user: runas.RunAs | None,
+           rid: str) -> tuple[subprocess.Popen[bytes], processes.Agent]:
+    """Start the command in a process group of its own, killed if memsync dies (processes.py),
+    holding the terminal's foreground if memsync held it; returns it and its record for the mark.
+    Called from the thread that then waits for it: the parent-death signal follows that thread."""
+    from memsync.util.holders import boot_id, process_started
 
+    terminal = _terminal()
+    extra: dict[str, Any] = user.popen_args() if user else {}
+    proc = subprocess.Popen(command, env=user.environment(env) if user else env,
+                            preexec_fn=processes.child_setup(terminal), **extra)
+    return proc, processes.Agent(rid, proc.pid, process_started(proc.pid), process_started(os.getpid()), boot_id())
+
+
+def _terminal() -> int | None:
+    """stdin's descriptor if it is a terminal whose foreground is memsync's group (a shell's job)."""
     try:
-        left = runas.end_processes(user)
+        fd = sys.stdin.fileno() if sys.stdin is not None else -1
+        return fd if fd >= 0 and os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _terminal_back() -> None:
+    """The terminal's foreground back to memsync's group once the command has exited, so a
+    Ctrl-C during the final push reaches memsync."""
+    try:
+        fd = sys.stdin.fileno() if sys.stdin is not None else -1
+        if fd >= 0 and os.isatty(fd) and os.tcgetpgrp(fd) != os.getpgrp():
+            processes.take_terminal(fd, os.getpgrp())
+    except (OSError, ValueError):
+        return
+
+
+def _end_processes(user: runas.RunAs | None, agent: processes.Agent | None, say: Say) -> None:
+    """End what the command left running: with --as-user every process of the user; else its
+    process group and every process carrying the run's id (processes.py), asked with SIGTERM first."""
+    try:
+        if user is not None:
+            from memsync.run import runas
+
+            left = runas.end_processes(user)
+        else:
+            if agent is not None and (found := processes.survivors(agent)):
+                say(f"the command left {_plural(len(found), 'process', 'processes')} running (pids "
+                    f"{', '.join(map(str, found[:5]))}): ended before its files are saved")
+            left = processes.end(agent) if agent is not None else []
     except OSError as exc:
         why = getattr(exc, "strerror", None) or exc
-        say(f"warning: --as-user {user.name}: cannot end the user's processes ({why})")
+        say(f"warning: {f'--as-user {user.name}' if user else 'run'}: cannot end the command's processes ({why})")
         return
     if left:
-        say(f"warning: --as-user {user.name}: {len(left)} of the user's processes did not end "
-            f"(pids {', '.join(map(str, left[:5]))})")
+        whose = f"--as-user {user.name}: {len(left)} of the user's processes" if user else \
+            f"{len(left)} processes the command left running"
+        say(f"warning: {whose} did not end (pids {', '.join(map(str, left[:5]))})")
 
 
 def _undo_read_only(mounted: list[Mounted], say: Say) -> None:

@@ -177,6 +177,9 @@ def served(argv: list[str], version: str) -> int | None:
     return _wait(sock, worker)
 
 
+_INTERRUPTED = 130  # errors.EXIT_INTERRUPTED (not imported: the client stays lean)
+
+
 def _wait(sock: _socket.socket, worker: int) -> int:
     import _signal  # type: ignore[import-not-found]  # not `signal`: its enums cost more than this whole client
 
@@ -191,10 +194,12 @@ def _wait(sock: _socket.socket, worker: int) -> int:
     sock.settimeout(None)
     try:  # a forwarded signal interrupts nothing: recv resumes after the handler (PEP 475)
         reply = decode(recv_exact(sock, int.from_bytes(recv_exact(sock, 4), "big")))
-    except (OSError, EOFError, ValueError):
-        sys.stderr.write("error: the memsync server's worker ended without an exit code\n"
-                         "hint: see the server's output; unset MEMSYNC_SERVER to run commands in-process\n")
-        return 1
+    except (OSError, EOFError, ValueError):  # killed (kill -9, an OOM kill): stopped from outside, not a bug
+        sys.stderr.write(f"error: interrupted: the memsync server's worker (pid {worker}) ended before the "
+                         "command finished (killed?); nothing half-done is kept, the next command recovers\n"
+                         "hint: run the command again; the server's output may say why it ended; unset "
+                         "MEMSYNC_SERVER to run commands in-process\n")
+        return _INTERRUPTED
     finally:
         sock.close()
     if len(reply) == 2 and reply[0] == b"exit":

@@ -289,9 +289,11 @@ def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
 
 
 def _resnap(mem: Memory, who: Attribution) -> None:
+    """After a merge met files changed on disk: a full scan, since a change tracker (serve) may
+    not have seen the change (a memory map, a hard link)."""
     from memsync.core.snapshot import take
 
-    take(mem, who)
+    take(mem, who, full_scan=True)
 
 
 def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None = None) -> PullResult:

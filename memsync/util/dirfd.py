@@ -21,7 +21,7 @@ import stat
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
-__all__ = ["OUTSIDE", "Tree", "is_outside"]
+__all__ = ["OUTSIDE", "Tree", "is_outside", "special_kind", "specials_on_the_way"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -33,6 +33,37 @@ OUTSIDE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 def is_outside(exc: OSError) -> bool:
     """The path is not (or no longer) a file inside the tree: missing, or behind a symlink/file."""
     return exc.errno in OUTSIDE
+
+
+def special_kind(mode: int) -> str | None:
+    """"a FIFO", "a socket", "a device" for a file no one may open for a blocking read (an open
+    of a FIFO waits for a writer, a device's may do anything); None for a file, folder or link."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return None
+
+
+def specials_on_the_way(root: Path | str, paths: list[str]) -> dict[str, str]:
+    """Of `paths` (under `root`), those at which, or on whose way, stands a FIFO, socket or
+    device, with what stands there: libgit2 opens a file at a path it checks out to see whether
+    it was changed, and that open would wait for ever on a FIFO. Reached without following links."""
+    found: dict[str, str] = {}
+    with Tree(root) as tree:
+        for rel in paths:
+            parts = PurePosixPath(rel).parts
+            for depth in range(1, len(parts) + 1):
+                try:
+                    kind = special_kind(tree.lstat("/".join(parts[:depth])).st_mode)
+                except OSError:
+                    break
+                if kind is not None:
+                    found[rel] = kind
+                    break
+    return found
 
 
 def _parts(rel: str) -> tuple[str, ...]:
@@ -147,6 +178,7 @@ class Tree:
             raise
         tmp = f".memsync-{os.getpid()}-{name}"[:255]
         self._remove(fd, tmp)
+        _remove_stale(fd, name)
         try:
             if stat.S_ISLNK(mode):
                 os.symlink(os.fsdecode(data), tmp, dir_fd=fd)
@@ -180,3 +212,25 @@ class Tree:
     def _remove(fd: int, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=fd)
+
+
+def _remove_stale(folder: int, name: str) -> None:
+    """Remove the copies of `name` a memsync killed while writing it left in `folder`
+    (`.memsync-<pid>-<name>`, its pid gone): git ignores them, so nothing else ever would."""
+    suffix = f"-{name}"
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            pid = entry.name.removeprefix(".memsync-").removesuffix(suffix)
+            if (entry.name.startswith(".memsync-") and entry.name.endswith(suffix) and pid.isdigit()
+                    and int(pid) != os.getpid() and not _alive(int(pid)) and entry.is_file(follow_symlinks=False)):
+                Tree._remove(folder, entry.name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
