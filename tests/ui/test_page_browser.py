@@ -135,7 +135,11 @@ def test_a_hostile_proposal_is_reviewed_and_rejected_running_nothing(tab: Any, s
     <script>: every page showing them runs nothing, and the hub holds the rejection."""
     dialogs: list[str] = []
     console: list[str] = []
-    tab.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    def dialog(d: Any) -> None:
+        dialogs.append(d.message)
+        d.dismiss()
+
+    tab.on("dialog", dialog)
     tab.on("console", lambda m: console.append(m.text))
     tab.goto(served.origin + "/")
     assert tab.locator("#memories tbody tr td").nth(8).inner_text() == "1", "one open proposal"
