@@ -12,7 +12,7 @@ import pytest
 
 from memsync.integrations.mcp_server import Memories, build
 from memsync.run.execute import Mount
-from tests.conftest import git, hub_path, hub_tree
+from tests.conftest import Cli, git, hub_path, hub_tree
 from tests.test_integration_claude import call, tool
 from tests.test_mcp_limits import _tools
 from tests.test_security_tools import mcp_call
@@ -72,3 +72,8 @@ def test_the_memory_tool_proposes(memory: Path, writes: bool) -> None:
     else:
         assert report.proposal is None and not _hub_rev("proposals/research/tool-prop-1"), "no empty proposal"
         assert git("branch", "--list", "proposals/*", cwd=memory) == ""
+
+
+def test_mcp_takes_propose_and_still_needs_a_memory(cli: Cli) -> None:
+    r = cli("mcp", "--propose")
+    assert r.code == 2 and "name the memories" in r.err
