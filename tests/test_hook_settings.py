@@ -194,3 +194,34 @@ def test_codex_project_settings_name_no_folder_of_this_machine(cli: Cli, tmp_pat
     assert done.returncode == 0 and done.stdout == "", done.stderr
     assert hub_tree("memory/codex")["AGENTS.md"] == b"# codex notes\n"
     assert f"at {Path(os.environ['HOME']) / '.codex'}" in cli("hooks", "status", cwd=project).out
+
+
+@pytest.mark.slow  # several hooks, each a process
+def test_an_auto_dream_rewrite_can_wait_as_a_proposal(cli: Cli, tmp_path: Path) -> None:
+    """`--dream propose`: the rewrite lands on proposals/<name>/<dream id>; the memory and the
+    folder stay as the last session left them."""
+    project = repo(tmp_path / "app", "git@example.com:a/app.git")
+    assert cli("hooks", "install", "claude-code", "--scope", "project", "--dream", "propose", cwd=project).code == 0
+    command = installed_command(project / ".claude" / "settings.json", "SessionStart")
+    assert command.endswith("--dream propose"), command
+    name = command.split("--memory ")[1].split()[0]
+    folder = folder_of(project)
+    write(folder, "MEMORY.md", "- one\n- two\n- one again\n")
+    assert project_hook("stop", project, "Stop", name, "--dream", "propose").returncode == 0
+    before = git("rev-parse", f"memory/{name}", cwd=hub_path())
+    (folder / ".consolidate-lock").write_text("4242")
+    write(folder, "MEMORY.md", "- one\n- two\n")
+    r = project_hook("session-start", project, "SessionStart", name, "--dream", "propose")
+    assert r.returncode == 0 and "waits for review as proposal claude-code-dream-" in r.stderr, r.stderr
+    assert git("rev-parse", f"memory/{name}", cwd=hub_path()) == before, "the memory did not move"
+    assert (folder / "MEMORY.md").read_text() == "- one\n- two\n- one again\n", "back on the memory's version"
+    branches = git("for-each-ref", "--format=%(refname:short)", f"refs/heads/proposals/{name}/", cwd=hub_path()).split()
+    assert len(branches) == 1 and branches[0].startswith(f"proposals/{name}/claude-code-dream-"), branches
+    assert hub_tree(branches[0])["MEMORY.md"] == b"- one\n- two\n"
+    log = git("log", "-1", "--format=%an%n%(trailers)", branches[0], cwd=hub_path())
+    assert "Memsync-Actor: dream" in log and "Claude Code Auto Dream" in log
+    assert git("rev-parse", f"{branches[0]}~1", cwd=hub_path()) == before, "based on the memory's version"
+    again = project_hook("stop", project, "Stop", name, "--dream", "propose")  # the dream is handled once
+    assert again.returncode == 0 and "dream" not in again.stderr
+    assert git("rev-parse", f"memory/{name}", cwd=hub_path()) == before
+    assert cli("hooks", "install", "codex", "--dream", "propose").code == 2

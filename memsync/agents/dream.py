@@ -8,6 +8,11 @@ last version (and is not a lock time already handled: .git/memsync-dream-seen), 
 committed with `Memsync-Actor: dream` and a run id of their own.
 The version is checked like an agent's (a run's scan and guard: a deletion is flagged), since it
 is the agent's doing. The lock file itself is never synced (registry.NEVER_SYNCED).
+
+By the user's choice (`memsync hooks install claude-code --dream propose`, stored in the hook
+command as `--dream propose`), the rewrite is not committed to the memory but made the proposal
+`proposals/<name>/<dream run id>` (`propose`): the memory does not move, the folder goes back to
+the memory's version, and `memsync review` / `accept` / `reject` decide.
 """
 
 from __future__ import annotations
@@ -21,9 +26,11 @@ from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory
 from memsync.util.names import host_name
 
-__all__ = ["LOCK_FILE", "DreamAttribution", "dream_attribution", "dream_since_last_version", "handled"]
+__all__ = ["LOCK_FILE", "MODES", "DreamAttribution", "dream_attribution", "dream_since_last_version", "handled",
+           "propose"]
 
 LOCK_FILE = ".consolidate-lock"
+MODES = ("commit", "propose")  # what a hook does with a dream's rewrite (`--dream`)
 
 
 class DreamAttribution(Attribution):
@@ -87,3 +94,44 @@ def dream_attribution(agent_key: str, when: float) -> DreamAttribution:
     return DreamAttribution("run", "Auto Dream consolidated the memory between sessions",
                             f"{agent_key}-dream-{stamp}",
                             (("Memsync-Command", f"{agent_key} auto-dream"),))
+
+
+def propose(mem: Memory, who: DreamAttribution, push: bool = True) -> tuple[str | None, str | None]:
+    """The dream's rewrite (the work tree's changes) made the proposal `who.run_id` on the memory's
+    version, pushed to the hub, and the folder put back on the memory's version: (the proposal's
+    id, or None when the rewrite changed nothing; a warning when it stays on the local branch).
+    Caller holds the memory's lock (proposing.recover's steps, without taking it again)."""
+    from memsync.core.snapshot import take
+    from memsync.errors import RemoteError
+    from memsync.git import proposaltree
+    from memsync.sync.exchange import converge
+    from memsync.sync.proposals import branch_for, check_room
+    from memsync.sync.proposing import view
+
+    base = mem.git.head_oid()
+    if base is None:
+        return None, None
+    if push:
+        check_room(mem)
+    branch = branch_for(mem.name, who.run_id or "")
+    proposaltree.switch_head(mem.git, branch, base)
+    seen = view(mem, branch)
+    warning = None
+
+    def resnap() -> None:
+        take(seen, who)
+
+    try:
+        snap = take(seen, who)
+        if snap.commit is not None and push:
+            try:
+                converge(seen, who, resnap)
+            except RemoteError as exc:
+                warning = (f"the dream's proposal {who.run_id} is not on the hub yet ({exc.message}); "
+                           f"`git push <hub> {branch}` delivers it")
+    finally:
+        proposaltree.leave_branch(mem.git, mem.branch)
+    if snap.commit is None:
+        mem.git.delete_ref(f"refs/heads/{branch}")
+        return None, None
+    return who.run_id, warning

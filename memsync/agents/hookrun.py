@@ -56,6 +56,7 @@ class HookResult:
     conflicts: int = 0
     warnings: list[str] = field(default_factory=list)  # what the snapshot found (secrets, size...)
     dreamt: bool = False  # Auto Dream's rewrite was committed on its own
+    dream_proposal: str | None = None  # ... or made this proposal (`--dream propose`)
     joined: bool = False  # the hub's unrelated history was joined with ours
 
 
@@ -68,9 +69,11 @@ def run_id_for(a: Agent, payload: dict[str, Any]) -> str:
 
 
 def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
-           payload: dict[str, Any]) -> HookResult:
+           payload: dict[str, Any], dream_mode: str = "commit") -> HookResult:
     if verb not in HOOK_VERBS:
         raise UsageError(f"unknown hook {verb!r}", f"use one of: {', '.join(HOOK_VERBS)}")
+    if dream_mode not in dream.MODES:
+        raise UsageError(f"unknown --dream {dream_mode!r}", f"use one of: {', '.join(dream.MODES)}")
     check_name(name)
     short_network()
     from memsync.sync import exchange
@@ -81,7 +84,7 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
     whole_home = mem.root.resolve() == a.home.resolve()
     who = _attribution(verb, a, payload, result)
     with mem.locked():
-        _sync(mem, a, verb, who, whole_home, result)
+        _sync(mem, a, verb, who, whole_home, result, dream_mode)
     return result
 
 
@@ -95,7 +98,8 @@ def _attribution(verb: str, a: Agent, payload: dict[str, Any], result: HookResul
                        (("Memsync-Command", a.key), ("Memsync-Hook", event)))
 
 
-def _sync(mem: Memory, a: Agent, verb: str, who: Attribution, whole_home: bool, result: HookResult) -> None:
+def _sync(mem: Memory, a: Agent, verb: str, who: Attribution, whole_home: bool, result: HookResult,
+          dream_mode: str = "commit") -> None:
     """Commit what is new (a dream's rewrite on its own), join a history the hub started apart,
     then fetch, merge and push; caller holds the memory's lock."""
     from memsync.core.snapshot import take
@@ -107,7 +111,11 @@ def _sync(mem: Memory, a: Agent, verb: str, who: Attribution, whole_home: bool, 
     mem.git.ensure_layout(mem.branch, None)
     ensure_hub(mem.hub, mem)
     dreamt = dream_since_last_version(mem, whole_home) if a is agents.CLAUDE_CODE else None
-    if dreamt is not None:  # Auto Dream rewrote the memory since its last version: its own commit
+    if dreamt is not None and dream_mode == "propose":  # the user reviews the dream's rewrite first
+        result.dream_proposal, warning = dream.propose(mem, dream_attribution(a.key, dreamt))
+        dream.handled(mem, whole_home)
+        result.warnings += [warning] if warning else []
+    elif dreamt is not None:  # Auto Dream rewrote the memory since its last version: its own commit
         snap = take(mem, dream_attribution(a.key, dreamt))
         dream.handled(mem, whole_home)
         result.warnings += _warnings(snap, a, whole_home)

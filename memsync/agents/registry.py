@@ -149,7 +149,7 @@ def _project_root(project: Path) -> Path:
 
 
 def hook_command(verb: str, a: Agent, name: str, directory: Path | None, remote: str | None,
-                 scope: str = "user") -> str:
+                 scope: str = "user", dream: str = "commit") -> str:
     """The command an agent runs. User and local scope (the user's own files): this Python's
     memsync, so it works from any PATH, and never a module from the project the agent runs the
     hook in (selfcmd.py). Project scope (a file the team shares): `memsync` from PATH, and no
@@ -166,6 +166,8 @@ def hook_command(verb: str, a: Agent, name: str, directory: Path | None, remote:
         words += ["--project"] if a is CLAUDE_CODE else ["--agent-home"]
     if remote:
         words += ["--remote", remote]
+    if dream != "commit":  # Auto Dream's rewrite made a proposal (the default commits it)
+        words += ["--dream", dream]
     return shlex.join(words)
 
 
@@ -264,7 +266,7 @@ class Installed:
 
 
 def install(path: Path, a: Agent, name: str, directory: Path | None, remote: str | None, *,
-            scope: str = "user", project: Path | None = None) -> bool:
+            scope: str = "user", project: Path | None = None, dream: str = "commit") -> bool:
     """Put memsync's hooks in the settings file; True if the file changed. `directory` None: the
     hooks find the project's memory folder where they run (project and local scope)."""
     data = load(path)
@@ -277,8 +279,8 @@ def install(path: Path, a: Agent, name: str, directory: Path | None, remote: str
                 del hooks[event]
     for ev in a.events:
         group: dict[str, Any] = {} if ev.matcher is None else {"matcher": ev.matcher}
-        group["hooks"] = [{"type": "command", "command": hook_command(ev.verb, a, name, directory, remote, scope),
-                           "timeout": ev.timeout}]
+        command = hook_command(ev.verb, a, name, directory, remote, scope, dream)
+        group["hooks"] = [{"type": "command", "command": command, "timeout": ev.timeout}]
         hooks[ev.event] = [*without_ours(hooks.get(ev.event, [])), group]
     if json.dumps(data, sort_keys=True) == before:
         return False

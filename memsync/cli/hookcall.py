@@ -43,7 +43,7 @@ def _options(words: list[str]) -> dict[str, str]:
     from memsync.errors import UsageError
 
     for word in words:
-        if word.startswith("--") and word[2:] not in (*FLAGS, "agent", "memory", "dir", "remote"):
+        if word.startswith("--") and word[2:] not in (*FLAGS, "agent", "memory", "dir", "remote", "dream"):
             raise UsageError(f"unexpected argument {word!r}", "reinstall with `memsync hooks install`")
     opts = options(words)
     for needed in ("agent", "memory"):
@@ -96,12 +96,16 @@ def _hook(verb: str, opts: dict[str, str], directory: Path, payload: dict[str, A
     from memsync.agents import registry as agents
 
     a = agents.agent(opts["agent"])
-    result = hookrun.handle(verb, a, opts["memory"], directory, opts.get("remote"), payload)
+    result = hookrun.handle(verb, a, opts["memory"], directory, opts.get("remote"), payload,
+                            opts.get("dream", "commit"))
     what = [f"memory {result.memory}"]
     if result.adopted:
         what.append(result.adopted)
     if result.dreamt:
         what.append("Auto Dream's rewrite committed as its own")
+    if result.dream_proposal:
+        what.append(f"Auto Dream's rewrite waits for review as proposal {result.dream_proposal} "
+                    f"(`memsync review {result.dream_proposal}`)")
     if result.joined:
         what.append("joined the hub's separate history")
     if result.committed:

@@ -44,10 +44,13 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         scope: ScopeOpt = "user",
         remote: Annotated[str | None, typer.Option("--remote", help="Hub URL (default: MEMSYNC_REMOTE, "
                                                    "else the embedded hub).")] = None,
+        dream: Annotated[str, typer.Option("--dream", metavar="commit|propose", help="Claude Code's Auto Dream "
+                                           "rewrite: commit it to the memory (as `dream`), or make it a "
+                                           "proposal to review (`memsync review`).")] = "commit",
     ) -> None:
         """Add memsync's hooks to the agent's settings (other settings are kept; running it again
         updates them, never duplicates them) and make the directory a memory now."""
-        _install(agent, memory, directory, scope, remote)
+        _install(agent, memory, directory, scope, remote, dream)
 
     @hooks.command("uninstall")
     @guard
@@ -118,11 +121,18 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         out(f"{chosen} completion installed in {path}; it takes effect in a new shell")
 
 
-def _install(agent: str, memory: str | None, directory: Path | None, scope: str, remote: str | None) -> None:
+def _install(agent: str, memory: str | None, directory: Path | None, scope: str, remote: str | None,
+             dream: str = "commit") -> None:
     from memsync.agents import hookrun
     from memsync.agents import registry as agents
+    from memsync.agents.dream import MODES
 
     a = agents.agent(agent)
+    if dream not in MODES or (dream != "commit" and a is not agents.CLAUDE_CODE):
+        from memsync.errors import UsageError
+
+        raise UsageError(f"--dream {dream} is not for {a.label}" if dream in MODES else f"unknown --dream {dream!r}",
+                         "--dream commit|propose, for claude-code (Auto Dream is Claude Code's)")
     project = Path.cwd()
     settings = agents.settings_path(a, scope, project)
     agents.load(settings)  # a malformed file is refused before anything else is done
@@ -143,10 +153,12 @@ def _install(agent: str, memory: str | None, directory: Path | None, scope: str,
     _, done = hookrun.ensure_memory(a, name, target, url)
     found_there = directory is None and scope in ("project", "local")
     changed = agents.install(settings, a, name, None if found_there else target, url, scope=scope,
-                             project=inside)
+                             project=inside, dream=dream)
     events = ", ".join(e.event for e in a.events)
     out(f"{'Installed' if changed else 'Already installed:'} {a.label} hooks in {settings} ({events})")
     out(f"Memory: {name} at {target}" + (f" ({done})" if done else ""))
+    if dream == "propose":
+        out("Auto Dream's rewrites become proposals to review (`memsync proposals`), never the memory's version")
     if found_there and a is agents.CLAUDE_CODE:
         out("The hooks find the project's memory folder where they run (`memsync` from PATH on a teammate's "
             "machine), as Claude Code does, `autoMemoryDirectory` included")

@@ -29,6 +29,9 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         create: Annotated[bool, typer.Option("--create", help="Start a --memory the hub does not have (empty); "
                                              "without it such a memory is refused, naming those the hub has.")]
         = False,
+        propose: Annotated[bool, typer.Option("--propose", help="Make the session's writes a proposal "
+                                              "(proposals/NAME/RUN-ID) for an operator to accept or reject; "
+                                              "the memory does not move.")] = False,
     ) -> None:
         """Serve memories over MCP on stdin/stdout: view, read, create, str_replace, insert, delete, rename,
         log, diff, restore, search. Each write is a version of the run; pushed at checkpoints and
@@ -51,7 +54,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         if len(set(names)) != len(names):
             raise UsageError("a memory is named twice", "give each --memory once")
         reports = serve(mounts, remote=remote, run_id=run_id, offline=offline, checkpoint_writes=checkpoint_writes,
-                        checkpoint_seconds=checkpoint, create=create)
+                        checkpoint_seconds=checkpoint, create=create, propose=propose)
         failed = False
         for r in reports:
             for notice in r.notices:
@@ -61,6 +64,8 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
             else:
                 state = "pushed" if r.pushed else ("committed locally" if offline else f"NOT PUSHED: {r.error}")
             version = f" {r.version[:8]}" if r.version else ""
+            if r.proposal:
+                state += f"; proposal {r.proposal} waits for review (`memsync review {r.proposal}`)"
             err(f"memsync: {r.name}{version}: {r.writes} writes, {state}")
             failed = failed or r.error is not None
         if failed:

@@ -68,7 +68,7 @@ _COMMANDS: dict[str, type[BetaMemoryTool20250818Command]] = {
 
 class ToolOptions(TypedDict, total=False):
     """The keyword options of MemsyncMemoryTool and AsyncMemsyncMemoryTool: those of the session
-    (SessionOptions: remote, run_id, read_only, offline, create, checkpoint_writes,
+    (SessionOptions: remote, run_id, read_only, offline, create, propose, checkpoint_writes,
     checkpoint_seconds) and of the file operations (FileOptions: check_seen, confirm_destructive,
     report_versions), with their defaults."""
 
@@ -77,6 +77,7 @@ class ToolOptions(TypedDict, total=False):
     read_only: bool
     offline: bool
     create: bool
+    propose: bool
     checkpoint_writes: int
     checkpoint_seconds: float
     check_seen: bool

@@ -121,12 +121,13 @@ class Memories:
     """The served memories by name; the first is the default."""
 
     def __init__(self, mounts: list[Mount], *, remote: str | None, run_id: str | None, offline: bool,
-                 checkpoint_writes: int, checkpoint_seconds: float, create: bool = False) -> None:
+                 checkpoint_writes: int, checkpoint_seconds: float, create: bool = False,
+                 propose: bool = False) -> None:
         self.files: dict[str, MemoryFiles] = {}
         for m in mounts:
             options = SessionOptions(remote=remote, run_id=run_id, read_only=m.read_only, offline=offline,
                                      create=create, checkpoint_writes=checkpoint_writes,
-                                     checkpoint_seconds=checkpoint_seconds)
+                                     checkpoint_seconds=checkpoint_seconds, propose=propose)
             session = MemorySession(m.name, m.path, options, tool=TOOL)
             self.files[m.name] = MemoryFiles(session, tool=TOOL, root_name=m.name)
 
@@ -363,11 +364,14 @@ def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_c
 
 
 def serve(mounts: list[Mount], *, remote: str | None = None, run_id: str | None = None, offline: bool = False,
-          checkpoint_writes: int = 20, checkpoint_seconds: float = 30.0, create: bool = False) -> list[SessionReport]:
+          checkpoint_writes: int = 20, checkpoint_seconds: float = 30.0, create: bool = False,
+          propose: bool = False) -> list[SessionReport]:
     """Open the memories, serve MCP on stdin/stdout until the client leaves, then push. A memory the
-    hub does not have is refused unless `create`."""
+    hub does not have is refused unless `create`; with `propose`, each writable memory's versions
+    go to the proposal `proposals/<name>/<run-id>` and the memory does not move."""
     memories = Memories(mounts, remote=remote, run_id=run_id, offline=offline,
-                        checkpoint_writes=checkpoint_writes, checkpoint_seconds=checkpoint_seconds, create=create)
+                        checkpoint_writes=checkpoint_writes, checkpoint_seconds=checkpoint_seconds, create=create,
+                        propose=propose)
     try:
         memories.open()
         build(memories).run("stdio")

@@ -38,6 +38,7 @@ class SessionReport:
     error: str | None = None
     read_only: bool = False
     notices: list[str] = field(default_factory=list)  # warnings met on the way (skipped files, conflicts)
+    proposal: str | None = None  # the proposal the session's writes wait in (propose=True)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class SessionOptions:
     read_only: bool = False
     offline: bool = False
     create: bool = False  # start a memory the hub does not have (else it is refused)
+    propose: bool = False  # the session's writes become the proposal `proposals/<name>/<run-id>`
     checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES
     checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS
 
@@ -73,6 +75,7 @@ class MemorySession:
         self.read_only = options.read_only
         self.offline = options.offline
         self.create = options.create
+        self.propose = options.propose and not options.read_only
         self.checkpoint_writes = options.checkpoint_writes
         self.checkpoint_seconds = options.checkpoint_seconds
         self.tool = tool
@@ -81,6 +84,7 @@ class MemorySession:
         self._unpushed_writes = 0
         self._first_unpushed: float | None = None
         self._mem: Memory | None = None
+        self._memory_itself: Memory | None = None  # propose: the memory, while _mem is its proposal's view
         self._base: str | None = None
         self._guard = threading.RLock()
         self._stop = threading.Event()
@@ -103,6 +107,11 @@ class MemorySession:
         if new:
             os.chmod(self.path, private.DIR_MODE)  # what is checked out inside follows the umask, as git's does
         self._mem = mems[0]
+        if self.propose:
+            from memsync.sync import proposing
+
+            self._memory_itself = self._mem
+            self._mem = proposing.begin(self._mem, self.run_id, offline=self.offline)
         st = os.stat(self._mem.root)
         self.root_id = (st.st_dev, st.st_ino)  # the folder the tools work in: a swap of it is refused
         self._base = self._mem.git.head_oid()
@@ -139,7 +148,8 @@ class MemorySession:
             return report
         with self.locked():
             take(mem, self._who(f"Session {self.run_id} of {self.tool}"), run_base=self._base)
-            if not self.offline:
+            empty_proposal = self._memory_itself is not None and mem.git.head_oid() == self._base
+            if not self.offline and not empty_proposal:  # a proposal of nothing is never published
                 error = self._push()
                 report.error = error
                 report.pushed = error is None
@@ -148,7 +158,21 @@ class MemorySession:
 
             with contextlib.suppress(MemsyncError):
                 report.unpushed = unpushed(mem) if not report.pushed else []
+        if self._memory_itself is not None:
+            self._end_proposal(report)
         return report
+
+    def _end_proposal(self, report: SessionReport) -> None:
+        """The directory back on the memory's version; the writes stay on the proposal's branch."""
+        from memsync.sync import proposing
+
+        assert self._memory_itself is not None
+        report.proposal = self.run_id if report.version != self._base else None
+        proposing.finish(self.memory, self._memory_itself)
+        if report.proposal is None:  # nothing written: no proposal, here or on the hub
+            self._memory_itself.git.delete_ref(self.memory.local_ref)
+            report.pushed = not self.offline
+        self._mem, self._memory_itself = self._memory_itself, None
 
     # -- writes -----------------------------------------------------------------------------------
     @property

@@ -8,12 +8,12 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
-from memsync.ui import forms, pages
+from memsync.ui import forms, pages, proposals
 from memsync.ui.context import HERE, Context, templates
 from memsync.ui.hubview import HubView
 from memsync.ui.security import Guard
 
-SECTIONS = (pages, forms)
+SECTIONS = (pages, forms, proposals)
 
 
 def build(view: HubView, token: str, port: int, read_only: bool) -> Guard:

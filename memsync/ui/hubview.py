@@ -16,6 +16,7 @@ from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo
 from memsync.sync.hubs import ensure_hub
 
+PROPOSALS = "refs/heads/proposals/"
 REFRESH = 10.0  # seconds between two fetches from a network hub
 _BRANCH_RE = re.compile(r"^refs/(?:heads|hub)/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
 
@@ -36,6 +37,7 @@ class HubView:
         ensure_hub(self.hub)
         self.only = sorted(set(only)) if only else None
         self._fetched = 0.0
+        self._proposals: dict[str, str] = {}  # a network hub's open proposal branches, as last read
         self.git = self._open()
         self.refresh(force=True)
         if self.only:
@@ -66,6 +68,7 @@ class HubView:
             clear_stale_git_locks(self.git.git_dir, tenure, "the page's cache")
             transport.fetch(self.git, self.hub, [f"+refs/heads/{kind}/{n}:refs/hub/{kind}/{n}"
                                                  for kind in ("memory", "artifact") for n in names])
+            self._proposals = transport.refs_under(self.git, self.hub, PROPOSALS)
         self._fetched = time.monotonic()
 
     def memories(self) -> list[tuple[str, str, str]]:
@@ -77,6 +80,15 @@ class HubView:
             if m and (self.only is None or m.group(2) in self.only):
                 found.append((m.group(2), m.group(1), oid))
         return sorted(found)
+
+    def open_proposals(self, name: str) -> int:
+        """How many proposals of `name` wait on the hub (branches `proposals/<name>/<run-id>`)."""
+        from memsync.util.names import RUN_ID_RE
+
+        refs = self._proposals if self.hub.local_path is None else dict(self.git.refs_under(PROPOSALS))
+        prefix = f"{PROPOSALS}{name}/"
+        return sum(1 for ref in refs if ref.startswith(prefix) and RUN_ID_RE.match(ref.removeprefix(prefix))
+                   and ".." not in ref)
 
     def tip(self, name: str) -> str:
         self.refresh()

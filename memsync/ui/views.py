@@ -36,6 +36,7 @@ class MemoryRow:
     last_run: str | None
     last_exit: int | None
     flagged: int  # flagged versions among the last RECENT
+    proposals: int = 0  # open proposals on the hub
 
 
 @dataclass
@@ -100,7 +101,8 @@ def memories(view: HubView, page: int) -> Listed:
         flagged = sum(1 for _, _, message in _head(history.messages(view.git, oid, stream=True), RECENT)
                       if every(parse(message), "Memsync-Flag"))
         found.append(MemoryRow(name, kind, oid[:8], files, size, rfc3339(view.git.commit_info(oid).time),
-                               run.run_id if run else None, run.exit_code if run else None, flagged))
+                               run.run_id if run else None, run.exit_code if run else None, flagged,
+                               view.open_proposals(name)))
     return Listed(found, page, shown.more)
 
 

@@ -20,6 +20,7 @@ import pytest
 from tests.conftest import write
 
 RUN1, RUN2 = "20261127T101500Z-ui0001", "20261127T111500Z-ui0002"
+PROPOSAL = "20261127T121500Z-ui0003"  # a run --propose: rewrites summary.md, appends to the hostile file
 HOSTILE_NAME = "<img src=x onerror=alert(1)>.md"
 HOSTILE_TEXT = "# notes\n\n[click me](javascript:alert(3))\n\n<script>alert(4)</script>\n"
 HOSTILE_SUBJECT = "Seed the notes <script>alert(2)</script>"
@@ -59,7 +60,8 @@ def _memsync(env: dict[str, str], cwd: Path, *args: str) -> None:
 def world_hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The hub of memory `research`: an operator's version with a `<script>` in its message, a run
     that writes a file named like an HTML tag holding a javascript: link, a run that shrinks
-    crdts.md (flagged)."""
+    crdts.md (flagged), and an open proposal (PROPOSAL) that rewrites summary.md and appends a
+    `<script>` line to the file named like a tag."""
     base = tmp_path_factory.mktemp("ui-world")
     env = _env(base)
     mem = base / "research"
@@ -76,6 +78,10 @@ def world_hub(tmp_path_factory: pytest.TempPathFactory) -> Path:
              str(base / "hostile.md"), HOSTILE_NAME)
     _memsync(env, mem, "run", "--run-id", RUN2, "--checkpoint", "0", "--", sys.executable, "-c", code,
              str(base / "damaged.md"), "crdts.md")
+    propose = ("import sys; open('summary.md', 'w').write('# Summary\\n\\nrewritten\\n'); "
+               "open(sys.argv[1], 'a').write('<script>alert(7)</script>\\n')")
+    _memsync(env, mem, "run", "--propose", "--run-id", PROPOSAL, "--checkpoint", "0", "--", sys.executable, "-c",
+             propose, HOSTILE_NAME)
     return base / "memsync-home" / "hub.git"
 
 

@@ -1,6 +1,7 @@
 """The page in a real browser (Debian's chromium, headless, driven by Playwright): the timeline's
-rows, a version's diff, a restore through the forms that leaves the CLI's version, and hostile
-names, messages and markdown that run nothing. UI_SCREENSHOTS=DIR saves the main views."""
+rows, a version's diff, a restore through the forms that leaves the CLI's version, hostile
+names, messages and markdown that run nothing, and a hostile proposal reviewed and rejected
+through the page. UI_SCREENSHOTS=DIR saves the main views."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import Cli
-from tests.ui.conftest import HOSTILE_NAME, HOSTILE_SUBJECT, RUN1, RUN2, Served, World, git_out
+from tests.ui.conftest import HOSTILE_NAME, HOSTILE_SUBJECT, PROPOSAL, RUN1, RUN2, Served, World, git_out
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
@@ -125,3 +126,49 @@ def test_hostile_names_messages_and_markdown_run_nothing(tab: Any, served: Serve
     assert "[click me](javascript:alert(3))" in shown[pages[4]], "shown as text, never rendered"
     assert "<script>alert(4)</script>" in shown[pages[4]]
     assert dialogs == [] and console == []
+
+
+@pytest.mark.attack
+def test_a_hostile_proposal_is_reviewed_and_rejected_running_nothing(tab: Any, served: Served,
+                                                                     world: World) -> None:
+    """Its file is named like an <img> tag and gains a <script> line; the rejection's reason is a
+    <script>: every page showing them runs nothing, and the hub holds the rejection."""
+    dialogs: list[str] = []
+    console: list[str] = []
+    def dialog(d: Any) -> None:
+        dialogs.append(d.message)
+        d.dismiss()
+
+    tab.on("dialog", dialog)
+    tab.on("console", lambda m: console.append(m.text))
+    tab.goto(served.origin + "/")
+    assert tab.locator("#memories tbody tr td").nth(8).inner_text() == "1", "one open proposal"
+    tab.goto(served.origin + "/m/research")
+    tab.click("header >> text=proposals")
+    rows = tab.locator("#proposals tbody tr")
+    assert rows.count() == 1 and PROPOSAL in rows.nth(0).inner_text()
+    rows.nth(0).locator("a").first.click()
+    tab.locator("#forgotten").wait_for(timeout=60_000)  # the review reads the working copy first
+    assert tab.locator("section.patch").count() == 2
+    assert HOSTILE_NAME in tab.locator("section.patch").nth(0).inner_text()
+    assert "+<script>alert(7)</script>" in tab.locator("section.patch").nth(0).locator(".add").all_inner_texts()
+    assert "first line" in tab.locator("#forgotten").inner_text()
+    _shot(tab, "proposal")
+    tab.click("#reject")
+    tab.locator("#confirm").wait_for(timeout=60_000)
+    assert f"memsync reject {PROPOSAL}" in tab.inner_text("main")
+    tab.fill("input[name=reason]", "<script>alert(5)</script>")
+    tab.click("#confirm button")
+    tab.locator("#result").wait_for(timeout=60_000)
+    assert "Rejected proposal" in tab.inner_text("main"), tab.inner_text("main")
+    for path in (f"/m/research/proposals/{PROPOSAL}", "/m/research/proposals?all=1",
+                 f"/m/research/proposals/{PROPOSAL}/accept"):
+        tab.goto(served.origin + path)
+        tab.wait_for_timeout(300)
+        assert tab.evaluate("window.__mutations") == 0, path
+        assert tab.locator("script, img, iframe, object, embed").count() == 0, path
+    tab.goto(f"{served.origin}/m/research/proposals/{PROPOSAL}")
+    assert "<script>alert(5)</script>" in tab.locator("#record").inner_text()
+    assert dialogs == [] and console == []
+    assert "rejected" in git_out(world.hub, "log", "-1", "--format=%B", f"refs/memsync/proposals/research/{PROPOSAL}")
+    assert git_out(world.hub, "rev-parse", "memory/research").strip() == world.versions[0]

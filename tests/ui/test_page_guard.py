@@ -154,6 +154,10 @@ def test_a_network_hub_is_shown_and_restored_through(tmp_path: Path, world: Worl
         assert len(git_out(hub, "show", "memory/research:crdts.md")) == 7285
         status, body = served.get("/m/research")
         assert body.count('<tr class="') == len(world.versions) + 1, "the page shows the version it made"
+        status, body = served.get("/")
+        assert 'href="/m/research/proposals">1</a>' in body, "the hub's open proposal, counted over git://"
+        status, body = served.get("/m/research/proposals")
+        assert status == 200 and body.count("/m/research/proposals/2026") == 1
     finally:
         served.stop()
 
