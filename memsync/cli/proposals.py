@@ -8,6 +8,7 @@ import typer
 
 from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err, out, print_json, table
+from memsync.util.timefmt import age
 from memsync.util.wording import count
 
 if TYPE_CHECKING:  # imported by the commands when they run
@@ -59,7 +60,7 @@ def _register_reading(app: typer.Typer, guard: CommandWrapper) -> None:
             err("no proposals" + ("" if all_ else " waiting (`--all`: closed ones too)"))
             return
         table(["ID", "MEMORY", "STATE", "BASE", "AGE", "FILES", "+/-", "MOVED", "FLAGS"],
-              [[p.id, p.memory, p.state, (p.base or "-")[:8], _age(p.created), str(len(p.files)),
+              [[p.id, p.memory, p.state, (p.base or "-")[:8], age(p.created), str(len(p.files)),
                 f"+{p.added}/-{p.removed}", "yes" if p.moved else "no", _flag_summary(p.flags)] for p in found])
 
     @app.command()
@@ -202,19 +203,6 @@ def _flag_summary(flags: list[str]) -> str:
         kind = flag.split(" ", 1)[0]
         kinds[kind] = kinds.get(kind, 0) + 1
     return ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
-
-
-def _age(created: str) -> str:
-    from datetime import datetime, timezone
-
-    try:
-        seconds = (datetime.now(timezone.utc) - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()
-    except ValueError:
-        return "?"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{max(int(seconds), 0)}s"
 
 
 def _show_proposal(p: Proposal) -> None:

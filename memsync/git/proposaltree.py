@@ -70,7 +70,6 @@ def overlay(git: GitRepo, base: str, source: str, paths: list[str], message: str
             author: tuple[str, str] | None = None) -> str:
     """A commit on `base` whose tree is `base`'s with each of `paths` as `source` has it (gone
     where `source` has none): a proposal narrowed to some paths, or moved onto another base."""
-    repo = git._repo
     index = pygit2.Index()
     index.read_tree(_tree(git, base))
     src = _tree(git, source)
@@ -84,12 +83,7 @@ def overlay(git: GitRepo, base: str, source: str, paths: list[str], message: str
         if entry.type != ObjectType.BLOB:
             continue
         index.add(pygit2.IndexEntry(path, entry.id, entry.filemode))
-    tree = index.write_tree(repo)
-    committer = git.operator_signature()
-    oid = repo.create_commit(None, pygit2.Signature(*author) if author else committer, committer, message,
-                             tree, [pygit2.Oid(hex=base)])
-    git.note_made(str(oid))
-    return str(oid)
+    return _commit(git, index, base, message, author)
 
 
 def with_files(git: GitRepo, base: str, written: dict[str, tuple[bytes, int] | None], message: str,
@@ -107,6 +101,12 @@ def with_files(git: GitRepo, base: str, written: dict[str, tuple[bytes, int] | N
         oid = repo.create_blob(data)
         index.add(pygit2.IndexEntry(path, oid, FileMode.LINK if mode == int(FileMode.LINK) else
                                     (FileMode.BLOB_EXECUTABLE if mode & 0o111 else FileMode.BLOB)))
+    return _commit(git, index, base, message, author)
+
+
+def _commit(git: GitRepo, index: pygit2.Index, base: str, message: str, author: tuple[str, str] | None) -> str:
+    """`index`'s tree as a commit on `base`, noted as memsync's."""
+    repo = git._repo
     tree = index.write_tree(repo)
     committer = git.operator_signature()
     oid = repo.create_commit(None, pygit2.Signature(*author) if author else committer, committer, message,

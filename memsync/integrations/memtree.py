@@ -133,18 +133,7 @@ class MemoryTree:
 
     def read(self, rel: str) -> bytes:
         """A regular file's bytes. Linked, Missing or NotRegular otherwise."""
-        fd, name = self.parent(rel)
-        with translated():
-            handle = open_at(name, _READ, 0, fd)
-        try:
-            if not stat.S_ISREG(os.fstat(handle).st_mode):
-                raise NotRegular(errno.EINVAL, "not a regular file")
-            chunks = []
-            while chunk := os.read(handle, 1 << 20):
-                chunks.append(chunk)
-            return b"".join(chunks)
-        finally:
-            os.close(handle)
+        return b"".join(self.chunks(rel, 1 << 20))
 
     def chunks(self, rel: str, size: int) -> Iterator[bytes]:
         """A regular file's bytes, `size` at a time (search pages through big files with it)."""

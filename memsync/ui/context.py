@@ -16,6 +16,7 @@ from memsync.errors import MemsyncError, UsageError
 from memsync.ui.hubview import HubView, NotFound
 from memsync.ui.security import Guard
 from memsync.util.records import dataclass
+from memsync.util.timefmt import age
 
 HERE = Path(__file__).resolve().parent
 Handler = Callable[[Request], Awaitable[Response]]
@@ -51,20 +52,6 @@ def human_size(n: int | None) -> str:
     if n < 1024 * 1024:
         return f"{n / 1024:.1f} KiB"
     return f"{n / (1024 * 1024):.1f} MiB"
-
-
-def age(created: str) -> str:
-    """How long ago an RFC 3339 time was: "3d", "5h", "12m", "40s"."""
-    from datetime import datetime, timezone
-
-    try:
-        seconds = (datetime.now(timezone.utc) - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()
-    except ValueError:
-        return "?"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{max(int(seconds), 0)}s"
 
 
 def guarded(ctx: Context, handler: Handler) -> Handler:

@@ -21,6 +21,8 @@ import stat
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
+from memsync.util.fs import pid_alive
+
 __all__ = ["OUTSIDE", "Tree", "is_outside", "special_kind", "specials_on_the_way"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -222,15 +224,5 @@ def _remove_stale(folder: int, name: str) -> None:
         for entry in entries:
             pid = entry.name.removeprefix(".memsync-").removesuffix(suffix)
             if (entry.name.startswith(".memsync-") and entry.name.endswith(suffix) and pid.isdigit()
-                    and int(pid) != os.getpid() and not _alive(int(pid)) and entry.is_file(follow_symlinks=False)):
+                    and int(pid) != os.getpid() and not pid_alive(int(pid)) and entry.is_file(follow_symlinks=False)):
                 Tree._remove(folder, entry.name)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
