@@ -135,6 +135,12 @@ SERVER_FIXTURES = frozenset({"git_daemon", "daemon_hub", "http_server", "https_s
                              "hanging_server", "refusing_port", "token_hub"})
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    from tests.helpers import figures
+
+    figures.register(config)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The `server` marker means what it says: every test whose fixtures start a server has it
     (`-m "not server"` leaves out exactly those), whether or not its file says so."""

@@ -63,6 +63,22 @@ FIGURES = Figures()
 
 
 class _SummaryPlugin:
+    """Prints the table. Under pytest-xdist (`make test` runs the suite in several processes)
+    each worker hands its figures to the controller, which adds them up and prints one table."""
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        output = getattr(session.config, "workeroutput", None)
+        if output is not None:  # a worker: its figures go to the controller
+            output["memsync_figures"] = {"counts": FIGURES.counts, "durations": FIGURES.durations}
+
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        found = getattr(node, "workeroutput", {}).get("memsync_figures")
+        if found:
+            for row, n in found["counts"].items():
+                FIGURES.add(row, n)
+            for section, seconds in found["durations"].items():
+                FIGURES.timed(section, seconds)
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         rows = FIGURES.rows()
         if not rows:
@@ -81,12 +97,17 @@ class _SummaryPlugin:
                  "seconds": {k: round(v, 1) for k, v in FIGURES.durations.items()}}, indent=2) + "\n")
 
 
+def register(config: pytest.Config) -> None:
+    """Make sure the table is printed (conftest.py calls this for every session, so that an
+    xdist controller, which runs no test, collects its workers' figures)."""
+    if not config.pluginmanager.has_plugin("memsync-stress-report"):
+        config.pluginmanager.register(_SummaryPlugin(), "memsync-stress-report")
+
+
 @pytest.fixture
 def figures(request: pytest.FixtureRequest) -> Iterator[Figures]:
     """The session's reliability figures; the test's wall time is recorded under its module."""
-    manager = request.config.pluginmanager
-    if not manager.has_plugin("memsync-stress-report"):
-        manager.register(_SummaryPlugin(), "memsync-stress-report")
+    register(request.config)
     started = time.monotonic()
     yield FIGURES
     FIGURES.timed(request.node.module.__name__.rsplit(".", 1)[-1], time.monotonic() - started)
