@@ -22,9 +22,10 @@ line's options, with the same defaults). Remotes are resolved as on the command 
 from __future__ import annotations
 
 from memsync.errors import MemsyncError
-from memsync.run.execute import Mount, RunReport
 from memsync.run.execute import execute as run
+from memsync.run.mounts import Mount
 from memsync.run.options import RunOptions
+from memsync.run.outcome import RunReport
 from memsync.sync.listing import MemoryInfo, list_memories
 from memsync.sync.options import PushOptions, StatusOptions
 from memsync.sync.storage import InitResult, PullResult, PushResult, StatusReport, clone, init, pull, push, status

@@ -15,7 +15,7 @@ import pytest
 
 from memsync.integrations.budget import MAX_RESULT_TOKENS, tokens
 from memsync.integrations.mcp_server import READ_TOOLS, WRITE_TOOLS, Memories, build
-from memsync.run.execute import Mount
+from memsync.run.mounts import Mount
 from tests.conftest import write
 from tests.test_security_tools import mcp_call
 

@@ -13,7 +13,7 @@ from anthropic.lib.tools import ToolError
 from memsync.errors import MemoryNotFound
 from memsync.integrations.claude import MemsyncMemoryTool
 from memsync.integrations.mcp_server import Memories
-from memsync.run.execute import Mount
+from memsync.run.mounts import Mount
 from tests.conftest import hub_tree, memsync_cmd
 
 

@@ -24,7 +24,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 import memsync
 from memsync.integrations.claude import MemsyncMemoryTool
 from memsync.integrations.mcp_server import Memories, build
-from memsync.run.execute import Mount
+from memsync.run.mounts import Mount
 from tests.conftest import git, hub_tree, memsync_cmd, write
 from tests.helpers.figures import Figures, figures
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from memsync.integrations.mcp_server import Memories, build
-from memsync.run.execute import Mount
+from memsync.run.mounts import Mount
 from tests.conftest import Cli, git, hub_path, hub_tree
 from tests.test_integration_claude import call, tool
 from tests.test_mcp_limits import _tools

@@ -22,7 +22,7 @@ from anthropic.lib.tools._tool_dispatch import tool_error_content
 
 from memsync.integrations.claude import MemsyncMemoryTool
 from memsync.integrations.mcp_server import Memories, build
-from memsync.run.execute import Mount
+from memsync.run.mounts import Mount
 from tests.conftest import git
 from tests.helpers.figures import Figures, figures
 from tests.test_security_tools import mcp_call

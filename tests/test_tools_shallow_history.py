@@ -13,7 +13,7 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
 from memsync.integrations.mcp_server import Memories, MemoryServer, build
-from memsync.run.execute import Mount
+from memsync.run.mounts import Mount
 from tests.conftest import Cli, git, write
 
 pytestmark = pytest.mark.server

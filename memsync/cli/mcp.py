@@ -37,7 +37,7 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
         log, diff, restore, search. Each write is a version of the run; pushed at checkpoints and
         when the client disconnects. Needs `pip install "memsync[mcp]"`."""
         from memsync.errors import UsageError
-        from memsync.run.execute import parse_mount
+        from memsync.run.mounts import parse_mount
 
         if not memory:
             raise UsageError("name the memories to serve", "memsync mcp --memory NAME[:PATH][:ro]")

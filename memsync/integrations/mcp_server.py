@@ -38,7 +38,7 @@ from memsync.integrations.budget import MAX_RESULT_TOKENS, cut_to_tokens, tokens
 from memsync.integrations.files import MemoryFiles, Refused, Target, bound, failure_text
 from memsync.integrations.search import search as search_memory
 from memsync.integrations.session import MemorySession, SessionOptions, SessionReport
-from memsync.run.execute import Mount
+from memsync.run.mounts import Mount
 
 TOOL = "mcp"
 F = TypeVar("F", bound=Callable[..., str])

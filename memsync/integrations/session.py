@@ -96,7 +96,7 @@ class MemorySession:
     def open(self) -> Memory:
         if self._mem is not None:
             return self._mem
-        from memsync.run import execute as runner
+        from memsync.run import mounts as runner
 
         mount = runner.Mount(self.name, self.path, self.read_only)
         new = not os.path.lexists(self.path)
