@@ -176,7 +176,8 @@ def alive(pid: int) -> bool:
 
 def spare_of(server: Server, not_one_of: Collection[int] = ()) -> int:
     """The server's spare worker: its one live child that is a copy of it, other than those given,
-    the same one for 0.2 s (start_server's probe was a client too: the spare it used is exiting)."""
+    the same one for 1 s (start_server's probe was a client too: the worker it used is exiting,
+    which on a loaded machine can take longer than the next spare's fork)."""
     command = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
     deadline = time.monotonic() + 30
     seen: tuple[int, float] = (0, 0.0)
@@ -192,7 +193,7 @@ def spare_of(server: Server, not_one_of: Collection[int] = ()) -> int:
             seen = (0, 0.0)
         elif found != {seen[0]}:
             seen = (found.pop(), time.monotonic())
-        elif time.monotonic() - seen[1] >= 0.2:
+        elif time.monotonic() - seen[1] >= 1.0:
             return seen[0]
         time.sleep(0.02)
     raise AssertionError("the server has no spare worker")
