@@ -237,3 +237,40 @@ def test_at_a_terminal_the_command_in_its_own_group_still_reads_it(memory: Path,
     os.close(master)
     assert code == 0, output.decode(errors="replace")
     assert got.read_text() == "from the terminal\n"
+
+
+SLOW_NOTE = ("import os, pathlib, time; time.sleep(float(os.environ.get('HOLD', '0'))); "
+             "pathlib.Path(os.environ['MEMSYNC_MEMORY_DIR'], 'done.md').write_text('done')")
+
+
+def test_another_run_given_the_same_run_id_is_not_ended(tmp_path: Path) -> None:
+    """Two runs with one --run-id on two memories (a retried CI job, two sandboxes on one host):
+    the one that ends first leaves the other's command running."""
+    for name in ("alpha", "beta"):
+        assert memsync_cmd("run", "--create", "--memory", f"{name}:{tmp_path / name}", "--", "true",
+                           cwd=tmp_path).returncode == 0
+    def run(name: str, hold: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", "same", "--checkpoint", "0",
+                                 "--memory", f"{name}:{tmp_path / name}", "--", sys.executable, "-c", SLOW_NOTE],
+                                cwd=tmp_path, env={**os.environ, "HOLD": hold}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    quick = run("alpha", "2")
+    deadline = time.monotonic() + 60
+    while "starting" not in (quick_err := _peek(quick)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    slow = run("beta", "6")  # its command starts after the first run's memsync did, and outlives it
+    _, err = quick.communicate(timeout=120)
+    assert quick.returncode == 0, quick_err + err
+    _, err = slow.communicate(timeout=120)
+    assert slow.returncode == 0, err  # not 143: the first run's end did not take it for its own
+    assert hub_tree("memory/beta")["done.md"] == b"done"
+
+
+def _peek(proc: subprocess.Popen[str]) -> str:
+    """The run's next line on stderr, if one is there (its first says it is starting the command)."""
+    import select
+
+    assert proc.stderr is not None
+    ready, _, _ = select.select([proc.stderr], [], [], 0.05)
+    return proc.stderr.readline() if ready else ""

@@ -215,7 +215,8 @@ def _spawn(command: list[str], env: dict[str, str], user: runas.RunAs | None,
     extra: dict[str, Any] = user.popen_args() if user else {}
     proc = subprocess.Popen(command, env=user.environment(env) if user else env,
                             preexec_fn=processes.child_setup(terminal), **extra)
-    return proc, processes.Agent(rid, proc.pid, process_started(proc.pid), process_started(os.getpid()), boot_id())
+    return proc, processes.Agent(rid, proc.pid, process_started(proc.pid), process_started(os.getpid()), boot_id(),
+                                 env.get("MEMSYNC_MEMORY_DIR"))
 
 
 def _terminal() -> int | None:

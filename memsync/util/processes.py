@@ -11,7 +11,8 @@ found again, by anyone, from the run's mark (core/memory.py), as
 * the processes of the command's process group that started no earlier than its leader (a group
   id is not reused while any process of the group lives; the leader's start time, in clock ticks
   since boot, tells a reused one), and
-* any process started after memsync whose environment holds MEMSYNC_RUN_ID=<the run's id>: a
+* any process started after memsync whose environment holds MEMSYNC_RUN_ID=<the run's id> (and
+  the run's MEMSYNC_MEMORY_DIR, so another run given the same --run-id is left alone): a
   process that left the group (setsid, a daemon's double fork) keeps its environment.
 
 Linux only (/proc); elsewhere nothing is found and a dead run's leftovers count as ended. A
@@ -45,16 +46,21 @@ class Agent:
     started: str | None  # the group leader's start time, in clock ticks since boot
     since: str | None  # memsync's own start time: every process of the run started after it
     boot: str | None  # the boot the numbers belong to
+    # the command's MEMSYNC_MEMORY_DIR: a process holding the run's id is the run's only with it too
+    # (another run given the same --run-id, on another memory, is not this one's)
+    memory: str | None = None
 
     def fields(self) -> dict[str, object]:
-        return {"pgid": self.pgid, "started": self.started, "since": self.since, "boot": self.boot}
+        return {"pgid": self.pgid, "started": self.started, "since": self.since, "boot": self.boot,
+                "memory": self.memory}
 
     @classmethod
     def parse(cls, run_id: str, data: object) -> Agent | None:
         if not isinstance(data, dict) or not isinstance(data.get("pgid"), int) or data["pgid"] <= 1:
             return None
-        text = {k: data.get(k) if isinstance(data.get(k), str) else None for k in ("started", "since", "boot")}
-        return cls(run_id, int(data["pgid"]), text["started"], text["since"], text["boot"])
+        text = {k: data.get(k) if isinstance(data.get(k), str) else None
+                for k in ("started", "since", "boot", "memory")}
+        return cls(run_id, int(data["pgid"]), text["started"], text["since"], text["boot"], text["memory"])
 
 
 def _libc_prctl() -> Callable[..., int] | None:
@@ -117,11 +123,12 @@ def _later(started: str, than: str | None) -> bool:
         return True
 
 
-def _holds_run_id(pid: str, marker: bytes) -> bool:
+def _holds_run_id(pid: str, markers: list[bytes]) -> bool:
     try:
-        return marker in (_PROC / pid / "environ").read_bytes().split(b"\0")
+        environment = (_PROC / pid / "environ").read_bytes().split(b"\0")
     except OSError:
         return False
+    return all(marker in environment for marker in markers)
 
 
 def survivors(agent: Agent) -> list[int]:
@@ -131,7 +138,9 @@ def survivors(agent: Agent) -> list[int]:
     here = boot_id()
     if agent.boot is not None and here is not None and agent.boot != here:
         return []  # a run of an earlier boot: nothing of it lives
-    marker = f"MEMSYNC_RUN_ID={agent.run_id}".encode()
+    markers = [f"MEMSYNC_RUN_ID={agent.run_id}".encode()]
+    if agent.memory is not None:
+        markers.append(f"MEMSYNC_MEMORY_DIR={agent.memory}".encode())
     found: list[int] = []
     me = os.getpid()
     try:
@@ -144,7 +153,7 @@ def survivors(agent: Agent) -> list[int]:
             continue
         _state, pgrp, started = info
         in_group = pgrp == agent.pgid and _later(started, agent.started)
-        if in_group or (_later(started, agent.since) and _holds_run_id(pid, marker)):
+        if in_group or (_later(started, agent.since) and _holds_run_id(pid, markers)):
             found.append(int(pid))
     return sorted(found)
 
