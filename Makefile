@@ -18,13 +18,14 @@ install: $(BIN)/memsync
 demo: install
 	$(BIN)/python demo/demo.py
 
-# three processes on two cores: most tests wait on git, servers and subprocesses (pytest-xdist)
+# three processes on two cores: most tests wait on git, servers and subprocesses (pytest-xdist);
+# the tests of `memsync serve` in one of them (tests/conftest.py, SERVE_MODULES)
 test: install
-	$(BIN)/python -m pytest -q -n 3
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
 
 # the inner loop: no servers, attack suites, stress campaigns or timed waits (make test runs them all)
 test-fast: install
-	$(BIN)/python -m pytest -q -n 3 -m "not stress and not attack and not server and not slow"
+	$(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not stress and not attack and not server and not slow"
 
 lint: install
 	$(BIN)/ruff check memsync tests demo $(wildcard bench)
