@@ -19,13 +19,14 @@ demo: install
 	$(BIN)/python demo/demo.py
 
 # three processes on two cores: most tests wait on git, servers and subprocesses (pytest-xdist);
-# the tests of `memsync serve` in one of them (tests/conftest.py, SERVE_MODULES)
+# then the tests of `memsync serve` on their own (marker `solo`: tests/conftest.py says why)
 test: install
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 3 -m "not solo"
+	$(BIN)/python -m pytest -q -m solo
 
 # the inner loop: no servers, attack suites, stress campaigns or timed waits (make test runs them all)
 test-fast: install
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup -m "not stress and not attack and not server and not slow"
+	$(BIN)/python -m pytest -q -n 3 -m "not stress and not attack and not server and not slow and not solo"
 
 lint: install
 	$(BIN)/ruff check memsync tests demo $(wildcard bench)

@@ -148,11 +148,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("server"):
             item.add_marker(pytest.mark.server)
         if item.path.name in SERVE_MODULES:
-            item.add_marker(pytest.mark.xdist_group("memsync-serve"))
+            item.add_marker(pytest.mark.solo)
 
 
-# The files whose tests start `memsync serve`. Two of them move the mtime of one of memsync's own
+# The files of `memsync serve`'s own tests. Two of their tests move the mtime of one of memsync's own
 # modules to make a server restart, and every running server then declines its clients (its
-# code changed under it): under pytest-xdist (`make test`: --dist loadgroup) they all run in
-# one process, one after another, never beside each other.
-SERVE_MODULES = frozenset({"test_serve.py", "test_self_command.py", "test_run_ownership.py", "test_tracker.py"})
+# code changed under it), and their spare-worker checks watch the server's children: `make test`
+# runs them (marker `solo`) on their own, after the rest has run in parallel (pytest-xdist).
+SERVE_MODULES = frozenset({"test_serve.py", "test_self_command.py"})
