@@ -85,7 +85,7 @@ def _setting(path: Path) -> str | None:
     return chosen if os.path.isabs(chosen) and "\0" not in chosen else None  # Claude Code ignores others
 
 
-def moved_by(home: Path, root: Path, toplevel: Path) -> tuple[Path, Path] | None:
+def moved_by(home: Path, toplevel: Path) -> tuple[Path, Path] | None:
     """(the folder `autoMemoryDirectory` names, the settings file that says so), or None."""
     from memsync.git.repofiles import is_tracked
 
@@ -117,7 +117,7 @@ def allowed_location(chosen: Path, home: Path, root: Path) -> bool:
 def auto_memory_dir(home: Path, root: Path, toplevel: Path | None = None) -> Path:
     """The repository's auto memory folder on this machine (see the module's notes); ConfigError
     if the user's settings move it somewhere memsync will not sync."""
-    moved = moved_by(home, root, toplevel or root)
+    moved = moved_by(home, toplevel or root)
     if moved is None:
         return _default(home, root)
     chosen, settings = moved

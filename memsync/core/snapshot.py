@@ -457,7 +457,7 @@ def _created_since(mem: Memory, path: str, run_base: str | None) -> bool:
 SHOWN_PATHS = 10
 
 
-def ignored_line(paths: list[str], local: bool = False) -> str:
+def ignored_line(paths: list[str]) -> str:
     """`not committed: 3 new files or folders ignored by the operator's ignore rules: a.log, build/`
     (only the operator's own rules hide files: localignores.py)."""
     noun = "new file or folder" if len(paths) == 1 else "new files or folders"
@@ -488,7 +488,7 @@ def describe(snap: Snapshot) -> list[str]:
     lines += [f"kept out of the commit: {display_path(_shown(item.path))} ({clean(item.reason)}); "
               "rename it to keep it" for item in snap.refused]
     if snap.ignored:
-        lines.append(ignored_line(snap.ignored, snap.local_ignores))
+        lines.append(ignored_line(snap.ignored))
     if snap.unhidden:
         lines.append(unhidden_line(snap.unhidden))
     for finding in snap.secrets:

@@ -152,7 +152,7 @@ def _write_checkout(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree, co
         checkoutjournal.begin(git, commit, paths)
     except OSError as exc:
         raise disk_refusal(git, "cannot start the checkout", exc) from exc
-    rewritten = _rewrite_in_place(git, repo, tree, wanted)
+    rewritten = _rewrite_in_place(git, wanted)
     before = git.held_back()
     held = {path: oid for path, oid in before.items() if _blob_id(tree, path) == oid}
     held.update((o.path, o.oid) for o in oversize)
@@ -197,8 +197,7 @@ def _write_checkout(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree, co
     return oversize
 
 
-def _rewrite_in_place(git: GitRepo, repo: pygit2.Repository, tree: pygit2.Tree,
-                      wanted: dict[str, tuple[bytes, bytes]]) -> list[str]:
+def _rewrite_in_place(git: GitRepo, wanted: dict[str, tuple[bytes, bytes]]) -> list[str]:
     """Write the files `wanted` names under their leases (git/inplace.py): the ones rewritten.
     None is written when one is open elsewhere (WorktreeBusy) or no longer the old version
     (WorktreeChanged); a failed write is rolled back by the checkout journal."""

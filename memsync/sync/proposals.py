@@ -247,7 +247,7 @@ def _listed(mem: Memory, hub: HubProposals, name: str, include_closed: bool) -> 
     return found
 
 
-def find(mem: Memory, pid: str, include_closed: bool = True) -> tuple[Proposal, HubProposals]:
+def find(mem: Memory, pid: str) -> tuple[Proposal, HubProposals]:
     """One proposal (caller holds the memory's lock), with what the hub holds."""
     from memsync.util.names import check_run_id
 
