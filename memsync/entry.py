@@ -3,7 +3,7 @@
 A Ctrl-C during start-up (importing typer and pygit2 takes a moment) exits 130 with one line, as
 it does later, even when it lands inside a C extension's import and surfaces as its failure;
 `memsync --version` answers without importing the CLI at all, and the hot verbs (push, pull,
-status, run, `hooks run`) without typer (cli/fastpath.py) and leave without the interpreter's
+status, run, log, `hooks run`) without typer (cli/fastpath.py) and leave without the interpreter's
 finalisation (`_leave`). With MEMSYNC_SERVER set, the
 command goes to a resident `memsync serve` (handoff.py) when one is there.
 """

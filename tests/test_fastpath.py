@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from memsync.cli import app, fastpath, hookcall, options, running, syncing
+from memsync.cli import app, fastpath, hookcall, logview, options, running, syncing
 from memsync.run.options import RunOptions
 from memsync.util import records
 from tests.conftest import Cli, Result, hub_path, write
@@ -64,7 +64,10 @@ PARSED: list[tuple[list[str], bool]] = [
     (["hooks", "run", "--help"], False), (["hooks", "run", "stop", "-h"], False), (["hooks", "run", "--"], False),
     (["hooks", "run", "stop", "-xh"], False), (["hooks", "run", "stop", "--help=1"], False),
     (["hooks", "--help"], False), (["hooks", "status"], False),
-    ([], False), (["--help"], False), (["--version", "status"], False), (["list"], False), (["log"], False),
+    ([], False), (["--help"], False), (["--version", "status"], False), (["list"], False),
+    (["log"], True), (["log", "notes.md", "-n", "3", "--json"], True), (["log", "--run", "r1", "--flagged"], True),
+    (["log", "--max-count=5"], True), (["log", "-n", "+3"], False), (["log", "-n", "1_0"], False),
+    (["log", "-n"], False), (["log", "-n3"], False), (["log", "a", "b"], False),
     (["Status"], False),
 ]
 
@@ -81,7 +84,7 @@ def _recorders(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any
             return 0
         return record
 
-    for module, name in ((syncing, "push"), (syncing, "pull"), (syncing, "status"), (running, "run"),
+    for module, name in ((syncing, "push"), (syncing, "pull"), (syncing, "status"), (running, "run"), (logview, "log"),
                          (hookcall, "run_hook")):
         monkeypatch.setattr(module, name, recorder(name, getattr(module, name)))
     return calls
@@ -146,7 +149,8 @@ def test_typer_and_the_fast_path_read_the_same_declaration(verb: str) -> None:
         assert (list(param.opts), param.secondary_opts) == (list(shape.spellings), []), what
         assert param.is_flag == (shape.arity == options.FLAG), what
         assert param.multiple == (shape.arity == options.MANY), what
-        assert param.nargs == 1 and shape.number == (shape.kind is float), what
+        plain = _without_none(shape.kind)
+        assert param.nargs == 1 and shape.number == (plain if plain in (int, float) else None), what
     interspersed = command.context_settings.get("allow_interspersed_args", True)
     assert interspersed == options.HOT[verb].interspersed
 

@@ -163,10 +163,10 @@ def test_a_hot_verb_leaves_without_finalisation_but_loses_nothing(case: str) -> 
     assert proc.stdout == expected
 
 
-@pytest.mark.parametrize("args", [("status",), ("log",)])
+@pytest.mark.parametrize("args", [("status",), ("diff",)])
 def test_the_collector_is_off_while_importing_and_on_for_the_command(memory: Path, args: tuple[str, ...]) -> None:
     """util/startup.py: the cold start's imports run without the cyclic collector, and the
-    command's body (here the fast path's status and typer's log) with it, as always."""
+    command's body (here the fast path's status and typer's diff) with it, as always."""
     script = (
         "import gc, sys\n"
         "from memsync.util import startup\n"

@@ -1,4 +1,4 @@
-"""The hot verbs (push, pull, status, run, `hooks run`) without typer: a sandbox runs memsync cold,
+"""The hot verbs (push, pull, status, run, log, `hooks run`) without typer: a sandbox runs memsync cold,
 a new Python per command, and importing typer and building its command tree is a large part of
 each (docs/PERFORMANCE.md, "Figures behind the code's speed mechanisms").
 
@@ -81,7 +81,11 @@ def _option(spelled: dict[str, Shape], words: list[str], i: int, given: dict[str
         given.setdefault(shape.name, []).append(value)
     elif shape.name in given:
         return None
-    elif shape.number:
+    elif shape.number is int:
+        if not (value.isascii() and value.isdigit()):  # `-n +3`, `-n 1_0`, `-n ３`: typer's to judge
+            return None
+        given[shape.name] = int(value)
+    elif shape.number is float:
         try:
             given[shape.name] = float(value)  # as typer's lean coercion reads it (compat.lean_coercion)
         except ValueError:

@@ -9,60 +9,26 @@ import typer
 from memsync.cli import completing
 from memsync.cli.base import CommandWrapper
 from memsync.cli.compat import TyperCommand
-from memsync.cli.output import Segment, err, out, print_json, styled, unified_diff, warn
+from memsync.cli.hotverbs import hot_command
+from memsync.cli.output import err, out, styled, unified_diff, warn
 from memsync.util.names import where_kept
-from memsync.util.textsafe import clean, display_path
+from memsync.util.textsafe import display_path
 from memsync.util.wording import count
 
 if TYPE_CHECKING:  # the core is imported by each command when it runs (start-up stays lean)
     from memsync.core.snapshot import Snapshot
     from memsync.git.history import FilePatch
     from memsync.history.forensics import Outcome
-    from memsync.history.log import LogEntry
 
 RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push to "
                                                "(default: the memory's).")]
 
 
 def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    app.command()(guard(log))
+    hot_command(app, guard, "log")
     app.command(cls=_PathsAfterDashes)(guard(diff))
     app.command()(guard(restore))
     app.command()(guard(revert))
-
-
-def log(
-    path: Annotated[str | None, typer.Argument(help="Only versions that changed this file, with its "
-                                               "size and sha256 at each.")] = None,
-    run: Annotated[str | None, typer.Option("--run", help="Only this run's versions "
-                                            "(checkpoints, final, merges).",
-                                            autocompletion=completing.run_ids)] = None,
-    flagged: Annotated[bool, typer.Option("--flagged", help="Only versions the integrity guard "
-                                          "flagged or a protect policy refused.")] = False,
-    json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
-    limit: Annotated[int | None, typer.Option("-n", "--max-count",
-                                              help="Show at most N versions.")] = None,
-) -> None:
-    """One line per version, newest first: version, UTC time, actor, exit code, files, bytes +/-,
-    integrity flags. Reads the local history (`memsync pull` first to see the newest)."""
-    from pathlib import Path
-
-    from memsync.history import log as logview  # not forensics: log needs nothing of the exchange with the hub
-
-    if limit is not None and limit < 1:
-        from memsync.errors import UsageError
-
-        raise UsageError(f"-n must be 1 or more, not {limit}", "e.g. -n 10")
-    result = logview.log(Path.cwd(), path, run_id=run, flagged=flagged, limit=limit)
-    if json:
-        print_json(result)
-        return
-    if not result.versions:
-        what = f" of {display_path(result.path)}" if result.path else ""
-        out(f"No versions{what} match" if (run or flagged or path) else "No versions yet")
-        return
-    for entry in result.versions:
-        styled(_log_line(entry))
 
 
 def diff(
@@ -144,42 +110,6 @@ def revert(
     for p in result.kept_modified:
         warn(f"{display_path(p)} changed since {what}: kept the current content (a change beats a deletion)")
     _report_push(result)
-
-
-# -- log -----------------------------------------------------------------------------------------
-def _log_line(e: LogEntry) -> list[Segment]:
-    actor = clean(e.actor)  # trailers and names come from the hub: escaped (see textsafe)
-    if e.run_id:
-        actor = f"run {clean(e.run_id)}" + (f" checkpoint {clean(str(e.checkpoint))}" if e.checkpoint is not None
-                                              else " end" if e.end else "")
-    if e.accepted_proposal:
-        actor = f"{clean(e.actor)}, accepting run {clean(e.run_id or e.accepted_proposal)}"
-    if e.merge:
-        actor = f"merge by {actor}"
-    parts: list[Segment] = [(e.version, "yellow"), (f"  {e.time}  ", ""), (f"{actor:<34}", "bold")]
-    parts.append((f"  exit {clean(str(e.exit_code))}" if e.exit_code is not None else "", "red" if e.exit_code else ""))
-    if e.file is not None:
-        if e.file.state == "deleted":
-            parts.append(("  deleted", "red"))
-        else:
-            parts.append((f"  {e.file.size} bytes  sha256 {e.file.sha256}", ""))
-    else:
-        files = "file" if e.files_changed == 1 else "files"
-        parts.append((f"  {e.files_changed} {files}  +{e.bytes_added} -{e.bytes_removed} bytes", ""))
-    for flag in e.flags:
-        parts.append((f"  FLAG {clean(flag)}", "bold red"))
-    for policy in e.policies:
-        parts.append((f"  POLICY {clean(policy)}", "bold magenta"))
-    if e.copies:
-        parts.append((f"  kept both: {', '.join(display_path(c) for c in e.copies)} (to fold, then delete)", "cyan"))
-    for restored in e.restored_from:
-        sha, _, path = restored.partition(" ")
-        parts.append((f"  restored {display_path(path)} from {clean(sha[:8])}", "green"))
-    if e.reverted:
-        parts.append((f"  reverted {', '.join(clean(r[:8]) for r in e.reverted)}", "green"))
-    if e.accepted_proposal:
-        parts.append((f"  accepted proposal {clean(e.accepted_proposal)}", "green"))
-    return parts
 
 
 # -- diff ----------------------------------------------------------------------------------------

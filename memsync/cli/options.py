@@ -16,6 +16,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from memsync.history.options import LogOptions
 from memsync.run.options import RunOptions
 from memsync.sync.options import PullOptions, PushOptions, StatusOptions
 from memsync.util.records import dataclass, fields
@@ -47,7 +48,7 @@ class Shape:
     kind: Any  # the declared type: bool, str | None, float, list[str] | None
     default: Any
     arity: str  # FLAG, VALUE (one value), MANY (a repeatable value), WORD (one optional word), REST
-    number: bool  # a float: the value is read with float()
+    number: type | None  # float or int: the value is read with it (None: a string, a flag, a list)
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,9 @@ class Verb:
                 arity = REST if plural else WORD
             else:
                 arity = FLAG if kind is bool else MANY if plural else VALUE
-            shaped.append(Shape(p.name, p.spellings, kind, default, arity, kind is float))
+            number = next((t for t in (float, int) if t in (kind, *typing.get_args(kind))), None) if arity == VALUE \
+                else None
+            shaped.append(Shape(p.name, p.spellings, kind, default, arity, number))
         return shaped
 
     def body(self) -> Callable[..., Any]:
@@ -140,4 +143,11 @@ HOT: dict[str, Verb] = {v.name: v for v in (
         Param("propose", ("--propose",), "Make the run's changes a proposal (proposals/<name>/<run-id> on the "
               "hub) for review; the memory does not move until `memsync accept`."),
     ), "memsync.cli.running:run", interspersed=False),
+    Verb("log", LogOptions, (
+        Param("path", (), "Only versions that changed this file, with its size and sha256 at each."),
+        Param("run", ("--run",), "Only this run's versions (checkpoints, final, merges).", complete="run_ids"),
+        Param("flagged", ("--flagged",), "Only versions the integrity guard flagged or a protect policy refused."),
+        JSON,
+        Param("limit", ("-n", "--max-count"), "Show at most N versions."),
+    ), "memsync.cli.logview:log"),
 )}
