@@ -125,3 +125,29 @@ def test_split_hub_refuses_bad_input(tmp_path: Path) -> None:
         done = subprocess.run(["sh", str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done
         assert done.stderr.startswith("error: ") and "\nhint: " in done.stderr and said in done.stderr
+
+
+@pytest.mark.attack
+def test_branch_names_from_the_hub_never_reach_a_shell_or_a_path(tmp_path: Path) -> None:
+    """The hub's ref names are the hub's writers' to choose: split-hub takes only memsync's names
+    (a-z, 0-9, '-') as a repository's name; a name that would run a command, climb out of DEST or
+    look like an option is skipped and named, nothing else."""
+    hub = tmp_path / "hub.git"
+    git("init", "-q", "--bare", str(hub), cwd=tmp_path)
+    work = tmp_path / "w"
+    git("init", "-q", str(work), cwd=tmp_path)
+    write(work, "a.md", "a\n")
+    git("add", "-A", cwd=work)
+    git("-c", "user.name=a", "-c", "user.email=a@example.invalid", "commit", "-qm", "a", cwd=work)
+    tip = git("rev-parse", "HEAD", cwd=work).strip()
+    git("push", "-q", str(hub), "HEAD:refs/heads/memory/ok-name", cwd=work)
+    for name in ("$(touch${IFS}pwned)", "`touch${IFS}pwned2`", "-rf", "x;touch${IFS}pwned3", "z.git"):
+        git("update-ref", f"refs/heads/memory/{name}", tip, cwd=hub)
+    dest = tmp_path / "out"
+    done = subprocess.run(["sh", str(SCRIPT), str(hub), str(dest)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "1 memories: 1 new" in done.stdout and "5 branches skipped" in done.stdout
+    assert sorted(p.name for p in dest.iterdir()) == ["ok-name.git"]
+    assert not list(tmp_path.rglob("pwned*")), "a ref name ran a command"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "hub.git", "out", "w"]
