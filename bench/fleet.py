@@ -25,9 +25,18 @@ behind the test suite's small server, tests/helpers/servers.py, with a token).
 
 Layouts: `branches` (the default: every memory a branch of one hub repository) and `repos` (one
 repository per memory, the layout docs/REMOTES.md recommends past 10,000 memories: memsync's
-remote is the template `.../repos-N/{name}.git`, and the server holds N repositories side by side
-in one folder; the small ones share their objects through an alternate). Results go to
-bench/results/fleet.json, or fleet-repos.json for `--layout repos`.
+remote is the template `.../repos-N/{name}.git`, and the server holds N standalone repositories
+side by side in one folder, tests/helpers/fleet.py). `--layout both` measures the two in the
+same rounds, interleaved, and prints one table per size: operation x (branch hub, one repository
+per memory) x (memsync, git), each the ratio to a lone memory of that layout (results:
+bench/results/fleet-layouts.json):
+
+    python bench/fleet.py --layout both --transports git --rounds 5
+
+`--repos-store alternates|prefixed` builds the repositories of `--layout repos` sharing one
+object store through objects/info/alternates instead (the measured memory's too), as is or with
+core.alternateRefsPrefixes set to each one's own branch. Results go to bench/results/fleet.json,
+or fleet-repos.json for `--layout repos`.
 """
 
 from __future__ import annotations
@@ -89,6 +98,16 @@ def build_repos(folder: Path, count: int, env: dict[str, str], store: str = "sta
         (repo / "config").write_text(f"[core]\n\trepositoryformatversion = 0\n\tbare = true\n{prefixes}")
         (repo / "objects/info/alternates").write_text(f"{shared / 'objects'}\n")
         (repo / "packed-refs").write_text(f"# pack-refs with: peeled fully-peeled sorted \n{oid} {ref}\n")
+
+
+def borrow(repo: Path, store: str) -> None:
+    """The measured memory's repository borrows from its folder's store too, as the others do."""
+    if store == "standalone":
+        return
+    (repo / "objects/info/alternates").write_text(f"{repo.parent / 'objects-store.git' / 'objects'}\n")
+    if store == "prefixed":
+        with open(repo / "config", "a", encoding="ascii") as fh:
+            fh.write(f"[core]\n\talternateRefsPrefixes = refs/heads/{BRANCH}\n")
 
 
 def make_probe(work: Path, env: dict[str, str]) -> Path:
@@ -182,6 +201,7 @@ class Bench:
                 build_repos(hub, size - 1, self.env, self.args.repos_store)
                 hub = hub / f"{PROBE}.git"
                 procs.run(["git", "init", "-q", "--bare", str(hub)], self.work, self.env)
+                borrow(hub, self.args.repos_store)
             else:
                 build_fleet(hub, size - 1, self.env)
             self.setup_seconds[f"build {layout} {size}"] = round(time.perf_counter() - started, 1)
