@@ -311,9 +311,12 @@ class Bench:
 
 def row(layout: str, transport: str, size: int, candidate: str, op: str, lone: list[float],
         crowded: list[float]) -> dict[str, object]:
+    """One table row. `round_ratio` is the median of each round's crowded / lone (the two ran in the
+    same round, under the same load): on a loaded machine it wanders less than the ratio of medians."""
     a, b = statistics.median(lone), statistics.median(crowded)
     return {"layout": layout, "transport": transport, "memories": size, "candidate": candidate, "op": op,
             "lone_ms": round(a * 1000), "crowded_ms": round(b * 1000), "ratio": round(b / a, 2),
+            "round_ratio": round(statistics.median(y / x for x, y in zip(lone, crowded, strict=True)), 2),
             "lone_samples_ms": [round(s * 1000) for s in lone],
             "crowded_samples_ms": [round(s * 1000) for s in crowded]}
 
@@ -331,14 +334,16 @@ def show_layouts(rows: list[dict[str, object]]) -> None:
     got = {(r["transport"], r["memories"], r["layout"], r["candidate"], r["op"]): r for r in rows}
     for transport in dict.fromkeys(r["transport"] for r in rows):
         for size in dict.fromkeys(r["memories"] for r in rows):
-            print(f"\n{transport}, {size:,} memories (ratio to a lone memory; median ms lone -> crowded)")
+            print(f"\n{transport}, {size:,} memories (median of the rounds' ratios to a lone memory; "
+                  "median ms lone -> crowded)")
             print(f"{'op':7} {'branches memsync':>22} {'branches git':>22} {'repos memsync':>22} {'repos git':>22}")
             for op in OPS:
                 cells = []
                 for layout in ("branches", "repos"):
                     for candidate in ("memsync", "git"):
                         r = got.get((transport, size, layout, candidate, op))
-                        cells.append("-" if r is None else f"{r['ratio']:.2f}x ({r['lone_ms']}->{r['crowded_ms']})")
+                        cells.append("-" if r is None else
+                                     f"{r['round_ratio']:.2f}x ({r['lone_ms']}->{r['crowded_ms']})")
                 print(f"{op:7} " + " ".join(f"{c:>22}" for c in cells))
 
 
@@ -360,7 +365,14 @@ def main() -> int:
                              "store through alternates, as is or with core.alternateRefsPrefixes")
     parser.add_argument("--out", help="default: bench/results/fleet.json (fleet-repos.json for --layout repos, "
                                       "fleet-layouts.json for --layout both)")
+    parser.add_argument("--table", metavar="RESULTS", help="print the layout table of a --layout both results file")
     args = parser.parse_args()
+    if args.table:
+        saved = json.loads(Path(args.table).read_text(encoding="utf-8"))["rows"]
+        show_layouts([row(r["layout"], r["transport"], r["memories"], r["candidate"], r["op"],
+                          [ms / 1000 for ms in r["lone_samples_ms"]], [ms / 1000 for ms in r["crowded_samples_ms"]])
+                      for r in saved])
+        return 0
     if args.out is None:
         name = {"branches": "fleet", "repos": "fleet-repos", "both": "fleet-layouts"}[args.layout]
         args.out = str(ROOT / "bench" / "results" / f"{name}.json")
