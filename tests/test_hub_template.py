@@ -99,21 +99,21 @@ def test_a_fleet_of_standalone_repositories(tmp_path: Path, cli: Cli, monkeypatc
 
     from tests.helpers.fleet import add_repo_fleet
 
-    repos = add_repo_fleet(tmp_path / "repos", 200)
+    repos = add_repo_fleet(tmp_path / "repos", 40)
     assert [r.name for r in repos[:2]] == ["fleet-000000.git", "fleet-000001.git"]
     assert not any((r / "objects" / "info" / "alternates").exists() for r in repos)
-    one = repos[123]
+    one = repos[23]
     done = subprocess.run(["git", "fsck", "--strict", "--no-dangling"], cwd=one, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert git("for-each-ref", "--format=%(refname)", cwd=one).split() == ["refs/heads/memory/fleet-000123"]
+    assert git("for-each-ref", "--format=%(refname)", cwd=one).split() == ["refs/heads/memory/fleet-000023"]
     monkeypatch.setenv("MEMSYNC_REMOTE", f"{tmp_path}/repos/{{name}}.git")
     copy = tmp_path / "copy"
-    r = cli("clone", "fleet-000123", str(copy))
+    r = cli("clone", "fleet-000023", str(copy))
     assert r.code == 0, r.err
-    assert (copy / "notes.md").read_text() == "notes of fleet memory 123\n"
+    assert (copy / "notes.md").read_text() == "notes of fleet memory 23\n"
     write(copy, "more.md", "more\n")
     r = cli("push", cwd=copy)
     assert r.code == 0, r.err
-    assert git("show", "memory/fleet-000123:more.md", cwd=one) == "more\n"
-    assert git("rev-parse", "memory/fleet-000124", cwd=repos[124]).strip() == \
-        git("rev-parse", "HEAD", cwd=repos[124]).strip()
+    assert git("show", "memory/fleet-000023:more.md", cwd=one) == "more\n"
+    assert git("rev-parse", "memory/fleet-000024", cwd=repos[24]).strip() == \
+        git("rev-parse", "HEAD", cwd=repos[24]).strip()
