@@ -6,6 +6,7 @@ included, and the hub is never written."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,16 @@ def test_split_hub_refuses_bad_input(tmp_path: Path) -> None:
         done = subprocess.run(["sh", str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done
         assert done.stderr.startswith("error: ") and "\nhint: " in done.stderr and said in done.stderr
+    hub, dest = tmp_path / "hub.git", tmp_path / "dest"
+    git("init", "-q", "--bare", str(hub), cwd=tmp_path)
+    (dest / ".split-hub.lock").mkdir(parents=True)
+    (dest / ".split-hub.lock" / "pid").write_text(f"{os.getpid()}\n")  # a live holder: refused
+    done = split(hub, dest)
+    assert done.returncode == 2 and f"another split-hub (pid {os.getpid()})" in done.stderr, done
+    (dest / ".split-hub.lock" / "pid").write_text("999999999\n")  # its holder is gone: taken over
+    done = split(hub, dest)
+    assert done.returncode == 0 and "taking over" in done.stderr, done
+    assert not (dest / ".split-hub.lock").exists()
 
 
 @pytest.mark.attack
