@@ -25,9 +25,18 @@ behind the test suite's small server, tests/helpers/servers.py, with a token).
 
 Layouts: `branches` (the default: every memory a branch of one hub repository) and `repos` (one
 repository per memory, the layout docs/REMOTES.md recommends past 10,000 memories: memsync's
-remote is the template `.../repos-N/{name}.git`, and the server holds N repositories side by side
-in one folder; the small ones share their objects through an alternate). Results go to
-bench/results/fleet.json, or fleet-repos.json for `--layout repos`.
+remote is the template `.../repos-N/{name}.git`, and the server holds N standalone repositories
+side by side in one folder, tests/helpers/fleet.py). `--layout both` measures the two in the
+same rounds, interleaved, and prints one table per size: operation x (branch hub, one repository
+per memory) x (memsync, git), each the ratio to a lone memory of that layout (results:
+bench/results/fleet-layouts.json):
+
+    python bench/fleet.py --layout both --transports git --rounds 5
+
+`--repos-store alternates|prefixed` builds the repositories of `--layout repos` sharing one
+object store through objects/info/alternates instead (the measured memory's too), as is or with
+core.alternateRefsPrefixes set to each one's own branch. Results go to bench/results/fleet.json,
+or fleet-repos.json for `--layout repos`.
 """
 
 from __future__ import annotations
@@ -51,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import procs  # noqa: E402  (bench/procs.py)
 
-from tests.helpers.fleet import add_fleet  # noqa: E402
+from tests.helpers.fleet import add_fleet, add_repo_fleet  # noqa: E402
 from tests.helpers.servers import HttpGitServer  # noqa: E402
 
 PROBE = "probe"
@@ -67,9 +76,15 @@ def build_fleet(hub: Path, count: int, env: dict[str, str]) -> None:
     add_fleet(hub, count)
 
 
-def build_repos(folder: Path, count: int, env: dict[str, str]) -> None:
-    """`count` bare repositories `fleet-NNNNNN.git` in `folder`, one memory each (its own commit,
-    kept in a shared object store they reach through objects/info/alternates)."""
+def build_repos(folder: Path, count: int, env: dict[str, str], store: str = "standalone") -> None:
+    """`count` bare repositories `fleet-NNNNNN.git` in `folder`, one memory each (its own commit).
+    `store`: "standalone" (each keeps its own objects: the layout docs/REMOTES.md recommends), or
+    the repositories share one object store through objects/info/alternates, "alternates" as is
+    (a push there is offered every ref of the store as a `.have`) or "prefixed" (each sets
+    core.alternateRefsPrefixes to its own branch, so it is offered that one only)."""
+    if store == "standalone":
+        add_repo_fleet(folder, count)
+        return
     folder.mkdir()
     shared = folder / "objects-store.git"
     build_fleet(shared, count, env)
@@ -79,10 +94,20 @@ def build_repos(folder: Path, count: int, env: dict[str, str]) -> None:
         for sub in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
             (repo / sub).mkdir(parents=True)
         (repo / "HEAD").write_text(f"ref: {ref}\n")
-        (repo / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
-                                     "[http]\n\treceivepack = true\n")
+        prefixes = f"\talternateRefsPrefixes = {ref}\n" if store == "prefixed" else ""
+        (repo / "config").write_text(f"[core]\n\trepositoryformatversion = 0\n\tbare = true\n{prefixes}")
         (repo / "objects/info/alternates").write_text(f"{shared / 'objects'}\n")
         (repo / "packed-refs").write_text(f"# pack-refs with: peeled fully-peeled sorted \n{oid} {ref}\n")
+
+
+def borrow(repo: Path, store: str) -> None:
+    """The measured memory's repository borrows from its folder's store too, as the others do."""
+    if store == "standalone":
+        return
+    (repo / "objects/info/alternates").write_text(f"{repo.parent / 'objects-store.git' / 'objects'}\n")
+    if store == "prefixed":
+        with open(repo / "config", "a", encoding="ascii") as fh:
+            fh.write(f"[core]\n\talternateRefsPrefixes = refs/heads/{BRANCH}\n")
 
 
 def make_probe(work: Path, env: dict[str, str]) -> Path:
@@ -97,7 +122,7 @@ def make_probe(work: Path, env: dict[str, str]) -> Path:
 @dataclass
 class Cell:
     transport: str
-    hub: str  # "lone" or the crowded hub's size
+    hub: str  # "<layout>:lone" or "<layout>:<the crowded hub's size>"
     candidate: str  # a memsync candidate, or "git"
     directory: Path
     samples: dict[str, list[float]] = field(default_factory=dict)
@@ -157,28 +182,35 @@ class Bench:
     def memsync(self, candidate: str) -> list[str]:
         return [sys.executable, "-m", "memsync"]
 
-    def set_up(self) -> None:
-        probe = make_probe(self.work, self.env)
-        lone = self.work / "lone.git"
-        procs.run(["git", "init", "-q", "--bare", str(lone)], self.work, self.env)
-        self.hubs["lone"] = lone
-        repos = self.args.layout == "repos"
-        if repos:  # the lone memory's repository alone in its folder
+    def layouts(self) -> list[str]:
+        return ["branches", "repos"] if self.args.layout == "both" else [self.args.layout]
+
+    def build_hubs(self, layout: str) -> None:
+        """The lone hub and one crowded hub per size of `layout`; labels `<layout>:lone`, `<layout>:<size>`."""
+        if layout == "repos":  # the lone memory's repository alone in its folder
             lone = self.work / "repos-lone" / f"{PROBE}.git"
             lone.parent.mkdir()
-            procs.run(["git", "init", "-q", "--bare", str(lone)], self.work, self.env)
-            self.hubs["lone"] = lone
+        else:
+            lone = self.work / "lone.git"
+        procs.run(["git", "init", "-q", "--bare", str(lone)], self.work, self.env)
+        self.hubs[f"{layout}:lone"] = lone
         for size in self.args.sizes:
-            hub = self.work / (f"repos-{size}" if repos else f"fleet-{size}.git")
+            hub = self.work / (f"repos-{size}" if layout == "repos" else f"fleet-{size}.git")
             started = time.perf_counter()
-            if repos:
-                build_repos(hub, size - 1, self.env)
+            if layout == "repos":
+                build_repos(hub, size - 1, self.env, self.args.repos_store)
                 hub = hub / f"{PROBE}.git"
                 procs.run(["git", "init", "-q", "--bare", str(hub)], self.work, self.env)
+                borrow(hub, self.args.repos_store)
             else:
                 build_fleet(hub, size - 1, self.env)
-            self.setup_seconds[f"build {size}"] = round(time.perf_counter() - started, 1)
-            self.hubs[str(size)] = hub
+            self.setup_seconds[f"build {layout} {size}"] = round(time.perf_counter() - started, 1)
+            self.hubs[f"{layout}:{size}"] = hub
+
+    def set_up(self) -> None:
+        probe = make_probe(self.work, self.env)
+        for layout in self.layouts():
+            self.build_hubs(layout)
         for hub in self.hubs.values():
             procs.run(["git", "push", "-q", str(hub), BRANCH], probe, self.env)
             procs.run(["git", "config", "http.receivepack", "true"], hub, self.env)
@@ -192,26 +224,27 @@ class Bench:
         for transport in self.args.transports:
             for label, hub in self.hubs.items():
                 for candidate in self.candidates:
-                    dest = clones / f"{transport}-{label}-{candidate}"
+                    dest = clones / f"{transport}-{label.replace(':', '-')}-{candidate}"
                     env = self.memsync_env(candidate, dest.with_name(dest.name + "-home"))
-                    remote = hub.parent / "{name}.git" if self.args.layout == "repos" else hub
+                    remote = hub.parent / "{name}.git" if label.startswith("repos:") else hub
                     procs.run([*self.memsync(candidate), "clone", PROBE, str(dest), "--remote",
                                self.url(transport, remote, False)], clones, env)
                     self.cells.append(Cell(transport, label, candidate, dest))
-                dest = clones / f"{transport}-{label}-git"
+                dest = clones / f"{transport}-{label.replace(':', '-')}-git"
                 procs.run(["git", "clone", "-q", "--single-branch", "-b", BRANCH,
                            self.url(transport, hub, True), str(dest)], clones, self.env)
                 self.cells.append(Cell(transport, label, "git", dest))
         writers = self.work / "writers"
         writers.mkdir()
         for label, hub in self.hubs.items():
-            procs.run(["git", "clone", "-q", "-b", BRANCH, str(hub), str(writers / label)], writers, self.env)
+            procs.run(["git", "clone", "-q", "-b", BRANCH, str(hub), str(writers / label.replace(":", "-"))],
+                      writers, self.env)
 
     # -- rounds ----------------------------------------------------------------------------
     def advance_hubs(self, round_no: int) -> None:
         """Another writer changes one file on every hub (what each pull then brings)."""
         for label in self.hubs:
-            writer = self.work / "writers" / label
+            writer = self.work / "writers" / label.replace(":", "-")
             procs.run(f"git pull -q --ff-only && echo 'round {round_no}' >> note-050.md && "
                       f"git commit -qam 'writer: round {round_no}' && git push -q", writer, self.env)
 
@@ -258,18 +291,13 @@ class Bench:
         by_key = {(c.transport, c.hub, c.candidate): c for c in self.cells}
         for transport in self.args.transports:
             for size in self.args.sizes:
-                for candidate in [*self.candidates, "git"]:
-                    lone = by_key[(transport, "lone", candidate)]
-                    crowded = by_key[(transport, str(size), candidate)]
-                    for op in (GIT_OPS if candidate == "git" else OPS):
-                        a = statistics.median(lone.samples[op])
-                        b = statistics.median(crowded.samples[op])
-                        rows.append({"layout": self.args.layout, "transport": transport, "memories": size,
-                                     "candidate": candidate, "op": op,
-                                     "lone_ms": round(a * 1000), "crowded_ms": round(b * 1000),
-                                     "ratio": round(b / a, 2),
-                                     "lone_samples_ms": [round(s * 1000) for s in lone.samples[op]],
-                                     "crowded_samples_ms": [round(s * 1000) for s in crowded.samples[op]]})
+                for layout in self.layouts():
+                    for candidate in [*self.candidates, "git"]:
+                        lone = by_key[(transport, f"{layout}:lone", candidate)]
+                        crowded = by_key[(transport, f"{layout}:{size}", candidate)]
+                        for op in (GIT_OPS if candidate == "git" else OPS):
+                            rows.append(row(layout, transport, size, candidate, op, lone.samples[op],
+                                            crowded.samples[op]))
         return rows
 
     def close(self) -> None:
@@ -281,11 +309,42 @@ class Bench:
             shutil.rmtree(self.work, ignore_errors=True)
 
 
+def row(layout: str, transport: str, size: int, candidate: str, op: str, lone: list[float],
+        crowded: list[float]) -> dict[str, object]:
+    """One table row. `round_ratio` is the median of each round's crowded / lone (the two ran in the
+    same round, under the same load): on a loaded machine it wanders less than the ratio of medians."""
+    a, b = statistics.median(lone), statistics.median(crowded)
+    return {"layout": layout, "transport": transport, "memories": size, "candidate": candidate, "op": op,
+            "lone_ms": round(a * 1000), "crowded_ms": round(b * 1000), "ratio": round(b / a, 2),
+            "round_ratio": round(statistics.median(y / x for x, y in zip(lone, crowded, strict=True)), 2),
+            "lone_samples_ms": [round(s * 1000) for s in lone],
+            "crowded_samples_ms": [round(s * 1000) for s in crowded]}
+
+
 def show(rows: list[dict[str, object]]) -> None:
-    print(f"\n{'transport':9} {'memories':>9} {'candidate':9} {'op':7} {'lone ms':>8} {'crowded ms':>11} {'ratio':>6}")
+    print(f"\n{'layout':8} {'transport':9} {'memories':>9} {'candidate':9} {'op':7} {'lone ms':>8} "
+          f"{'crowded ms':>11} {'ratio':>6}")
     for r in rows:
-        print(f"{r['transport']:9} {r['memories']:>9,} {r['candidate']:9} {r['op']:7} {r['lone_ms']:>8} "
-              f"{r['crowded_ms']:>11} {r['ratio']:>6.2f}")
+        print(f"{r['layout']:8} {r['transport']:9} {r['memories']:>9,} {r['candidate']:9} {r['op']:7} "
+              f"{r['lone_ms']:>8} {r['crowded_ms']:>11} {r['ratio']:>6.2f}")
+
+
+def show_layouts(rows: list[dict[str, object]]) -> None:
+    """One table for `--layout both`: operation x layout x (memsync, git), the ratio to a lone memory."""
+    got = {(r["transport"], r["memories"], r["layout"], r["candidate"], r["op"]): r for r in rows}
+    for transport in dict.fromkeys(r["transport"] for r in rows):
+        for size in dict.fromkeys(r["memories"] for r in rows):
+            print(f"\n{transport}, {size:,} memories (median of the rounds' ratios to a lone memory; "
+                  "median ms lone -> crowded)")
+            print(f"{'op':7} {'branches memsync':>22} {'branches git':>22} {'repos memsync':>22} {'repos git':>22}")
+            for op in OPS:
+                cells = []
+                for layout in ("branches", "repos"):
+                    for candidate in ("memsync", "git"):
+                        r = got.get((transport, size, layout, candidate, op))
+                        cells.append("-" if r is None else
+                                     f"{r['round_ratio']:.2f}x ({r['lone_ms']}->{r['crowded_ms']})")
+                print(f"{op:7} " + " ".join(f"{c:>22}" for c in cells))
 
 
 def main() -> int:
@@ -298,12 +357,25 @@ def main() -> int:
     parser.add_argument("--subject", help="the memsync checkout measured (default: this one)")
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--layout", choices=("branches", "repos"), default="branches",
-                        help="memories as branches of one hub (default), or one repository each")
-    parser.add_argument("--out", help="default: bench/results/fleet.json (fleet-repos.json for --layout repos)")
+    parser.add_argument("--layout", choices=("branches", "repos", "both"), default="branches",
+                        help="memories as branches of one hub (default), one repository each, or both "
+                             "layouts in the same rounds")
+    parser.add_argument("--repos-store", choices=("standalone", "alternates", "prefixed"), default="standalone",
+                        help="--layout repos: each repository keeps its objects (default), or they share a "
+                             "store through alternates, as is or with core.alternateRefsPrefixes")
+    parser.add_argument("--out", help="default: bench/results/fleet.json (fleet-repos.json for --layout repos, "
+                                      "fleet-layouts.json for --layout both)")
+    parser.add_argument("--table", metavar="RESULTS", help="print the layout table of a --layout both results file")
     args = parser.parse_args()
+    if args.table:
+        saved = json.loads(Path(args.table).read_text(encoding="utf-8"))["rows"]
+        show_layouts([row(r["layout"], r["transport"], r["memories"], r["candidate"], r["op"],
+                          [ms / 1000 for ms in r["lone_samples_ms"]], [ms / 1000 for ms in r["crowded_samples_ms"]])
+                      for r in saved])
+        return 0
     if args.out is None:
-        args.out = str(ROOT / "bench" / "results" / ("fleet-repos.json" if args.layout == "repos" else "fleet.json"))
+        name = {"branches": "fleet", "repos": "fleet-repos", "both": "fleet-layouts"}[args.layout]
+        args.out = str(ROOT / "bench" / "results" / f"{name}.json")
     procs.SPAWNER.append(procs.Spawner())
     bench = Bench(args)
     try:
@@ -316,8 +388,11 @@ def main() -> int:
         bench.close()
         procs.SPAWNER[0].stop()
     show(rows)
+    if args.layout == "both":
+        show_layouts(rows)
     result = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cold": True,
-              "layout": args.layout, "files_in_memory": FILES, "rounds": args.rounds, "sizes": args.sizes,
+              "layout": args.layout, "repos_store": args.repos_store, "files_in_memory": FILES,
+              "rounds": args.rounds, "sizes": args.sizes,
               "transports": args.transports, "candidates": list(bench.candidates),
               "baseline": args.baseline, "setup_seconds": bench.setup_seconds,
               "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip(),

@@ -90,3 +90,30 @@ def test_names_cannot_leave_the_template(tmp_path: Path) -> None:
         with pytest.raises(Exception) as info:
             hubmod.expand("/srv/m/{name}.git", bad)
         assert getattr(info.value, "exit_code", None) == 2
+
+
+def test_a_fleet_of_standalone_repositories(tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fleet fixture's repositories are what a server holds (and bench/fleet.py measures):
+    standalone, fsck-clean, each with its memory's branch as HEAD, reached through the template."""
+    import subprocess
+
+    from tests.helpers.fleet import add_repo_fleet
+
+    repos = add_repo_fleet(tmp_path / "repos", 40)
+    assert [r.name for r in repos[:2]] == ["fleet-000000.git", "fleet-000001.git"]
+    assert not any((r / "objects" / "info" / "alternates").exists() for r in repos)
+    one = repos[23]
+    done = subprocess.run(["git", "fsck", "--strict", "--no-dangling"], cwd=one, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert git("for-each-ref", "--format=%(refname)", cwd=one).split() == ["refs/heads/memory/fleet-000023"]
+    monkeypatch.setenv("MEMSYNC_REMOTE", f"{tmp_path}/repos/{{name}}.git")
+    copy = tmp_path / "copy"
+    r = cli("clone", "fleet-000023", str(copy))
+    assert r.code == 0, r.err
+    assert (copy / "notes.md").read_text() == "notes of fleet memory 23\n"
+    write(copy, "more.md", "more\n")
+    r = cli("push", cwd=copy)
+    assert r.code == 0, r.err
+    assert git("show", "memory/fleet-000023:more.md", cwd=one) == "more\n"
+    assert git("rev-parse", "memory/fleet-000024", cwd=repos[24]).strip() == \
+        git("rev-parse", "HEAD", cwd=repos[24]).strip()
