@@ -93,6 +93,7 @@ def print_check_cost(root: Path, env: dict[str, str], rounds: int) -> None:
 
     os.environ.update(env)
     from memsync.core.memory import open_memory
+    from memsync.git.scan import scan
     from memsync.run.record import RunTrust
 
     def sh(line: str) -> None:
@@ -110,13 +111,13 @@ def print_check_cost(root: Path, env: dict[str, str], rounds: int) -> None:
     with mem.locked():
         for r in range(rounds):
             sh("git add -A && git commit -qm settle || true")
-            mem.git.scan()
+            scan(mem.git)
             trust = RunTrust.begin(mem, f"bench-{r}")
             clock("check, no agent commit", partial(trust.check, _quiet))
             gen.edit(root, gen.changed_paths(count, 2000 + r), f"plain {r}")
             clock("scan, 10 edits uncommitted", mem.git.scan)
             sh("git add -A && git commit -qm settle")
-            mem.git.scan()
+            scan(mem.git)
             trust = RunTrust.begin(mem, f"bench-fold-{r}")
             gen.edit(root, gen.changed_paths(count, 1000 + r), f"agent {r}")
             sh(f"git add -A && {AGENT_COMMIT}")

@@ -19,7 +19,9 @@ import pytest
 
 from memsync.core import lockfirst, locking, memory, readonly, snapshot
 from memsync.git import checkoutjournal, earlyscan
+from memsync.git import scan as scanmod
 from memsync.git.repo import GitRepo
+from memsync.git.scan import scan
 from tests.conftest import Cli, git, hub_tree, write
 
 Taken = list[bool]
@@ -37,16 +39,16 @@ def no_walk_left() -> Any:
 def taken(monkeypatch: pytest.MonkeyPatch) -> Taken:
     """For each scan that found an early walk waiting: whether it took it (in order)."""
     seen: Taken = []
-    real = GitRepo._early_walk
+    real = scanmod._early_walk
 
-    def spy(self: GitRepo, flags: Any, meanwhile: Any = None) -> Any:
+    def spy(git: GitRepo, flags: Any, meanwhile: Any = None) -> Any:
         waiting = earlyscan._walk is not None
-        found = real(self, flags, meanwhile)
+        found = real(git, flags, meanwhile)
         if waiting:
             seen.append(found is not None)
         return found
 
-    monkeypatch.setattr(GitRepo, "_early_walk", spy)
+    monkeypatch.setattr(scanmod, "_early_walk", spy)
     return seen
 
 
@@ -178,7 +180,7 @@ def test_a_walk_is_taken_only_by_a_first_look_at_the_index(memory: Path, taken: 
     with lockfirst.walking(memory):
         g = GitRepo.open(memory)
         g.index.read(force=False)  # this repository looked at its index before scanning
-        changes = g.scan()
+        changes = scan(g).changes
     assert taken == [False]
     assert [c.path for c in changes] == ["notes.md"]
 

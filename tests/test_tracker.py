@@ -23,6 +23,7 @@ import pytest
 
 from memsync.git import hints
 from memsync.git.repo import GitRepo
+from memsync.git.scan import ScanResult, scan
 from memsync.serve import tracker as tracker_mod
 from memsync.serve.tracker import Tracker, Trackers
 from memsync.serve.tracklink import Local
@@ -58,15 +59,15 @@ def direct() -> Iterator[Direct]:
     source.trackers.close()
 
 
-def scan_both(root: Path, source: Direct) -> tuple[object, object]:
+def scan_both(root: Path, source: Direct) -> tuple[ScanResult, ScanResult]:
     hints.source = source
     try:
         g = GitRepo.open(root)
-        narrowed = (g.scan(), g.ignored, g.nested)
+        narrowed = scan(g)
     finally:
         hints.source = None
     g = GitRepo.open(root)
-    full = (g.scan(), g.ignored, g.nested)
+    full = scan(g)
     hints.source = source
     return narrowed, full
 
@@ -180,10 +181,10 @@ def test_a_narrowed_scan_is_narrow(memory: Path, direct: Direct) -> None:
     with target.open("r+b") as fh, mmap.mmap(fh.fileno(), 0) as mapped:
         mapped[0:1] = b"!"
     g = GitRepo.open(memory)
-    assert g.scan() == []
+    assert scan(g).changes == []
     assert direct.narrowed == 1
     direct.trackers.by_root[os.path.realpath(memory)]._forget()
-    assert [c.path for c in GitRepo.open(memory).scan()] == ["summary.md"]
+    assert [c.path for c in scan(GitRepo.open(memory)).changes] == ["summary.md"]
 
 
 def test_the_tracker_starts_over_when_it_cannot_be_sure(memory: Path, direct: Direct) -> None:
@@ -436,7 +437,7 @@ def test_a_symlinked_rule_file_means_full_scans(memory: Path, direct: Direct) ->
     (memory / "rules.txt").write_text("logs/\n")  # the rules change; the event names rules.txt
     narrowed, full = scan_both(memory, direct)
     # a symlinked .gitignore is no rule of the operator's (git does not follow one either): the file is a change
-    assert narrowed == full and "logs/debug.log" in [c.path for c in full[0]]  # type: ignore[index]
+    assert narrowed == full and "logs/debug.log" in [c.path for c in full.changes]
     (memory / ".gitignore").unlink()
     write(memory, ".gitignore", "*.tmp\n")
     scan_both(memory, direct)
@@ -455,7 +456,7 @@ def test_files_leaving_the_index_under_an_ignored_folder(memory: Path, direct: D
     narrowed_before = direct.narrowed
     narrowed, full = scan_both(memory, direct)
     assert direct.narrowed == narrowed_before + 1  # the scan was a narrowed one
-    assert narrowed == full and any(p.startswith("logs/") for p in full[1])  # type: ignore[index]  # file by file
+    assert narrowed == full and any(p.startswith("logs/") for p in full.ignored)  # file by file
 
 
 def test_a_narrowed_scan_refreshes_what_it_hashed(memory: Path, cli: Cli, direct: Direct,
@@ -473,7 +474,7 @@ def test_a_narrowed_scan_refreshes_what_it_hashed(memory: Path, cli: Cli, direct
     assert cli("push", cwd=memory).code == 0  # six fresh files: staged without stat data
     for name in names:
         assert any(line.strip() == "mtime: 0:0" for line in git("ls-files", "--debug", name, cwd=memory).splitlines())
-    assert GitRepo.open(memory).scan() == []
+    assert scan(GitRepo.open(memory)).changes == []
     assert direct.narrowed >= 2
     for name in names:
         lines = git("ls-files", "--debug", name, cwd=memory).splitlines()

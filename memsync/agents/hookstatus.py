@@ -12,6 +12,7 @@ from pathlib import Path
 from memsync.agents import hookfail
 from memsync.agents import registry as agents
 from memsync.errors import MemsyncError
+from memsync.git.scan import scan
 from memsync.util.records import dataclass, field
 from memsync.util.wording import count
 
@@ -107,7 +108,7 @@ def _state(directory: Path) -> str:
         with mem.locked(timeout=2):
             head = mem.git.head_oid()
             waiting = unpushed(mem)
-            changes = len(mem.git.scan(write_index=False))
+            changes = len(scan(mem.git, write_index=False).changes)
     except MemsyncError as exc:
         return f"error: {exc.message}"
     parts = [f"version {head[:8]}" if head else "no version yet",

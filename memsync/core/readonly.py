@@ -25,6 +25,7 @@ from typing import Protocol
 from memsync.git import history
 from memsync.git.hub import memsync_home
 from memsync.git.repo import GitRepo, file_blob_id
+from memsync.git.scan import scan
 from memsync.util.fs import atomic_write, pid_alive, place, real_folders
 from memsync.util.records import dataclass, field
 
@@ -146,7 +147,7 @@ def chmod_nofollow(path: Path, mode: int) -> None:
 def protect(mem: Memory, run_id: str) -> Protection:
     """Record the memory's state and make its files and folders non-writable for the run."""
     with mem.locked():
-        before = {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan(full=True)}
+        before = {c.path: file_blob_id(mem.root / c.path) for c in scan(mem.git, full=True).changes}
     st = mem.root.lstat()
     guard = Protection(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before,
                   (st.st_dev, st.st_ino))
@@ -242,7 +243,7 @@ def undo(mem: Memory, guard: Protection) -> Undone:
         if moved:
             done.dropped_commit = tip if tip != guard.head else None
             mem.git.reset_branch(guard.branch, guard.head)
-        now = {c.path: file_blob_id(mem.root / c.path) for c in mem.git.scan(full=True)}
+        now = {c.path: file_blob_id(mem.root / c.path) for c in scan(mem.git, full=True).changes}
         changed = sorted(p for p in set(now) | set(guard.before)
                          if (p in now) != (p in guard.before) or now.get(p) != guard.before.get(p))
         for rel in changed:
@@ -256,7 +257,7 @@ def undo(mem: Memory, guard: Protection) -> Undone:
                 path.mkdir(parents=True)
             chmod_nofollow(path, stat.S_IMODE(mode))
         if changed or moved or own:
-            mem.git.scan(full=True)  # the index's stat cache, after the files were written
+            scan(mem.git, full=True)  # the index's stat cache, after the files were written
     done.changed = own + changed + [f"{d}/" if (guard.aside / d).is_dir() else d for d in new_dirs]
     if guard.aside.exists() and any(guard.aside.iterdir()):
         done.kept_in = str(guard.aside)

@@ -27,6 +27,7 @@ from memsync.core.gitlookalikes import unseen_git_folders
 from memsync.core.memory import Memory
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, UnstorablePath, WorkChange, file_mode, stat_stamp
+from memsync.git.scan import scan
 from memsync.git.trailers import compose, quote_path
 from memsync.util.dirfd import Tree, is_outside, special_kind
 from memsync.util.names import conflict_copy_name
@@ -107,9 +108,10 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
     # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
-    found = mem.git.scan(write_index=False, full=who.actor == "run" or full_scan, tree_ignores=who.actor != "run",
-                         meanwhile=None if mem.config.secrets == "off" else _load_scanner)
-    snap.index_flags = [(h.path, h.what) for h in mem.git.unhidden_flags]
+    scanned = scan(mem.git, write_index=False, full=who.actor == "run" or full_scan, tree_ignores=who.actor != "run",
+                   meanwhile=None if mem.config.secrets == "off" else _load_scanner)
+    found = scanned.changes
+    snap.index_flags = [(h.path, h.what) for h in scanned.unhidden_flags]
     snap.skipped += _released_fifos(mem.root)
     rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
@@ -134,8 +136,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
             staged.append(item)
     if only is None:
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
-                                 "not committed") for d in mem.git.nested]
-        snap.ignored = list(mem.git.ignored)
+                                 "not committed") for d in scanned.nested]
+        snap.ignored = list(scanned.ignored)
         snap.local_ignores = True  # the operator's rules only, never a .gitignore from the hub
         if who.actor == "run":  # an agent's `.GIT/` is invisible to libgit2's walk: named here
             for folder in unseen_git_folders(mem.root):
@@ -161,7 +163,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     snap.rule_files = [s.change.path for s in staged if is_rule_file(s.change.path)]
     trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags
                             + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files]
-                            + [f"index-flag-cleared {quote_path(h.path)} {h.what}" for h in mem.git.unhidden_flags])
+                            + [f"index-flag-cleared {quote_path(h.path)} {h.what}" for h in scanned.unhidden_flags])
     trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
     snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
@@ -170,7 +172,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     if snap.commit is not None:
         snap.changes = [s.change for s in staged]
         committed = {s.change.path for s in staged}
-        snap.unhidden = [p for p in mem.git.unhidden if p in committed]
+        snap.unhidden = [p for p in scanned.unhidden if p in committed]
     return snap
 
 

@@ -23,8 +23,8 @@ from memsync.core.memory import RUN_MARKER, Memory, run_in_progress
 from memsync.core.snapshot import Snapshot, take
 from memsync.errors import Blocked
 from memsync.git import ownership
-from memsync.git.repo import CommitInfo
 from memsync.git.trailers import memsync_keys
+from memsync.git.versions import CommitInfo
 from memsync.util.records import dataclass, field
 
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pygit2
 
 from memsync.errors import RepoError
-from memsync.git.repo import MADE_LEDGER, CommitInfo, GitRepo
+from memsync.git.repo import MADE_LEDGER, GitRepo
+from memsync.git.versions import CommitInfo
 from memsync.util.records import dataclass, field
 
 KEPT_PREFIX = "refs/memsync/agent"

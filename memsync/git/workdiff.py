@@ -17,7 +17,7 @@ from memsync.git import native
 
 
 def scan_flags() -> DiffOption:
-    """The diff a scan makes (GitRepo.scan). Ignored entries come from the same walk, file by
+    """The diff a scan makes (scan.py). Ignored entries come from the same walk, file by
     file: which ignore rules count is memsync's to decide (localignores.py), never a .gitignore
     from the hub, and a `*` rule would hide the whole work tree from a walk that stops at ignored
     folders, without so much as an "ignored" entry."""

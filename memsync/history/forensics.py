@@ -24,6 +24,7 @@ from memsync.errors import RemoteError, RepoError, UnsavedWork, UsageError
 from memsync.git import history
 from memsync.git.history import FilePatch
 from memsync.git.merge import ConflictCopy
+from memsync.git.scan import scan
 from memsync.git.trailers import first, parse, quote_path
 from memsync.history import conflicts
 from memsync.history.log import FileState, LogEntry, LogResult, log, relative
@@ -174,7 +175,7 @@ def restore(start: Path, paths: list[str], at: str | None, *, force: bool = Fals
         for f in wanted:
             _safe(mem.root, f)  # all refused before any is written
         result = Outcome(source=rev, version=None)
-        dirty = sorted(set(wanted) & {c.path for c in mem.git.scan()})
+        dirty = sorted(set(wanted) & {c.path for c in scan(mem.git).changes})
         if dirty and not force:
             raise DirtyPaths("restored", dirty, "save them first with `memsync push`, or pass --force "
                              "(your uncommitted version is then committed first, so it stays in history)")
@@ -237,7 +238,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
         if not changed:
             return result
         _refuse_unsafe(after.keys() & set(changed), source, mem)
-        dirty = sorted(set(changed) & {c.path for c in mem.git.scan()})
+        dirty = sorted(set(changed) & {c.path for c in scan(mem.git).changes})
         if dirty:
             raise DirtyPaths("reverted", dirty, "save them first with `memsync push`, then revert")
         for p in changed:

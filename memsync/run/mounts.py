@@ -18,6 +18,7 @@ from memsync.errors import (
     RepoError,
     UsageError,
 )
+from memsync.git.scan import scan
 from memsync.sync.exchange import converge
 from memsync.util.names import check_name
 from memsync.util.records import dataclass
@@ -166,7 +167,7 @@ def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[O
 
     def resnap() -> None:
         if read_only:
-            changed = ", ".join(c.path for c in mem.git.scan()[:5])
+            changed = ", ".join(c.path for c in scan(mem.git).changes[:5])
             raise RepoError(f"read-only memory {mem.name!r} has local changes that block its update: {changed}",
                             f"move them out of {mem.root} (a read-only memory is never committed), then run again")
         take(mem, who)

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from memsync.core.memory import Memory
 from memsync.errors import MemsyncError
+from memsync.git.scan import scan
 
 Say = Callable[[str], None]
 
@@ -71,7 +72,7 @@ def propose_reviewed(writable: Sequence[_Mounted], run_id: str, say: Say, push: 
         pushing = push and not m.outcome.error  # the hub refused or is down: kept on the local branch
         try:
             with m.mem.locked():
-                paths = [c.path for c in m.mem.git.scan(full=True, tree_ignores=False)
+                paths = [c.path for c in scan(m.mem.git, full=True, tree_ignores=False).changes
                          if guard.for_review(c.path, rules)]
                 split = split_for_review(m.mem, run_id, m.base, paths, push=pushing)
         except MemsyncError as exc:

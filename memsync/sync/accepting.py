@@ -19,6 +19,7 @@ from memsync.core.attribution import Attribution, operator
 from memsync.core.memory import Memory, refuse_during_run
 from memsync.errors import Blocked, RepoError, UsageError
 from memsync.git import proposaltree, transport
+from memsync.git.scan import scan
 from memsync.git.trailers import compose, first, parse
 from memsync.sync.proposals import (
     CLOSED_PREFIX,
@@ -157,7 +158,7 @@ def accept(mem: Memory, pid: str, paths: list[str] | None = None) -> Acceptance:
     with mem.locked():
         refuse_during_run(mem, "accept")
         mem.git.check_state(mem.branch)
-        if mem.git.scan():
+        if scan(mem.git).changes:
             raise UsageError(f"memory {mem.name!r} has local changes", "save them first (`memsync push`), "
                              "so that accepting a proposal commits nothing but the proposal")
         proposal, _hub = find(mem, pid)

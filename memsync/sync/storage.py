@@ -19,6 +19,7 @@ from memsync.git import hub as hubmod
 from memsync.git import transport
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo, WorkChange
+from memsync.git.scan import scan
 from memsync.git.transport import ProgressFn
 from memsync.sync.exchange import Exchange, converge, fetch, link_hub_objects
 from memsync.sync.hubs import LastRun, ensure_hub, last_run
@@ -463,7 +464,8 @@ def status(path: Path, options: StatusOptions | None = None) -> StatusReport:
             ahead, behind = git.ahead_behind(head, remote_oid)
         elif head:
             ahead = sum(1 for _ in git.walk(head))
-        changes = git.scan()
+        scanned = scan(git)
+        changes = scanned.changes
         gone = {c.path for c in changes if c.kind == "deleted"}  # folded, not yet pushed
         conflicts = sorted({p for p in git.tracked_paths_containing(".conflict") if is_conflict_file(p)}
                            - gone | {c.path for c in changes if is_conflict_file(c.path) and c.kind != "deleted"})
@@ -477,7 +479,7 @@ def status(path: Path, options: StatusOptions | None = None) -> StatusReport:
             last_run=_last_run_of(git, remote_oid) if remote_oid else None, local_version=head,
             ahead=ahead, behind=behind, uncommitted=changes, conflicts=conflicts,
             to_fold=_to_fold(mem.root, conflicts), remote_error=error,
-            too_large=_too_large(mem, changes), ignored=list(git.ignored),
+            too_large=_too_large(mem, changes), ignored=list(scanned.ignored),
             remote_cached=error is not None and remote_oid is not None, running=_running(live_run(mem)),
             redactions=redaction_notes(mem), proposals=_waiting(mem))
 
