@@ -99,7 +99,7 @@ class Turn:
         return True
 
     def _list(self) -> dict[str, str]:
-        return transport.refs_under(self.mem.git, self.mem.hub, self.queue)
+        return transport.refs_under(self.mem.git, self.mem.hub.url, self.queue)
 
     def _take(self) -> None:
         git = self.mem.git
@@ -114,7 +114,7 @@ class Turn:
                     raise PushRejected("the hub's queue is full")
                 ref = f"{self.queue}{number:0{DIGITS}d}"
                 try:
-                    transport.push(git, self.mem.hub, LOCAL_TICKET, ref, lease=Lease(None), sending=blob)
+                    transport.push(git, self.mem.hub.url, LOCAL_TICKET, ref, lease=Lease(None), sending=blob)
                 except transport.NotFastForward:
                     continue  # another writer took that number meanwhile
                 self.ref, self.oid = ref, blob
@@ -144,7 +144,7 @@ class Turn:
                 passed.add(head)  # its writer is gone (killed mid-turn): not waited for again
                 if len(ahead) == 1:  # we are right behind it: clear it away, on its exact blob
                     with contextlib.suppress(MemsyncError):
-                        transport.push(self.mem.git, self.mem.hub, "", head, lease=Lease(found[head]))
+                        transport.push(self.mem.git, self.mem.hub.url, "", head, lease=Lease(found[head]))
                 continue
             time.sleep(min(POLL_MAX, POLL_STEP * len(ahead)) * random.uniform(0.75, 1.25))
 
@@ -155,4 +155,4 @@ class Turn:
         if ref is None or oid is None:
             return
         with contextlib.suppress(MemsyncError):
-            transport.push(self.mem.git, self.mem.hub, "", ref, lease=Lease(oid))
+            transport.push(self.mem.git, self.mem.hub.url, "", ref, lease=Lease(oid))
