@@ -242,10 +242,9 @@ def _on_hub(name: str, remote: str | None) -> bool:
     from memsync.sync.listing import _cache_repo
 
     url = hubmod.resolve(remote, None, name)
-    cache = _cache_repo(url)
-    hub = bind(url, cache)
+    hub = bind(url)
     ensure_hub(hub)
-    return bool(hub.tips(cache, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")]))
+    return bool(hub.tips(_cache_repo(url), [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")]))
 
 
 def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None) -> None:

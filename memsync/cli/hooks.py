@@ -175,7 +175,7 @@ def _hub_url(remote: str | None, scope: str) -> str | None:
 
     if not remote:
         return None
-    hub = bind(hubmod.from_flag(remote), None)
+    hub = bind(hubmod.from_flag(remote))
     if scope == "project" and not hub.reached_elsewhere:
         raise UsageError(f"--remote {remote} is a hub on this machine, which a project's shared settings must not name",
                          "give a network hub (https://, ssh://, git://), set MEMSYNC_REMOTE on each machine, "

@@ -105,10 +105,9 @@ class Bound:
     own: HubUrl | None  # the memory's own hub, when `hub` is another
 
 
-def bind(url: HubUrl, git: GitRepo | None) -> Hub:
-    """The hub at `url` of its kind (git/remote.py), with the core's lock and repack lent to a hub
-    on this machine. `git`: the repository whose URL rules apply (None: none)."""
-    return open_hub(url, git, KEEPER)
+def bind(url: HubUrl) -> Hub:
+    """The hub at `url` of its kind (git/remote.py), with the core's lock and repack lent to it."""
+    return open_hub(url, KEEPER)
 
 
 def bind_memory(config: StorageConfig, git: GitRepo, flag: str | None, first_push: bool = False,
@@ -118,7 +117,7 @@ def bind_memory(config: StorageConfig, git: GitRepo, flag: str | None, first_pus
     url = resolve_for(config, git, flag)
     if first_push and root is not None:
         record(root, config, git, url)
-    hub = bind(url, git)
+    hub = bind(url)
     if not flag:  # the documented order without --remote names the memory's own hub
         return Bound(hub, "origin", None)
     own = hubmod.resolve(None, config.remote, config.name)

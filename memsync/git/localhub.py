@@ -45,10 +45,10 @@ from memsync.git.repo import GitRepo
 from memsync.git.transport import NotFastForward, open_local_hub, translate
 
 
-def branch_tip(hub: HubUrl, ref: str) -> str | None:
+def branch_tip(hub: HubUrl, ref: str, opened: GitRepo | None = None) -> str | None:
     """The commit `ref` names on a hub on this machine, read from the hub alone (no listing of
-    its other refs); None when there is no such branch."""
-    repo = _open(hub, "cannot fetch from")
+    its other refs); None when there is no such branch. `opened`: the hub, opened already."""
+    repo = (opened or open_local_hub(hub, "cannot fetch from"))._repo
     try:
         found = repo.references.get(ref)
     except (pygit2.GitError, ValueError) as exc:
@@ -74,11 +74,12 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
     return {ref: tip for ref in refs if (tip := branch_tip(hub, ref)) is not None}
 
 
-def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None) -> int:
+def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None,
+         opened: GitRepo | None = None) -> int:
     """Make the hub's `ref` point at `new` (a commit of `git`), only if it points at `expected`
     now (None: only if it does not exist). Returns the number of objects written. The caller
     holds the hub's lock (remote.LocalHub.lock) as for every memsync write to a hub here."""
-    hub_repo = _open(hub, "cannot push to")
+    hub_repo = (opened or open_local_hub(hub, "cannot push to"))._repo
     rules = receivepack.policy(Path(hub_repo.path))
     if rules:  # the hub's hooks and receive.* settings: through git's receive-pack, never around them
         receivepack.push(git, hub, Path(hub_repo.path), new, ref, rules)
@@ -95,10 +96,6 @@ def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None) ->
     except (pygit2.GitError, OSError, ValueError) as exc:
         raise translate(exc, hub, "cannot push to") from exc
     return written
-
-
-def _open(hub: HubUrl, doing: str) -> pygit2.Repository:
-    return open_local_hub(hub, doing)._repo
 
 
 def _send_objects(mine: pygit2.Repository, hub_repo: pygit2.Repository, new: str, expected: str | None) -> int:

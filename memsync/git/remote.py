@@ -212,7 +212,10 @@ class NetworkHub(Hub):
 
 
 class LocalHub(Hub):
-    """A bare repository on this machine, read and written in place (localhub.py)."""
+    """A bare repository on this machine, read and written in place (localhub.py). Where one of
+    the operator's URL rules (`url.<base>.insteadOf`, read from the repository `git` at hand)
+    sends its traffic elsewhere, its refs are reached through the transport, which follows the
+    rule (and refuses a rule in the repository's own configuration): `_in_place`."""
 
     retries_under_lock = True
 
@@ -221,6 +224,19 @@ class LocalHub(Hub):
     def __init__(self, url: HubUrl, path: Path, keeper: Keeper) -> None:
         super().__init__(url, keeper)
         self.path = path
+        self._transport = NetworkHub(url, keeper)  # where a URL rule sends the hub's traffic
+
+    def _repo(self, doing: str) -> GitRepo:
+        """The hub's repository, opened once per operation (a fetch, a push), never kept between
+        two: a run or `watch` lasts hours, and a handle would hold the packs a repack removed."""
+        from memsync.git import transport
+
+        return transport.open_local_hub(self.url, doing)
+
+    def _in_place(self, git: GitRepo) -> bool:
+        from memsync.git import transport
+
+        return not transport.rewritten(git, self.url)
 
     @contextlib.contextmanager
     def _locked(self, timeout: float | None) -> Iterator[None]:
@@ -235,8 +251,11 @@ class LocalHub(Hub):
     def tips(self, git: GitRepo, refs: list[str]) -> dict[str, str]:
         from memsync.git import localhub, transport
 
+        if not self._in_place(git):
+            return self._transport.tips(git, refs)
         transport.check_local(self.url)
-        return {ref: tip for ref in refs if (tip := localhub.branch_tip(self.url, ref)) is not None}
+        opened = self._repo("cannot fetch from")
+        return {ref: tip for ref in refs if (tip := localhub.branch_tip(self.url, ref, opened)) is not None}
 
     def fetch(self, git: GitRepo, ref: str, into: str, progress: ProgressFn | None = None,
               depth: int = 0) -> str | None:
@@ -246,9 +265,11 @@ class LocalHub(Hub):
         memories (bench/fleet.py)."""
         from memsync.git import localhub, transport
 
+        if depth != 0 or not self._in_place(git):
+            return self._transport.fetch(git, ref, into, progress, depth)
         transport.check_local(self.url)
         known = git.ref_oid(into)
-        tip = localhub.branch_tip(self.url, ref)
+        tip = localhub.branch_tip(self.url, ref, self._repo("cannot fetch from"))
         if tip is None or tip == known:
             return tip
         if localhub.link_hub_objects(self.path, git.git_dir, have=git.has_object) and git.has_object(tip):
@@ -262,11 +283,15 @@ class LocalHub(Hub):
         from memsync.git.transport import NotFastForward
 
         with contextlib.nullcontext() if locked else self.lock(push_patience()):
-            if localhub.branch_tip(self.url, ref) != expected:
+            if not self._in_place(git):
+                self._transport.push(git, source, ref, expected, progress, sending=sending)
+                return
+            opened = self._repo("cannot push to")
+            if localhub.branch_tip(self.url, ref, opened) != expected:
                 raise NotFastForward("the hub moved on meanwhile")
             new = sending or git.ref_oid(source)
             assert new is not None
-            localhub.push(git, self.url, new, ref, expected)
+            localhub.push(git, self.url, new, ref, expected, opened)
             localhub.point_head(self.path, ref)
         if not locked:  # every push adds a pack: keep the hub compact, beside its lock (maintenance.py)
             self._keeper.compact(self.path)
@@ -274,12 +299,18 @@ class LocalHub(Hub):
     def write_ref(self, git: GitRepo, source: str, ref: str, new: str, expected: str | None) -> None:
         from memsync.git import localhub
 
+        if not self._in_place(git):
+            self._transport.write_ref(git, source, ref, new, expected)
+            return
         with self.lock(push_patience()):
             localhub.push(git, self.url, new, ref, expected)
 
     def delete_ref(self, git: GitRepo, ref: str, expected: str | None) -> None:
         from memsync.git import localhub, proposaltree
 
+        if not self._in_place(git):
+            self._transport.delete_ref(git, ref, expected)
+            return
         with self.lock(push_patience()):
             tip = localhub.branch_tip(self.url, ref)
             if tip is not None and (expected is None or tip == expected):
@@ -300,6 +331,8 @@ class LocalHub(Hub):
     def refs_under(self, git: GitRepo, prefix: str) -> dict[str, str]:
         from memsync.git import proposaltree, transport
 
+        if not self._in_place(git):
+            return self._transport.refs_under(git, prefix)
         transport.check_local(self.url)
         return proposaltree.hub_refs(self.url, prefix)
 
@@ -356,18 +389,11 @@ class HubGone(RemoteError):
         self.path = path
 
 
-def open_hub(url: HubUrl, git: GitRepo | None, keeper: Keeper) -> Hub:
-    """The hub at `url`, of its kind, decided here once: in place when it is on this machine and
-    no URL rule of the operator's (in `git`'s configuration) sends it elsewhere."""
+def open_hub(url: HubUrl, keeper: Keeper) -> Hub:
+    """The hub at `url`, of its kind, decided here once: a path on this machine is a LocalHub,
+    any other address a NetworkHub."""
     path = url.local_path
-    if path is None:
-        return NetworkHub(url, keeper)
-    if git is not None:
-        from memsync.git import transport
-
-        if transport.rewritten(git, url):
-            return NetworkHub(url, keeper)
-    return LocalHub(url, path, keeper)
+    return NetworkHub(url, keeper) if path is None else LocalHub(url, path, keeper)
 
 
 def names_seen(url: HubUrl) -> set[str]:

@@ -68,7 +68,7 @@ def list_page(remote: str | None = None, *, prefix: str = "", after: str | None 
     the name `after`, at most `limit` of them."""
     check_page(prefix, after, limit)
     url = hubmod.resolve(remote, None)
-    hub = bind(url, None)
+    hub = bind(url)
     ensure_hub(hub)
     git = hub.shelf("cannot list", [f"{kind}/{prefix}*" for kind in ("memory", "artifact")])
     where = hub.heads_at

@@ -287,11 +287,10 @@ def on_hub(name: str, remote: str | None = None) -> Memory:
 
     check_name(name)
     url = hubmod.resolve(remote, None, name)
-    path = hubmod.ensure_home() / "cache" / f"proposals-{hashlib.sha256(url.url.encode()).hexdigest()[:16]}.git"
-    git = GitRepo.bare(path, create=True)
-    hub = bind(url, git)
+    hub = bind(url)
     ensure_hub(hub)
-    return Memory(path, StorageConfig(name), git, hub)
+    path = hubmod.ensure_home() / "cache" / f"proposals-{hashlib.sha256(url.url.encode()).hexdigest()[:16]}.git"
+    return Memory(path, StorageConfig(name), GitRepo.bare(path, create=True), hub)
 
 
 def hub_wide(remote: str | None = None, include_closed: bool = False) -> list[Proposal]:

@@ -317,6 +317,8 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         raise UsageError(f"{target} already exists and is not empty",
                          "choose another DEST, or `memsync pull` inside it if it is this memory")
     url = hubmod.resolve(remote, None, name)
+    hub = bind(url)  # once: a hub on this machine or across the network (git/remote.py)
+    ensure_hub(hub)
     staging = target.parent / f".memsync-clone-{name}-{os.getpid()}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -329,8 +331,6 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         raise explain(exc, [target.parent]) or RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
         git = GitRepo.init(staging, f"memory/{name}")
-        hub = bind(url, git)  # once: a hub on this machine or across the network (git/remote.py)
-        ensure_hub(hub)
         heads = hub.tips(git, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")])
         kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
         if kind is None:

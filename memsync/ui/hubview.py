@@ -35,7 +35,7 @@ class HubView:
         if "{name}" in self.hub.url:
             raise UsageError("memsync ui shows one hub, and this remote is a template (one repository per memory)",
                              "give the URL of one hub with --remote")
-        ensure_hub(bind(self.hub, None))
+        ensure_hub(bind(self.hub))
         self.only = sorted(set(only)) if only else None
         self._fetched = 0.0
         self._proposals: dict[str, str] = {}  # a network hub's open proposal branches, as last read
