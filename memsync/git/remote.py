@@ -58,6 +58,7 @@ class Hub(ABC):
     queues_losers = False  # a lost race waits its turn in the hub's queue (sync/turns.py)
     retries_under_lock = False  # a retry holds the hub's lock for the whole fetch-merge-push
     keeps_unreachable = False  # a rewritten history's old objects stay there until its host prunes
+    copied_here = False  # its shelf is a copy fetched now and then, not the hub itself (see shelf)
     reached_elsewhere = False  # another machine reaches it at the same address (a project's shared settings)
 
     heads_at = "refs/hub/"  # where a listing finds the hub's branches in its shelf (see shelf)
@@ -137,9 +138,10 @@ class Hub(ABC):
         """A clone borrows the hub's object files before it fetches (hard links)."""
 
     @abstractmethod
-    def shelf(self, doing: str, patterns: list[str]) -> GitRepo:
+    def shelf(self, doing: str, patterns: list[str], cache: str = "") -> GitRepo:
         """A repository here in which the hub's branches matching `patterns` are current, under
-        `heads_at`: the hub itself on this machine, else the listing cache fetched now."""
+        `heads_at`: the hub itself on this machine, else a cache repository under MEMSYNC_HOME
+        fetched now (`cache`: its name's prefix, "" for `list`'s, "ui-" for the page's)."""
 
     def places_here(self) -> list[Path]:
         """The hub's repositories on this machine (a purge of redacted content reaches them)."""
@@ -152,6 +154,7 @@ class NetworkHub(Hub):
     pushes_ahead = True
     queues_losers = True
     keeps_unreachable = True
+    copied_here = True
     reached_elsewhere = True
 
     def tips(self, git: GitRepo, refs: list[str]) -> dict[str, str]:
@@ -197,16 +200,17 @@ class NetworkHub(Hub):
     def clone_depth(self, full_history: bool) -> int:
         return 0 if full_history else 1
 
-    def shelf(self, doing: str, patterns: list[str]) -> GitRepo:
-        """The listing cache (a bare repository under MEMSYNC_HOME), with the hub's branches that
-        match `patterns` (e.g. `memory/*`) fetched under `heads_at`, under the cache's lock."""
+    def shelf(self, doing: str, patterns: list[str], cache: str = "") -> GitRepo:
+        """The cache repository, with the hub's branches that match `patterns` (e.g. `memory/*`)
+        fetched under `heads_at`, under the cache's lock."""
         from memsync.git import transport
         from memsync.git.repo import GitRepo
 
         home = hubmod.ensure_home()
-        with self._keeper.held(home / "cache.lock", "the listing cache", None) as tenure:
-            git = GitRepo.bare(listing_cache(self.url), create=True)
-            self._keeper.clear_stale(git.git_dir, tenure, "the listing cache")  # a killed `list`
+        what = f"the {'listing' if not cache else cache.rstrip('-')} cache"
+        with self._keeper.held(home / f"{cache}cache.lock", what, None) as tenure:
+            git = GitRepo.bare(listing_cache(self.url, cache), create=True)
+            self._keeper.clear_stale(git.git_dir, tenure, what)  # a killed `list` or page
             transport.fetch(git, self.url, [f"+refs/heads/{p}:{self.heads_at}{p}" for p in patterns])
         return git
 
@@ -369,7 +373,7 @@ class LocalHub(Hub):
     def places_here(self) -> list[Path]:
         return [self.path]
 
-    def shelf(self, doing: str, patterns: list[str]) -> GitRepo:
+    def shelf(self, doing: str, patterns: list[str], cache: str = "") -> GitRepo:
         from memsync.git import transport
 
         transport.check_local(self.url)  # a clear error if it is missing
@@ -403,11 +407,12 @@ def names_seen(url: HubUrl) -> set[str]:
     return branch_names(path, "refs/heads/") if path is not None else branch_names(listing_cache(url), "refs/hub/")
 
 
-def listing_cache(url: HubUrl) -> Path:
-    """The bare repository that caches what `list` fetched of a network hub."""
+def listing_cache(url: HubUrl, cache: str = "") -> Path:
+    """The bare repository that caches what `list` (or, `cache` "ui-", the page) fetched of a
+    network hub."""
     import hashlib
 
-    return hubmod.memsync_home() / "cache" / (hashlib.sha256(url.url.encode()).hexdigest()[:16] + ".git")
+    return hubmod.memsync_home() / "cache" / (cache + hashlib.sha256(url.url.encode()).hexdigest()[:16] + ".git")
 
 
 def branch_names(git_dir: Path, prefix: str) -> set[str]:
