@@ -269,7 +269,7 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
                                "the server refuses history rewrites on this branch (a protected branch, or "
                                "receive.denyNonFastForwards): allow a force push to "
                                f"{mem.branch} once, run `memsync redact` again, then protect it again") from exc
-        after = {h.ref: h.oid for h in transport.list_heads(mem.git, hub.url)}.get(ref)
+        after = hub.tips(mem.git, [ref]).get(ref)  # the one ref, not every memory's on the hub
         if after != new:
             raise RepoError(f"the hub's {mem.branch} is at {str(after)[:8]} after the redaction push, not "
                             f"{new[:8]}: another push landed at the same moment",
@@ -279,7 +279,7 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
 
 
 def _check_tip(mem: Memory, ref: str, expected: str) -> None:
-    tip = {h.ref: h.oid for h in transport.list_heads(mem.git, mem.hub.url)}.get(ref)
+    tip = mem.hub.tips(mem.git, [ref]).get(ref)
     if tip != expected:
         raise PushRejected(f"the hub moved since the redaction was prepared ({expected[:8]} -> "
                            f"{str(tip)[:8]}): nothing was changed on the hub",
