@@ -111,11 +111,22 @@ class Hub(ABC):
     def refs_under(self, git: GitRepo, prefix: str) -> dict[str, str]:
         """The hub's refs under `prefix` (proposals, the push queue), name: target."""
 
-    def fetch_refs(self, git: GitRepo, refspecs: list[str]) -> None:
-        """Fetch several refs by their refspecs, through the transport whatever the hub."""
+    def fetch_refs(self, git: GitRepo, refspecs: list[str], depth: int = 0) -> None:
+        """Fetch several refs by their refspecs (`depth`: see transport.fetch), through the
+        transport whatever the hub."""
         from memsync.git import transport
 
-        transport.fetch(git, self.url, refspecs)
+        transport.fetch(git, self.url, refspecs, depth=depth)
+
+    def push_leased(self, git: GitRepo, source: str, ref: str, lease: str | None,
+                    progress: ProgressFn | None = None, *, sending: str | None = None) -> None:
+        """Push `source` (empty: delete) to `ref` only while the hub's `ref` is at `lease` (None:
+        absent), through the transport whatever the hub: NotFastForward, nothing sent, when it
+        is elsewhere (a push ahead of the fetch, the push queue's tickets: `pushes_ahead`,
+        `queues_losers`)."""
+        from memsync.git import transport
+
+        transport.push(git, self.url, source, ref, progress, lease=transport.Lease(lease), sending=sending)
 
     def lock(self, timeout: float | None = None) -> AbstractContextManager[object]:
         """The hub's lock around a write memsync serialises itself (a network hub: its server does)."""

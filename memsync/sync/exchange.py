@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory
 from memsync.errors import AuthFailed, HostKeyError, RemoteUnreachable, RepoError
-from memsync.git import rewrite, transport
+from memsync.git import rewrite
 from memsync.git.hubtree import Oversize
 from memsync.git.remote import push_patience
 from memsync.git.trailers import compose, first, parse
@@ -345,8 +345,8 @@ def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], l
         mem.git.set_ref(OUTGOING, head, "memsync: push")
         source = OUTGOING
     try:
-        transport.push(mem.git, mem.hub.url, source, f"refs/heads/{mem.branch}", progress,
-                       lease=transport.Lease(known), sending=None if source == mem.local_ref else head)
+        mem.hub.push_leased(mem.git, source, f"refs/heads/{mem.branch}", known, progress,
+                            sending=None if source == mem.local_ref else head)
     except (NotFastForward, AuthFailed, HostKeyError):
         return None
     return head
