@@ -3,13 +3,15 @@
 `open_hub` looks at a resolved address (hub.py) once and returns a `LocalHub` (a bare repository
 on this machine, read and written in place: its refs, `packed-refs`, objects lent to a clone,
 `HEAD`, its lock and its repack; localhub.py) or a `NetworkHub` (everything through libgit2's
-transports: transport.py). A hub on this machine that one of the operator's URL rules sends
-elsewhere (`url.<base>.insteadOf`) is a network hub: only the transport follows the rule. Nothing
-above `git/` asks which kind it holds: it calls a method, and reads a policy by its meaning
-(`pushes_ahead`, `queues_losers`, `retries_under_lock`, `keeps_unreachable`).
+transports: transport.py's functions, wrapped as they are). A hub on this machine whose traffic
+one of the operator's URL rules sends elsewhere (`url.<base>.insteadOf`) stays a LocalHub (its
+lock, its policies), and its refs go through the transport, which follows the rule
+(`LocalHub._in_place`, as before this module). Nothing above `git/` asks which kind it holds: it
+calls a method, and reads a policy by its meaning (`pushes_ahead`, `queues_losers`,
+`retries_under_lock`, `keeps_unreachable`, `copied_here`, `reached_elsewhere`).
 
 The hub's lock and its automatic repack are the core's (core/locking.py, core/maintenance.py,
-above this layer): whoever binds the hub hands them in (core/hubbind.bind).
+above this layer): whoever binds the hub lends them (`Keeper`, core/hubbind.bind).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
 from memsync.util.records import dataclass
 
-if TYPE_CHECKING:  # a status or a completion loads no transport
+if TYPE_CHECKING:  # imported where used: a completion loads neither libgit2 nor a transport
     from memsync.git.pack import RepackResult
     from memsync.git.repo import GitRepo
     from memsync.git.transport import ProgressFn
 
+KINDS = ("memory", "artifact")
+DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers (MEMSYNC_PUSH_PATIENCE)
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}[a-z0-9]$")
 
 
 @dataclass(frozen=True)
@@ -45,9 +50,6 @@ class Keeper:
     held: Callable[[Path, str, float | None], AbstractContextManager[Any]]
     clear_stale: Callable[[Path, Any, str], object]
     compact: Callable[[Path], object]
-
-KINDS = ("memory", "artifact")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}[a-z0-9]$")
 
 
 class Hub(ABC):
@@ -449,9 +451,6 @@ def push_patience() -> float:
         return max(float(os.environ.get("MEMSYNC_PUSH_PATIENCE", DEFAULT_PATIENCE)), 0.0)
     except ValueError:
         return DEFAULT_PATIENCE
-
-
-DEFAULT_PATIENCE = 600.0
 
 
 __all__ = ["Hub", "HubGone", "Keeper", "LocalHub", "NetworkHub", "branch_names", "listing_cache", "names_seen",
