@@ -201,12 +201,12 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
             _append_line(cfg_file, f"remote: {hub.url}")
             cfg.remote = hub.url
     adopted = not created and not (root / ".git").exists()
+    resolved = hubmod.resolve(None, cfg.remote, cfg.name)
     try:
         git = GitRepo.init(root, cfg.hub_branch)
-        notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote, cfg.name).url)
+        notes = git.ensure_layout(cfg.hub_branch, resolved.url)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
-    resolved = hubmod.resolve(None, cfg.remote, cfg.name)
     return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes, adopted)
 
 
