@@ -163,10 +163,10 @@ def test_the_lease_refuses_before_anything_is_sent(pushed: Path, hub: Path, cli:
 
     for wrong in ("0" * 39 + "1", None):
         with pytest.raises(transport.NotFastForward):
-            transport.push(mem.git, mem.hub, mem.local_ref, f"refs/heads/{BRANCH}", progress,
+            transport.push(mem.git, mem.hub.url, mem.local_ref, f"refs/heads/{BRANCH}", progress,
                            lease=transport.Lease(wrong))
     assert sent == [] and head(hub, BRANCH) == before
-    transport.push(mem.git, mem.hub, mem.local_ref, f"refs/heads/{BRANCH}", progress,
+    transport.push(mem.git, mem.hub.url, mem.local_ref, f"refs/heads/{BRANCH}", progress,
                    lease=transport.Lease(before))
     assert sent and head(hub, BRANCH) == mine
 

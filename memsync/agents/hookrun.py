@@ -236,14 +236,15 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
 
 
 def _on_hub(name: str, remote: str | None) -> bool:
+    from memsync.core.hubbind import bind
     from memsync.git import hub as hubmod
-    from memsync.git import localhub
     from memsync.sync.hubs import ensure_hub
     from memsync.sync.listing import _cache_repo
 
-    hub = hubmod.resolve(remote, None, name)
+    url = hubmod.resolve(remote, None, name)
+    hub = bind(url)
     ensure_hub(hub)
-    return bool(localhub.branch_tips(_cache_repo(hub), hub, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")]))
+    return bool(hub.tips(_cache_repo(url), [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")]))
 
 
 def _adopt(name: str, directory: Path, remote: str | None, home_of: Agent | None) -> None:

@@ -8,9 +8,6 @@ fail: anything unreadable completes nothing.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 import re
 from pathlib import Path
 
@@ -20,36 +17,12 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}[a-z0-9]$")
 _RUN_SCAN = 300  # versions read for run ids
 
 
-def _branch_names(git_dir: Path, prefix: str) -> set[str]:
-    """Names under `prefix` (refs/heads/ or refs/hub/) + memory|artifact, loose and packed."""
-    found: set[str] = set()
-    for kind in ("memory", "artifact"):
-        with_kind = git_dir / prefix / kind
-        with contextlib.suppress(OSError):
-            found |= {e.name for e in os.scandir(with_kind) if e.is_file()}
-    try:
-        with open(git_dir / "packed-refs", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                ref = line.strip().split(" ", 1)[-1]
-                for kind in ("memory", "artifact"):
-                    head = f"{prefix}{kind}/"
-                    if ref.startswith(head):
-                        found.add(ref[len(head):])
-    except OSError:
-        pass
-    return {n for n in found if _NAME.match(n)}
-
-
 def memory_names(incomplete: str) -> list[str]:
     try:
         from memsync.git import hub as hubmod
+        from memsync.git.remote import names_seen
 
-        hub = hubmod.resolve(None, None)
-        if hub.local_path is not None:
-            names = _branch_names(hub.local_path, "refs/heads/")
-        else:
-            cache = hubmod.memsync_home() / "cache" / (hashlib.sha256(hub.url.encode()).hexdigest()[:16] + ".git")
-            names = _branch_names(cache, "refs/hub/")
+        names = names_seen(hubmod.resolve(None, None))
     except Exception:  # completion never fails
         return []
     return sorted(n for n in names if n.startswith(incomplete))

@@ -169,17 +169,18 @@ def _install(agent: str, memory: str | None, directory: Path | None, scope: str,
 
 def _hub_url(remote: str | None, scope: str) -> str | None:
     """The hub URL the hooks name. A project's shared settings name no hub on this machine."""
+    from memsync.core.hubbind import bind
     from memsync.errors import UsageError
     from memsync.git import hub as hubmod
 
     if not remote:
         return None
-    hub = hubmod.from_flag(remote)
-    if scope == "project" and hub.local_path is not None:
+    hub = bind(hubmod.from_flag(remote))
+    if scope == "project" and not hub.reached_elsewhere:
         raise UsageError(f"--remote {remote} is a hub on this machine, which a project's shared settings must not name",
                          "give a network hub (https://, ssh://, git://), set MEMSYNC_REMOTE on each machine, "
                          "or use --scope local")
-    return hub.url
+    return hub.url.url
 
 
 def _personal(settings: Path, project: Path) -> None:

@@ -14,12 +14,16 @@ from pathlib import Path
 
 from memsync.core import config as cfgmod
 from memsync.core.config import StorageConfig
+from memsync.core.locking import Tenure, clear_stale_git_locks, held
+from memsync.core.maintenance import auto_beside
 from memsync.errors import UsageError
 from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
+from memsync.git.remote import Hub, Keeper, open_hub
 from memsync.git.repo import GitRepo
+from memsync.util.records import dataclass
 
-__all__ = ["HubChanged", "came_from", "hub_key", "record", "recordable", "resolve_for"]
+__all__ = ["KEEPER", "Bound", "HubChanged", "bind", "bind_memory", "came_from", "record", "resolve_for"]
 
 
 class HubChanged(UsageError):
@@ -36,23 +40,6 @@ class HubChanged(UsageError):
         )
         self.own = own
         self.other = other
-
-
-def hub_key(hub: HubUrl) -> str:
-    """One spelling per hub: a hub on this machine by its resolved path, an HTTP(S) hub by its URL
-    without the account (`https://alice@host/x` and `https://host/x` are one hub), else its URL."""
-    local = hub.local_path
-    if local is not None:
-        return str(local.expanduser().resolve())
-    return _without_account(hub.url) if hub.kind == "http" else hub.url
-
-
-def _without_account(url: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=host))
 
 
 def came_from(git: GitRepo, branch: str) -> HubUrl | None:
@@ -80,26 +67,26 @@ def resolve_for(config: StorageConfig, git: GitRepo, flag: str | None) -> HubUrl
         own = hubmod.parse(config.remote, name=config.name)
         if env:
             given = hubmod.parse(env, name=config.name)
-            if hub_key(given) != hub_key(own):
+            if given.key != own.key:
                 raise HubChanged(config.name, own, given, "MEMSYNC_REMOTE")
             return given  # the same hub, with the account or token the variable carries
         return own
     hub = hubmod.resolve(None, None, config.name)
     earlier = came_from(git, config.hub_branch)
-    if earlier is not None and hub_key(earlier) != hub_key(hub):
+    if earlier is not None and earlier.key != hub.key:
         why = "MEMSYNC_REMOTE" if env else "the default (the embedded hub)"
         raise HubChanged(config.name, earlier, hub, why)
     return hub
 
 
-def record(root: Path, config: StorageConfig, git: GitRepo, flag: str | None) -> None:
+def record(root: Path, config: StorageConfig, git: GitRepo, hub: HubUrl) -> None:
     """Before a memory's first push: a memory that records no hub and never exchanged with one gets
-    the hub this push goes to. One that did (made by an older memsync) is left as it is: the hub
-    it came from is checked by resolve_for, and a push with --remote from it is a mirror push."""
+    the hub this push goes to (`hub`, as resolve_for resolved it). One that did (made by an older
+    memsync) is left as it is: the hub it came from is checked by resolve_for, and a push with
+    --remote from it is a mirror push."""
     if config.remote or came_from(git, config.hub_branch) is not None:
         return
-    hub = resolve_for(config, git, flag)
-    kept = recordable(hub)
+    kept = hub.recordable
     path = cfgmod.config_path(root)
     text = path.read_text(encoding="utf-8")
     sep = "" if text.endswith("\n") or not text else "\n"
@@ -108,8 +95,45 @@ def record(root: Path, config: StorageConfig, git: GitRepo, flag: str | None) ->
     git.ensure_layout(config.hub_branch, kept)
 
 
-def recordable(hub: HubUrl) -> str:
-    """The hub as storage.yaml keeps it: never a credential, and for HTTP(S) no account either
-    (read back, `https://alice@host` would be taken for a token); the user then comes from
-    MEMSYNC_USER or MEMSYNC_REMOTE, as for any HTTPS hub."""
-    return _without_account(hub.url) if hub.kind == "http" else hub.url
+@dataclass(frozen=True)
+class Bound:
+    """A memory's hub for one command, resolved and bound once: the hub itself, where what is
+    known of its branch is kept (`tracking`), and the memory's own hub when this one is a mirror."""
+
+    hub: Hub
+    tracking: str  # "origin" for the memory's own hub, a name of its own for a mirror
+    own: HubUrl | None  # the memory's own hub, when `hub` is another
+
+
+def bind(url: HubUrl) -> Hub:
+    """The hub at `url` of its kind (git/remote.py), with the core's lock and repack lent to it."""
+    return open_hub(url, KEEPER)
+
+
+def bind_memory(config: StorageConfig, git: GitRepo, flag: str | None, first_push: bool = False,
+                root: Path | None = None) -> Bound:
+    """A memory's hub for a command, resolved once (resolve_for); `first_push`: a push records
+    it in storage.yaml first when the memory records none (record)."""
+    url = resolve_for(config, git, flag)
+    if first_push and root is not None:
+        record(root, config, git, url)
+    hub = bind(url)
+    if not flag:  # the documented order without --remote names the memory's own hub
+        return Bound(hub, "origin", None)
+    own = hubmod.resolve(None, config.remote, config.name)
+    if own.key == url.key:  # --remote naming the memory's own hub, however spelled
+        return Bound(hub, "origin", None)
+    return Bound(hub, "hub-" + _digest(url.key), own)
+
+
+def _digest(key: str) -> str:
+    import hashlib  # a second hub only (OpenSSL's hashes cost ~2 ms to load)
+
+    return hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def _clear_stale(git_dir: Path, tenure: Tenure, what: str) -> None:
+    clear_stale_git_locks(git_dir, tenure, what)
+
+
+KEEPER = Keeper(held, _clear_stale, auto_beside)

@@ -13,8 +13,8 @@ from memsync.core.config import StorageConfig
 from memsync.core.locking import clear_stale_git_locks, held
 from memsync.errors import ConfigError, NotAMemory, RunInProgress
 from memsync.git import checkoutjournal
-from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
+from memsync.git.remote import Hub
 from memsync.git.repo import GitRepo
 from memsync.util import notices
 from memsync.util.fs import read_private, write_private
@@ -29,13 +29,14 @@ class Memory:
     root: Path
     config: StorageConfig
     git: GitRepo
-    hub: HubUrl
+    hub: Hub  # bound once per command (core/hubbind.bind_memory): a hub on this machine or across the network
     # where what is known of the hub's branch is kept: "origin" for the memory's own hub, a name
     # of its own for a hub given with --remote, so a push to a mirror never stands in for it
     tracking: str = "origin"
     # a run's final commit could not be made (a full disk): its mark stays when the run ends, so
     # the next command commits what the run left as that run's (unverified.settle), never the operator's
     run_unrecorded: int | None = None  # the run's exit code
+    own_hub: HubUrl | None = None  # the memory's own hub, when `hub` is a mirror given with --remote
 
     @property
     def name(self) -> str:
@@ -107,39 +108,27 @@ def find(start: Path) -> Path:
     return root
 
 
-def open_memory(start: Path, remote: str | None = None) -> Memory:
+def open_memory(start: Path, remote: str | None = None, *, first_push: bool = False) -> Memory:
+    """The memory `start` is in, its storage.yaml read and its repository opened once, its hub
+    resolved and bound once (hubbind.bind_memory). `first_push`: a memory that records no hub
+    records the one this push goes to."""
     from memsync.util import fifoguard
 
     fifoguard.watch()  # libgit2 opens files by path, blocking: a FIFO swapped in must not hold it for ever
     root = find(start)
     config = cfgmod.load(root)
     git = GitRepo.open(root)
-    from memsync.core.hubbind import resolve_for
+    from memsync.core.hubbind import bind_memory
     from memsync.git.packguard import bound
 
     git.object_bound = bound(config.max_file_size)  # what a fetch may make (git/packguard.py)
-    hub = resolve_for(config, git, remote)
-    mem = Memory(root, config, git, hub, tracking_name(hub, config.remote, config.name))
+    binding = bind_memory(config, git, remote, first_push, root)
+    mem = Memory(root, config, git, binding.hub, binding.tracking, own_hub=binding.own)
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only
         from memsync.core.readonly import recover
 
         recover(mem)
     return mem
-
-
-def tracking_name(hub: HubUrl, configured: str | None, name: str | None = None) -> str:
-    """"origin" when `hub` is the memory's own (configured, else the default; a hub on this
-    machine however its path is spelled), else a name derived from its address."""
-    from memsync.core.hubbind import hub_key
-
-    key = hub_key(hub)
-    if key == hub_key(hubmod.resolve(None, configured, name)):
-        return "origin"
-    import hashlib  # a second hub only (OpenSSL's hashes cost ~2 ms to load)
-
-    return "hub-" + hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-
-
 
 
 RUN_MARKER = "memsync-run.json"

@@ -43,6 +43,22 @@ class HubUrl:
         return Path(urlsplit(self.url).path) if self.url.startswith("file://") else Path(self.url)
 
     @property
+    def key(self) -> str:
+        """One spelling per hub: a hub on this machine by its resolved path, an HTTP(S) hub by its
+        URL without the account (`https://alice@host/x` and `https://host/x` are one hub), else its URL."""
+        local = self.local_path
+        if local is not None:
+            return str(local.expanduser().resolve())
+        return self.recordable
+
+    @property
+    def recordable(self) -> str:
+        """The hub as storage.yaml keeps it: never a credential, and for HTTP(S) no account either
+        (read back, `https://alice@host` would be taken for a token); the user then comes from
+        MEMSYNC_USER or MEMSYNC_REMOTE, as for any HTTPS hub."""
+        return without_account(self.url) if self.kind == "http" else self.url
+
+    @property
     def port(self) -> int | None:
         """The TCP port a network hub is reached on (None: a hub on this machine)."""
         if self.kind == "file":
@@ -55,6 +71,12 @@ class HubUrl:
         except ValueError:
             return None
         return given or _DEFAULT_PORTS.get(parts.scheme.lower())
+
+
+def without_account(url: str) -> str:
+    parts = urlsplit(url)
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=host))
 
 
 def memsync_home() -> Path:

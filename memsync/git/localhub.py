@@ -1,4 +1,5 @@
-"""A hub on this machine, reached in place instead of through libgit2's local transport.
+"""A hub on this machine, reached in place instead of through libgit2's local transport (the
+functions remote.LocalHub calls: nothing above `git/` calls them directly).
 
 libgit2's local (file://) transport lists every ref of the hub, peeling each one, on every
 connection, and a push then looks each listed tip up in the pushing repository (each miss
@@ -17,6 +18,10 @@ hub as one pack and moving the ref by compare-and-swap:
 - a hub with a policy of its own (receive hooks, other `receive.*` settings) is pushed to
   through git's receive-pack instead (receivepack.py), so that policy applies.
 
+Its files are read and written here too: a ref's tip read from its loose file or `packed-refs`
+without libgit2 (`local_tip`), `HEAD` pointed at the first memory pushed (`point_head`), its
+object files lent to a memory by hard links (`link_hub_objects`).
+
 Which objects: the commits the hub lacks (a walk from the new tip hiding the hub's), and of
 each commit's tree only what differs from its parents' trees at the same path; an unchanged
 subtree is the parent's, which the hub has or this pack carries. A blob moved to another path
@@ -25,7 +30,9 @@ is sent again: harmless, and rare.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pygit2
@@ -38,10 +45,10 @@ from memsync.git.repo import GitRepo
 from memsync.git.transport import NotFastForward, open_local_hub, translate
 
 
-def branch_tip(hub: HubUrl, ref: str) -> str | None:
+def branch_tip(hub: HubUrl, ref: str, opened: GitRepo | None = None) -> str | None:
     """The commit `ref` names on a hub on this machine, read from the hub alone (no listing of
-    its other refs); None when there is no such branch."""
-    repo = _open(hub, "cannot fetch from")
+    its other refs); None when there is no such branch. `opened`: the hub, opened already."""
+    repo = (opened or open_local_hub(hub, "cannot fetch from"))._repo
     try:
         found = repo.references.get(ref)
     except (pygit2.GitError, ValueError) as exc:
@@ -67,11 +74,12 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
     return {ref: tip for ref in refs if (tip := branch_tip(hub, ref)) is not None}
 
 
-def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None) -> int:
+def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None,
+         opened: GitRepo | None = None) -> int:
     """Make the hub's `ref` point at `new` (a commit of `git`), only if it points at `expected`
     now (None: only if it does not exist). Returns the number of objects written. The caller
-    holds the hub's lock (exchange.hub_lock) as for every memsync write to a hub here."""
-    hub_repo = _open(hub, "cannot push to")
+    holds the hub's lock (remote.LocalHub.lock) as for every memsync write to a hub here."""
+    hub_repo = (opened or open_local_hub(hub, "cannot push to"))._repo
     rules = receivepack.policy(Path(hub_repo.path))
     if rules:  # the hub's hooks and receive.* settings: through git's receive-pack, never around them
         receivepack.push(git, hub, Path(hub_repo.path), new, ref, rules)
@@ -88,10 +96,6 @@ def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None) ->
     except (pygit2.GitError, OSError, ValueError) as exc:
         raise translate(exc, hub, "cannot push to") from exc
     return written
-
-
-def _open(hub: HubUrl, doing: str) -> pygit2.Repository:
-    return open_local_hub(hub, doing)._repo
 
 
 def _send_objects(mine: pygit2.Repository, hub_repo: pygit2.Repository, new: str, expected: str | None) -> int:
@@ -191,4 +195,130 @@ def _move_ref_libgit2(hub_repo: pygit2.Repository, ref: str, new: str, expected:
         raise
 
 
-__all__ = ["branch_tip", "branch_tips", "push"]
+# -- the hub's files: its refs read without libgit2, HEAD, objects lent to a clone -------------------
+def local_tip(hub: Path, ref: str) -> str | None:
+    """The commit id `ref` names in a bare repository on this machine, read from its files (a
+    loose ref, else packed-refs); None if absent or not a plain id. A hint only: the fetch
+    that follows asks the hub itself."""
+    text: str | None
+    try:
+        with open(os.path.join(hub, ref), "rb") as fh:
+            text = fh.read(128).decode("ascii").strip()
+    except FileNotFoundError:
+        text = _packed_ref(hub, ref)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if text is not None and len(text) == 40 and _is_hex(text) else None
+
+
+def _packed_ref(hub: Path, ref: str) -> str | None:
+    try:
+        with open(os.path.join(hub, "packed-refs"), "rb") as fh:
+            wanted = b" " + ref.encode() + b"\n"
+            for line in fh:
+                if line.endswith(wanted):
+                    return line[:40].decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
+
+
+def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
+                     have: Callable[[str], bool] | None = None) -> bool:
+    """Hard-link a hub's object files into the memory's repository before fetching from a hub on
+    this machine, as `git clone /path` does; they are never modified, only replaced.
+
+    Loose objects always (a plain `git push` leaves them loose, and libgit2's local transport
+    would pack each one in memory: a 200 MB file cost ~450 MB of RSS); with `packs`, the packs
+    too (a clone: libgit2 would otherwise recompute every delta, ~40 s at 100,000 files).
+    `have(oid)`: objects the memory already holds (packed) are not linked again; a hub shared by
+    many memories would otherwise hand each of them every memory's loose objects on every fetch,
+    and the memory's automatic repack would pack them again each time.
+    All or nothing: a fetch trusts that a commit it finds here comes with its whole history, so a
+    partial copy would leave holes; on any failure (another file system, a repack removing files
+    meanwhile) the links made are undone, False is returned and the fetch transfers what it needs.
+    Loose objects go first: a repack writes its pack before removing them, so anything that
+    vanished under us is in a pack listed afterwards.
+    Linking any loose object links the packs too: a `git push` to the hub leaves commits loose
+    whose parents are packed, and a loose commit without its history is a hole (libgit2's push
+    then walks into it: "object not found", and `git fsck` reports a broken link)."""
+    source, target = os.path.join(hub, "objects"), os.path.join(git_dir, "objects")
+    linked: list[str] = []
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except FileExistsError:
+            return  # placed meanwhile (by another fetch): objects are never modified
+        linked.append(dst)
+
+    loose_linked = False
+    try:
+        for fan in sorted(n for n in os.listdir(source) if len(n) == 2 and _is_hex(n)):
+            names = [n for n in os.listdir(os.path.join(source, fan)) if len(n) == 38]
+            if not names:
+                continue
+            fan_dir = os.path.join(target, fan)
+            if len(names) <= 8:  # a few: one stat each; many (a shared hub): one listing
+                present = {n for n in names if os.path.exists(os.path.join(fan_dir, n))}
+            else:
+                try:
+                    present = set(os.listdir(fan_dir))
+                except FileNotFoundError:
+                    present = set()
+            missing = [n for n in names if n not in present and (have is None or not have(fan + n))]
+            if not missing:
+                continue
+            if not present:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(fan_dir)  # (most fan directories exist already: one failed call)
+            for name in missing:
+                link(os.path.join(source, fan, name), os.path.join(fan_dir, name))
+            loose_linked = True
+        if packs or loose_linked:
+            pack_dir = os.path.join(target, "pack")
+            os.makedirs(pack_dir, exist_ok=True)
+            for pack in sorted(Path(source, "pack").glob("pack-*.pack")):
+                for src in (pack, pack.with_suffix(".idx")):  # the .idx last: a pack is visible once both exist
+                    if not os.path.exists(os.path.join(pack_dir, src.name)):
+                        link(str(src), os.path.join(pack_dir, src.name))
+    except OSError:
+        for path in reversed(linked):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return False
+    return True
+
+
+def point_head(hub: Path, ref: str) -> bool:
+    """A hub on this machine whose HEAD names a branch it does not have (`git init --bare` leaves
+    an unborn master or main) gets HEAD on `ref`, the first memory pushed to it: a plain
+    `git clone` of the hub then checks that memory out instead of nothing. A HEAD its owner
+    pointed at an existing branch is left alone. Call under the hub's lock."""
+    head = os.path.join(hub, "HEAD")
+    try:
+        with open(head, encoding="ascii") as fh:
+            text = fh.read(512).strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not text.startswith("ref: refs/heads/") or local_tip(hub, text[5:]) is not None:
+        return False
+    tmp = f"{head}.memsync-{os.getpid()}"
+    try:
+        mode = os.stat(head).st_mode & 0o777  # as readable as before (a hub served as another user)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(f"ref: {ref}\n")
+        os.replace(tmp, head)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False  # a read-only hub: only a plain clone's convenience is lost
+    return True
+
+
+__all__ = ["branch_tip", "branch_tips", "in_place", "link_hub_objects", "local_tip", "point_head", "push"]

@@ -30,7 +30,7 @@ from memsync.git import hub as hubmod
 from memsync.git import rewrite, transport
 from memsync.git.trailers import compose
 from memsync.history import forensics
-from memsync.sync.exchange import converge, hub_lock
+from memsync.sync.exchange import converge
 from memsync.sync.redaction import BASE, BLOB, REWRITTEN, Decide
 from memsync.sync.redaction_log import Incoming
 from memsync.util.records import dataclass, field
@@ -126,7 +126,7 @@ def redact(start: Path, path: str | None, at: str | None, secret: str | None,
         mem.git.set_ref(mem.tracking_ref, record, "memsync: redact")
         from memsync.sync import redaction_log
 
-        result = RedactResult(plan, head, record, done.commits, hub_keeps_objects=mem.hub.local_path is None,
+        result = RedactResult(plan, head, record, done.commits, hub_keeps_objects=mem.hub.keeps_unreachable,
                               kept=[ref for ref, _ in redaction_log.backups(mem)])
         for where in _purge_targets(mem):
             (result.purged if rewrite.purge(where) else result.not_purged).append(str(where))
@@ -261,25 +261,15 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
     temp = f"refs/memsync/redact-{os.getpid()}"
     mem.git.set_ref(temp, new, "memsync: redact")
     try:
-        if hub.local_path is not None:
-            with hub_lock(mem):
-                _check_tip(mem, ref, expected)
-                transport.push(mem.git, hub, temp, temp)  # the objects, under a new ref
-                try:
-                    rewrite.set_hub_ref(hub.local_path, ref, new, expected)
-                finally:
-                    rewrite.delete_ref(hub.local_path, temp)
-            return
-        try:  # the push's own ref advertisement must show `expected`, and the server moves the
-            # branch only from what it advertised: a push landing at any moment is never overwritten
-            transport.push(mem.git, hub, temp, ref, force=True, lease=transport.Lease(expected))
+        try:
+            hub.replace_branch(mem.git, temp, ref, new, expected)
         except (PushRejected, transport.NotFastForward) as exc:
             _check_tip(mem, ref, expected)  # refused because someone pushed: say that instead
             raise PushRejected(f"{hub.display} refused the rewritten history ({exc.message})",
                                "the server refuses history rewrites on this branch (a protected branch, or "
                                "receive.denyNonFastForwards): allow a force push to "
                                f"{mem.branch} once, run `memsync redact` again, then protect it again") from exc
-        after = {h.ref: h.oid for h in transport.list_heads(mem.git, hub)}.get(ref)
+        after = hub.tips(mem.git, [ref]).get(ref)  # the one ref, not every memory's on the hub
         if after != new:
             raise RepoError(f"the hub's {mem.branch} is at {str(after)[:8]} after the redaction push, not "
                             f"{new[:8]}: another push landed at the same moment",
@@ -289,7 +279,7 @@ def _push_with_lease(mem: Memory, expected: str, new: str) -> None:
 
 
 def _check_tip(mem: Memory, ref: str, expected: str) -> None:
-    tip = {h.ref: h.oid for h in transport.list_heads(mem.git, mem.hub)}.get(ref)
+    tip = mem.hub.tips(mem.git, [ref]).get(ref)
     if tip != expected:
         raise PushRejected(f"the hub moved since the redaction was prepared ({expected[:8]} -> "
                            f"{str(tip)[:8]}): nothing was changed on the hub",
@@ -298,8 +288,6 @@ def _check_tip(mem: Memory, ref: str, expected: str) -> None:
 
 def _purge_targets(mem: Memory) -> list[Path]:
     """This clone, a hub on this machine, and memsync's listing caches (copies of network hubs)."""
-    targets = [mem.git.git_dir]
-    if mem.hub.local_path is not None:
-        targets.append(mem.hub.local_path)
+    targets = [mem.git.git_dir, *mem.hub.places_here()]
     targets += sorted((hubmod.memsync_home() / "cache").glob("*.git"))
     return targets

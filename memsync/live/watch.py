@@ -25,7 +25,6 @@ from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory, refuse_during_run, run_in_progress
 from memsync.core.snapshot import Snapshot, take
 from memsync.errors import LockBusy, MemsyncError, PushRejected, RemoteError, UnsavedWork, UsageError
-from memsync.git import localhub
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
 from memsync.sync.exchange import Exchange, converge, unpushed
@@ -226,7 +225,7 @@ class Watcher:
 
     def _remote_tip(self) -> str | None:
         ref = f"refs/heads/{self.mem.branch}"
-        return localhub.branch_tips(self.mem.git, self.mem.hub, [ref]).get(ref)
+        return self.mem.hub.tips(self.mem.git, [ref]).get(ref)
 
     def _snapshot(self, settle: float | None = None) -> Snapshot:
         run_id = run_in_progress(self.mem)

@@ -78,7 +78,6 @@ def prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, s
 
 def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, say: Say,
              run_id: str | None, claim: bool, claimed: list[Memory], create: bool) -> list[Memory]:
-    from memsync.sync import storage
 
     if not mounts:
         root = cfgmod.find_root(cwd)
@@ -104,9 +103,8 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
         held: list[Oversize] = []
         if not offline and not present:
             held = _clone_or_create(m, remote, create, say)
-        elif not offline and not m.read_only:
-            storage.record_hub(m.path, remote)  # a run may be a memory's first push
-        mem = open_memory(m.path, remote)
+        # a run may be a memory's first push: it binds the memory to its hub as a push does (hubbind.py)
+        mem = open_memory(m.path, remote, first_push=not offline and not m.read_only)
         if not m.read_only and memory.live_run(mem) is None:  # a live run settles its own
             from memsync.core.unverified import settle
 
@@ -141,8 +139,7 @@ def _clone_or_create(m: Mount, remote: str | None, create: bool, say: Say) -> li
                                              "(create=True in Python)")
             exc.hint = f"{exc.hint}{start}"
             raise
-    storage.init(m.path, name=m.name, remote=remote)
-    storage.record_hub(m.path, remote)  # bound to its hub as a pushed memory is (hubbind.py)
+    storage.init(m.path, name=m.name, remote=remote)  # bound to its hub when it is opened (first_push)
     say(f"{m.name}: a new memory (the hub had none of that name); the run's push publishes it")
     return []
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from memsync.core.attribution import Attribution, operator
 from memsync.core.memory import Memory, refuse_during_run
 from memsync.errors import Blocked, RepoError, UsageError
-from memsync.git import proposaltree, transport
+from memsync.git import proposaltree
 from memsync.git.scan import scan
 from memsync.git.trailers import compose, first, parse
 from memsync.sync.proposals import (
@@ -255,7 +255,7 @@ def prune(mem: Memory, days: float) -> list[str]:
     wanted = [f"+{ref}:refs/memsync/pruning/{i}" for i, (ref, tip) in enumerate(closed.items())
               if not mem.git.has_object(tip)]
     if wanted:
-        transport.fetch(mem.git, mem.hub, wanted)
+        mem.hub.fetch_refs(mem.git, wanted)
     for ref, record in sorted(closed.items()):
         info = mem.git.commit_info(record)
         if info.time > cutoff or first(parse(info.message), "Memsync-Proposal-State") is None:

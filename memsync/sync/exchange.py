@@ -2,8 +2,8 @@
 
 The hub is only ever fast-forwarded. If it moved on since our fetch, we fetch, merge (keeping both
 sides of any conflict) and try again, folding the retry's merge into the refused one so history
-gets one merge per exchange. On a file:// hub, libgit2's local transport is not trusted to
-serialise concurrent ref updates: pushes take the hub's lock and re-check its tip under it.
+gets one merge per exchange. The hub (git/remote.py) says how: a hub on this machine is written in
+place under its lock, its tip re-checked under it, and a retry holds that lock throughout.
 On a network hub, a push of work ahead of our last fetch goes first, leased on that fetch's
 tip (see _push_ahead): one connection instead of two while nobody else writes.
 
@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memsync.core import maintenance
 from memsync.core.attribution import Attribution
-from memsync.core.locking import clear_stale_git_locks, held
 from memsync.core.memory import Memory
 from memsync.errors import AuthFailed, HostKeyError, RemoteUnreachable, RepoError
-from memsync.git import localhub, rewrite, transport
+from memsync.git import rewrite
 from memsync.git.hubtree import Oversize
+from memsync.git.remote import push_patience
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.sync import shallow
@@ -45,7 +42,6 @@ if TYPE_CHECKING:  # imported only when needed: a status merges nothing
 
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
 BUSY_WAIT = 0.1  # seconds between tries of a merge whose files are open elsewhere
-DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers
 BACKOFF_BASE, BACKOFF_CAP = 0.02, 2.0
 NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
 
@@ -67,13 +63,8 @@ class Exchange:
 def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> str | None:
     """Update the tracking ref from the hub; the hub's tip, or None if the memory is not there.
     `depth`: see transport.fetch (a clone from a network hub fetches the tip alone)."""
-    spec = f"+refs/heads/{mem.branch}:{mem.tracking_ref}"
     known = mem.git.ref_oid(mem.tracking_ref)
-    tip = _fetch_in_place(mem, known) if depth == 0 and localhub.in_place(mem.git, mem.hub) else _NOT_IN_PLACE
-    if tip is _NOT_IN_PLACE:
-        tip = transport.fetch(mem.git, mem.hub, [spec], f"refs/heads/{mem.branch}", progress, depth)
-    elif tip is not None and tip != known:
-        mem.git.set_ref(mem.tracking_ref, tip, "memsync: fetch")
+    tip = mem.hub.fetch(mem.git, f"refs/heads/{mem.branch}", mem.tracking_ref, progress, depth)
     if tip is None:
         mem.git.delete_ref(mem.tracking_ref)
     elif known is not None and tip != known and not rewrite.reaches(mem.git, tip, known):
@@ -81,123 +72,6 @@ def fetch(mem: Memory, progress: ProgressFn | None = None, depth: int = 0) -> st
         # to have come from a hub, not from a `git commit` here (Memory.hub_tips)
         mem.git.set_ref(mem.rewritten_ref, known, "memsync: the hub's tip before it rewrote its history")
     return tip
-
-
-_NOT_IN_PLACE = "not read in place"
-
-
-def _fetch_in_place(mem: Memory, known: str | None) -> str | None:
-    """A hub on this machine: its branch's tip, read from the hub alone, once its objects are
-    here (hard-linked, as before a transport fetch); `_NOT_IN_PLACE` when they could not all be
-    (the transport then fetches what is missing). libgit2's local transport would list and peel
-    every ref of the hub first: the cost grew with the number of memories (bench/fleet.py)."""
-    assert mem.hub.local_path is not None
-    transport.check_local(mem.hub)
-    tip = localhub.branch_tip(mem.hub, f"refs/heads/{mem.branch}")
-    if tip is None or tip == known:
-        return tip
-    linked = link_hub_objects(mem.hub.local_path, mem.git.git_dir, have=mem.git.has_object)
-    if linked and mem.git.has_object(tip):  # a commit here comes with its history (link_hub_objects)
-        return tip
-    return _NOT_IN_PLACE
-
-
-def local_tip(hub: Path, ref: str) -> str | None:
-    """The commit id `ref` names in a bare repository on this machine, read from its files (a
-    loose ref, else packed-refs); None if absent or not a plain id. A hint only: the fetch
-    that follows asks the hub itself."""
-    text: str | None
-    try:
-        with open(os.path.join(hub, ref), "rb") as fh:
-            text = fh.read(128).decode("ascii").strip()
-    except FileNotFoundError:
-        text = _packed_ref(hub, ref)
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text if text is not None and len(text) == 40 and _is_hex(text) else None
-
-
-def _packed_ref(hub: Path, ref: str) -> str | None:
-    try:
-        with open(os.path.join(hub, "packed-refs"), "rb") as fh:
-            wanted = b" " + ref.encode() + b"\n"
-            for line in fh:
-                if line.endswith(wanted):
-                    return line[:40].decode("ascii")
-    except (OSError, UnicodeDecodeError):
-        pass
-    return None
-
-
-def _is_hex(text: str) -> bool:
-    return all(c in "0123456789abcdef" for c in text)
-
-
-def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
-                     have: Callable[[str], bool] | None = None) -> bool:
-    """Hard-link a hub's object files into the memory's repository before fetching from a hub on
-    this machine, as `git clone /path` does; they are never modified, only replaced.
-
-    Loose objects always (a plain `git push` leaves them loose, and libgit2's local transport
-    would pack each one in memory: a 200 MB file cost ~450 MB of RSS); with `packs`, the packs
-    too (a clone: libgit2 would otherwise recompute every delta, ~40 s at 100,000 files).
-    `have(oid)`: objects the memory already holds (packed) are not linked again; a hub shared by
-    many memories would otherwise hand each of them every memory's loose objects on every fetch,
-    and the memory's automatic repack would pack them again each time.
-    All or nothing: a fetch trusts that a commit it finds here comes with its whole history, so a
-    partial copy would leave holes; on any failure (another file system, a repack removing files
-    meanwhile) the links made are undone, False is returned and the fetch transfers what it needs.
-    Loose objects go first: a repack writes its pack before removing them, so anything that
-    vanished under us is in a pack listed afterwards.
-    Linking any loose object links the packs too: a `git push` to the hub leaves commits loose
-    whose parents are packed, and a loose commit without its history is a hole (libgit2's push
-    then walks into it: "object not found", and `git fsck` reports a broken link)."""
-    source, target = os.path.join(hub, "objects"), os.path.join(git_dir, "objects")
-    linked: list[str] = []
-
-    def link(src: str, dst: str) -> None:
-        try:
-            os.link(src, dst)
-        except FileExistsError:
-            return  # placed meanwhile (by another fetch): objects are never modified
-        linked.append(dst)
-
-    loose_linked = False
-    try:
-        for fan in sorted(n for n in os.listdir(source) if len(n) == 2 and _is_hex(n)):
-            names = [n for n in os.listdir(os.path.join(source, fan)) if len(n) == 38]
-            if not names:
-                continue
-            fan_dir = os.path.join(target, fan)
-            if len(names) <= 8:  # a few: one stat each; many (a shared hub): one listing
-                present = {n for n in names if os.path.exists(os.path.join(fan_dir, n))}
-            else:
-                try:
-                    present = set(os.listdir(fan_dir))
-                except FileNotFoundError:
-                    present = set()
-            missing = [n for n in names if n not in present and (have is None or not have(fan + n))]
-            if not missing:
-                continue
-            if not present:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(fan_dir)  # (most fan directories exist already: one failed call)
-            for name in missing:
-                link(os.path.join(source, fan, name), os.path.join(fan_dir, name))
-            loose_linked = True
-        if packs or loose_linked:
-            pack_dir = os.path.join(target, "pack")
-            os.makedirs(pack_dir, exist_ok=True)
-            for pack in sorted(Path(source, "pack").glob("pack-*.pack")):
-                for src in (pack, pack.with_suffix(".idx")):  # the .idx last: a pack is visible once both exist
-                    if not os.path.exists(os.path.join(pack_dir, src.name)):
-                        link(str(src), os.path.join(pack_dir, src.name))
-    except OSError:
-        for path in reversed(linked):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        return False
-    return True
 
 
 def their_tag(mem: Memory, oid: str) -> str:
@@ -275,72 +149,9 @@ def _push_once(mem: Memory, expected: str | None, progress: ProgressFn | None, s
                *, hub_locked: bool = False, sending: str | None = None) -> None:
     """`sending`: the commit `source` was just set to (a run's checked commit): what is pushed,
     whatever the ref holds by the time the push reads it."""
-    local_path = mem.hub.local_path
-    source = source or mem.local_ref
     shallow.check_push(mem, expected)
-    if local_path is None:
-        transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress, sending=sending)
-        return
-    with contextlib.nullcontext() if hub_locked else hub_lock(mem, push_patience()):
-        ref = f"refs/heads/{mem.branch}"
-        if not localhub.in_place(mem.git, mem.hub):  # the operator's URL rule: where the transport goes
-            transport.push(mem.git, mem.hub, source, ref, progress, sending=sending)
-            return
-        if localhub.branch_tip(mem.hub, ref) != expected:
-            raise NotFastForward("the hub moved on meanwhile")
-        new = sending or mem.git.ref_oid(source)
-        assert new is not None
-        localhub.push(mem.git, mem.hub, new, ref, expected)
-        point_head(local_path, f"refs/heads/{mem.branch}")
-    if not hub_locked:  # every push adds a pack: keep the hub compact, beside its lock (maintenance.py)
-        maintenance.auto_beside(local_path)
-
-
-def point_head(hub: Path, ref: str) -> bool:
-    """A hub on this machine whose HEAD names a branch it does not have (`git init --bare` leaves
-    an unborn master or main) gets HEAD on `ref`, the first memory pushed to it: a plain
-    `git clone` of the hub then checks that memory out instead of nothing. A HEAD its owner
-    pointed at an existing branch is left alone. Call under the hub's lock."""
-    head = os.path.join(hub, "HEAD")
-    try:
-        with open(head, encoding="ascii") as fh:
-            text = fh.read(512).strip()
-    except (OSError, UnicodeDecodeError):
-        return False
-    if not text.startswith("ref: refs/heads/") or local_tip(hub, text[5:]) is not None:
-        return False
-    tmp = f"{head}.memsync-{os.getpid()}"
-    try:
-        mode = os.stat(head).st_mode & 0o777  # as readable as before (a hub served as another user)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(f"ref: {ref}\n")
-        os.replace(tmp, head)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return False  # a read-only hub: only a plain clone's convenience is lost
-    return True
-
-
-@contextlib.contextmanager
-def hub_lock(mem: Memory, timeout: float | None = None) -> Iterator[Path]:
-    """The lock of a hub on this machine (every memsync write to it holds it), with git lock files
-    left there by a dead holder cleared; yields the hub's path. `timeout`: see locking.held."""
-    local_path = mem.hub.local_path
-    assert local_path is not None
-    what = f"the hub {mem.hub.display}"
-    with held(local_path / "memsync.lock", what, timeout) as tenure:
-        clear_stale_git_locks(local_path, tenure, what)
-        yield local_path
-
-
-def push_patience() -> float:
-    """How long a push keeps trying while other writers win the race (MEMSYNC_PUSH_PATIENCE)."""
-    try:
-        return max(float(os.environ.get("MEMSYNC_PUSH_PATIENCE", DEFAULT_PATIENCE)), 0.0)
-    except ValueError:
-        return DEFAULT_PATIENCE
+    mem.hub.push(mem.git, source or mem.local_ref, f"refs/heads/{mem.branch}", expected, progress,
+                 sending=sending, locked=hub_locked)
 
 
 def _backoff(lost: int) -> float:
@@ -409,16 +220,16 @@ def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], dea
     result = Exchange()
     network_failures = 0
     lost = 0
-    ahead_first = push and accept is None and mem.hub.local_path is None
+    ahead_first = push and accept is None and mem.hub.pushes_ahead
     while True:
-        serial = lost > 0 and mem.hub.local_path is not None
+        serial = lost > 0 and mem.hub.retries_under_lock
         try:
             if ahead_first:
                 ahead_first = False  # once: after a refusal or a network failure, the full exchange
                 head = _push_ahead(mem, progress, vetted)
                 if head is not None:
                     break
-            with hub_lock(mem, push_patience()) if serial else contextlib.nullcontext():
+            with mem.hub.lock(push_patience()) if serial else contextlib.nullcontext():
                 remote = fetch(mem, progress, depth)
                 if live:
                     head = _merge_aside(mem, remote, who, result)
@@ -495,7 +306,7 @@ def _take_turn(mem: Memory, places: list[Turn], deadline: float) -> bool:
     """After a lost race on a network hub: wait for our turn in its queue (turns.py). False
     where there is no queue to wait in (a hub on this machine, the queue off or refused): the
     caller backs off instead."""
-    if mem.hub.local_path is not None:
+    if not mem.hub.queues_losers:
         return False
     from memsync.sync import turns
 
@@ -534,8 +345,8 @@ def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], l
         mem.git.set_ref(OUTGOING, head, "memsync: push")
         source = OUTGOING
     try:
-        transport.push(mem.git, mem.hub, source, f"refs/heads/{mem.branch}", progress,
-                       lease=transport.Lease(known), sending=None if source == mem.local_ref else head)
+        mem.hub.push_leased(mem.git, source, f"refs/heads/{mem.branch}", known, progress,
+                            sending=None if source == mem.local_ref else head)
     except (NotFastForward, AuthFailed, HostKeyError):
         return None
     return head

@@ -13,7 +13,6 @@ from memsync.core.memory import open_memory, refuse_during_run
 from memsync.errors import RemoteError
 from memsync.git import pack
 from memsync.git.pack import RepackResult
-from memsync.sync.exchange import hub_lock
 from memsync.util import notices
 from memsync.util.records import dataclass, field
 
@@ -52,9 +51,5 @@ def gc(path: Path, remote: str | None = None) -> GcResult:
             notices.warn(f"closed proposals not pruned: {exc.message}")
             pruned = []
         local = pack.repack(mem.git.git_dir)
-    hub_result = None
-    hub_dir = mem.hub.local_path
-    if hub_dir is not None and (hub_dir / "objects").is_dir():
-        with hub_lock(mem):
-            hub_result = pack.repack(hub_dir)
+    hub_result = mem.hub.repack()  # a network hub's host keeps it compact
     return GcResult(mem.name, local, mem.hub.display, hub_result, pruned)

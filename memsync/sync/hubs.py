@@ -3,14 +3,8 @@ and the last run recorded in a memory's history."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from memsync.core.locking import held
 from memsync.core.memory import Memory
-from memsync.errors import RemoteError, RepoError
-from memsync.git import hub as hubmod
-from memsync.git import transport
-from memsync.git.hub import HubUrl
+from memsync.git.remote import Hub, HubGone
 from memsync.git.repo import GitRepo
 from memsync.git.trailers import first, parse
 from memsync.util.records import dataclass
@@ -25,34 +19,14 @@ class LastRun:
     exit_code: int | None  # None: the run is still going, or was killed before it could record one
 
 
-class HubGone(RemoteError):
-    """The embedded hub a memory exchanged with has disappeared: never silently made anew."""
-
-    def __init__(self, name: str, path: Path) -> None:
-        super().__init__(
-            f"the hub {path} that memory {name!r} was pushed to has disappeared (a new empty one "
-            "would fork the memory silently)",
-            f"restore it from a backup, or re-create it on purpose with `git init --bare {path}`, "
-            "then `memsync push` sends this memory's versions there",
-        )
-        self.path = path
-
-
-def ensure_hub(hub: HubUrl, mem: Memory | None = None) -> None:
+def ensure_hub(hub: Hub, mem: Memory | None = None) -> None:
     """The embedded hub is created on first use; any other hub must already exist. `mem`: the
     memory about to use it; if it has exchanged with the embedded hub (it holds what it last
     fetched or pushed), a missing hub is an error (HubGone), not a first use."""
-    if hub.local_path is not None and hub.local_path == hubmod.embedded_hub_path():
-        if mem is not None and not (hub.local_path / "HEAD").exists() and _exchanged(mem):
-            raise HubGone(mem.name, hub.local_path)
-        home = hubmod.memsync_home()
-        try:
-            hubmod.ensure_home()
-        except OSError as exc:
-            raise RepoError(f"cannot create {home}: {exc.strerror}",
-                            "set MEMSYNC_HOME to a writable directory") from exc
-        with held(home / "hub.lock", "the embedded hub"):
-            transport.ensure_bare(hub.local_path)
+    if mem is None:
+        hub.ensure()
+    else:
+        hub.ensure(mem.name, lambda: _exchanged(mem))
 
 
 def _exchanged(mem: Memory) -> bool:

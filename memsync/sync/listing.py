@@ -9,16 +9,15 @@ trees of its own memories only, and with a prefix the cache fetches only the bra
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable
 
-from memsync.core.locking import clear_stale_git_locks, held
+from memsync.core.hubbind import bind
 from memsync.errors import UsageError
 from memsync.git import hub as hubmod
-from memsync.git import transport
 from memsync.git.hub import HubUrl
 from memsync.git.hubtree import TreeTooLarge
+from memsync.git.remote import listing_cache
 from memsync.git.repo import GitRepo
 from memsync.sync.hubs import ensure_hub, last_run
 from memsync.util.records import dataclass, field
@@ -47,8 +46,7 @@ def memory_names(refs: Iterable[str]) -> list[str]:
 
 
 def _cache_repo(hub: HubUrl) -> GitRepo:
-    path = hubmod.memsync_home() / "cache" / (hashlib.sha256(hub.url.encode()).hexdigest()[:16] + ".git")
-    return GitRepo.bare(path, create=True)
+    return GitRepo.bare(listing_cache(hub), create=True)
 
 
 @dataclass
@@ -69,20 +67,11 @@ def list_page(remote: str | None = None, *, prefix: str = "", after: str | None 
     """The hub's memories whose names start with `prefix`, sorted by name, from the first after
     the name `after`, at most `limit` of them."""
     check_page(prefix, after, limit)
-    hub = hubmod.resolve(remote, None)
+    url = hubmod.resolve(remote, None)
+    hub = bind(url)
     ensure_hub(hub)
-    if hub.local_path is not None:
-        transport.check_local(hub)  # a clear error if it is missing
-        git = transport.open_local_hub(hub, "cannot list")
-        where = "refs/heads/"
-    else:
-        home = hubmod.ensure_home()
-        with held(home / "cache.lock", "the listing cache") as tenure:
-            git = _cache_repo(hub)
-            clear_stale_git_locks(git.git_dir, tenure, "the listing cache")  # a killed `list`
-            transport.fetch(git, hub, [f"+refs/heads/{kind}/{prefix}*:refs/hub/{kind}/{prefix}*"
-                                       for kind in ("memory", "artifact")])
-        where = "refs/hub/"
+    git = hub.shelf("cannot list", [f"{kind}/{prefix}*" for kind in ("memory", "artifact")])
+    where = hub.heads_at
     branches = []
     for ref, oid in git.refs_under(where):
         match = _BRANCH_RE.match("refs/heads/" + ref[len(where):])

@@ -53,7 +53,6 @@ from typing import Literal
 
 from memsync.core.memory import Memory
 from memsync.errors import PushRejected, UsageError
-from memsync.git import localhub, proposaltree, transport
 from memsync.git.trailers import first, parse
 from memsync.util.records import dataclass, field
 from memsync.util.timefmt import rfc3339
@@ -129,10 +128,7 @@ class HubProposals:
 
 
 def hub_refs(mem: Memory, prefix: str) -> dict[str, str]:
-    if localhub.in_place(mem.git, mem.hub):
-        transport.check_local(mem.hub)
-        return proposaltree.hub_refs(mem.hub, prefix)
-    return transport.refs_under(mem.git, mem.hub, prefix)
+    return mem.hub.refs_under(mem.git, prefix)
 
 
 def read_hub(mem: Memory, memory: str | None = None) -> HubProposals:
@@ -151,7 +147,7 @@ def read_hub(mem: Memory, memory: str | None = None) -> HubProposals:
     local = {ref: SEEN + ref.removeprefix("refs/") for ref in refs}
     wanted = [f"+{ref}:{local[ref]}" for ref, tip in refs.items() if not mem.git.has_object(tip)]
     if wanted:
-        transport.fetch(mem.git, mem.hub, wanted)
+        mem.hub.fetch_refs(mem.git, wanted)
     for ref, tip in refs.items():
         if mem.git.ref_oid(local[ref]) != tip:
             mem.git.set_ref(local[ref], tip, "memsync: proposal seen on the hub")
@@ -283,15 +279,17 @@ def on_hub(name: str, remote: str | None = None) -> Memory:
     import hashlib
 
     from memsync.core.config import StorageConfig
+    from memsync.core.hubbind import bind
     from memsync.git import hub as hubmod
     from memsync.git.repo import GitRepo
     from memsync.sync.hubs import ensure_hub
     from memsync.util.names import check_name
 
     check_name(name)
-    hub = hubmod.resolve(remote, None, name)
+    url = hubmod.resolve(remote, None, name)
+    hub = bind(url)
     ensure_hub(hub)
-    path = hubmod.ensure_home() / "cache" / f"proposals-{hashlib.sha256(hub.url.encode()).hexdigest()[:16]}.git"
+    path = hubmod.ensure_home() / "cache" / f"proposals-{hashlib.sha256(url.url.encode()).hexdigest()[:16]}.git"
     return Memory(path, StorageConfig(name), GitRepo.bare(path, create=True), hub)
 
 
@@ -327,28 +325,13 @@ def check_room(mem: Memory) -> None:
 def hub_write(mem: Memory, local: str, ref: str, new: str, expected: str | None) -> None:
     """Move the hub's `ref` to `new` (the local ref `local` names it), only forward: in place and
     compared with `expected` under the hub's lock on this machine, a fast-forward push elsewhere."""
-    from memsync.sync.exchange import hub_lock, push_patience
-
-    if localhub.in_place(mem.git, mem.hub):
-        with hub_lock(mem, push_patience()):
-            localhub.push(mem.git, mem.hub, new, ref, expected)
-        return
-    transport.push(mem.git, mem.hub, local, ref, sending=new)
+    mem.hub.write_ref(mem.git, local, ref, new, expected)
 
 
 def hub_delete(mem: Memory, ref: str, expected: str | None) -> None:
     """Remove the hub's `ref` (a closed proposal's branch, a pruned record); on this machine only
     if it still points at `expected` (None: wherever it points)."""
-    from memsync.sync.exchange import hub_lock, push_patience
-
-    if localhub.in_place(mem.git, mem.hub):
-        with hub_lock(mem, push_patience()):
-            tip = localhub.branch_tip(mem.hub, ref)
-            if tip is not None and (expected is None or tip == expected):
-                proposaltree.delete_hub_ref(mem.hub, ref, tip)
-        return
-    with contextlib.suppress(transport.NotFastForward):
-        transport.push(mem.git, mem.hub, "", ref)
+    mem.hub.delete_ref(mem.git, ref, expected)
 
 
 __all__ = ["Proposal", "ProposalNotFound", "TooManyProposals", "branch_for", "find", "list_proposals"]

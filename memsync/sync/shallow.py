@@ -47,7 +47,7 @@ def complete(mem: Memory) -> bool:
         return True
     stop = (roots(mem) or ["?"])[0][:8]
     try:  # no destination: FETCH_HEAD only, so no ref moves under a run or a push
-        transport.fetch(mem.git, mem.hub, [f"refs/heads/{mem.branch}"], depth=transport.UNSHALLOW)
+        mem.hub.fetch_refs(mem.git, [f"refs/heads/{mem.branch}"], depth=transport.UNSHALLOW)
     except MemsyncError as exc:
         notices.warn(f"this memory was cloned without the versions before {stop}, and they could not be "
                      f"fetched ({exc.message}); only the later ones are here")

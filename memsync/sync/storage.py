@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from memsync.core import config as cfgmod
 from memsync.core.attribution import Attribution, operator
 from memsync.core.config import StorageConfig
+from memsync.core.hubbind import bind
 from memsync.core.memory import Memory, RunMark, live_run, open_memory, refuse_during_run
 from memsync.errors import ConfigError, DiskFull, InvalidName, RemoteError, RepoError, UsageError
 from memsync.git import hub as hubmod
@@ -21,7 +22,7 @@ from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.scan import scan
 from memsync.git.transport import ProgressFn
-from memsync.sync.exchange import Exchange, converge, fetch, link_hub_objects
+from memsync.sync.exchange import Exchange, converge, fetch
 from memsync.sync.hubs import LastRun, ensure_hub, last_run
 from memsync.sync.options import PullOptions, PushOptions, StatusOptions
 from memsync.sync.redaction_log import RedactionNote
@@ -201,12 +202,12 @@ def init(path: Path, name: str | None = None, kind: str | None = None,
             _append_line(cfg_file, f"remote: {hub.url}")
             cfg.remote = hub.url
     adopted = not created and not (root / ".git").exists()
+    resolved = hubmod.resolve(None, cfg.remote, cfg.name)
     try:
         git = GitRepo.init(root, cfg.hub_branch)
-        notes = git.ensure_layout(cfg.hub_branch, hubmod.resolve(None, cfg.remote, cfg.name).url)
+        notes = git.ensure_layout(cfg.hub_branch, resolved.url)
     except PermissionError as exc:
         raise RepoError(f"cannot write in {root}: {exc.strerror}", "run it in a writable directory") from exc
-    resolved = hubmod.resolve(None, cfg.remote, cfg.name)
     return InitResult(root, cfg.name, cfg.type, created, resolved.display, notes, adopted)
 
 
@@ -240,8 +241,7 @@ def push(path: Path, options: PushOptions | None = None, *, progress: ProgressFn
     o = options or PushOptions()
     force, message, remote = o.force, o.message, o.remote
     adopted = _adopt_config_only(path, remote)
-    record_hub(path, remote)
-    mem = open_memory(path, remote)
+    mem = open_memory(path, remote, first_push=True)  # a memory's first push binds it to its hub (hubbind.py)
     who = operator(message or "Update memory from the operator")
     from memsync.core.snapshot import take
     from memsync.core.unverified import settle
@@ -256,7 +256,7 @@ def push(path: Path, options: PushOptions | None = None, *, progress: ProgressFn
         except RemoteError as exc:
             _kept_locally(mem, exc)
             raise
-        own = None if mem.tracking == "origin" else hubmod.resolve(None, mem.config.remote, mem.name).display
+        own = None if mem.own_hub is None else mem.own_hub.display
         return PushResult(_version(mem.git, mem.git.head_oid()), snap.commit is not None, snap, exchange,
                           adopted, found, own)
 
@@ -271,15 +271,6 @@ def _kept_locally(mem: Memory, exc: RemoteError) -> None:
         exc.hint = "nothing is lost: run `memsync push` again when the hub is back"
     else:
         exc.hint = f"{exc.hint}; nothing is lost: `memsync push` again delivers it"
-
-
-def record_hub(path: Path, remote: str | None) -> None:
-    """A memory's first push binds it to the hub it goes to (hubbind.py)."""
-    from memsync.core.hubbind import record
-
-    root = cfgmod.find_root(path)
-    if root is not None and (root / ".git").exists():
-        record(root, cfgmod.load(root), GitRepo.open(root), remote)
 
 
 def _adopt_config_only(path: Path, remote: str | None) -> InitResult | None:
@@ -326,7 +317,8 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise UsageError(f"{target} already exists and is not empty",
                          "choose another DEST, or `memsync pull` inside it if it is this memory")
-    hub = hubmod.resolve(remote, None, name)
+    url = hubmod.resolve(remote, None, name)
+    hub = bind(url)  # once: a hub on this machine or across the network (git/remote.py)
     ensure_hub(hub)
     staging = target.parent / f".memsync-clone-{name}-{os.getpid()}"
     try:
@@ -340,25 +332,20 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
         raise explain(exc, [target.parent]) or RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
         git = GitRepo.init(staging, f"memory/{name}")
-        from memsync.git import localhub
-
-        heads = localhub.branch_tips(git, hub, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")])
+        heads = hub.tips(git, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")])
         kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
         if kind is None:
             from memsync.sync.listing import memory_names
 
-            everything = {h.ref for h in transport.list_heads(git, hub)}  # for the names it suggests
-            raise _not_found(name, hub, memory_names(everything))
-        from memsync.core.hubbind import recordable
-
-        cfg = StorageConfig(name=name, type=kind, remote=recordable(hub))  # the memory's hub from now on
+            everything = {h.ref for h in transport.list_heads(git, url)}  # for the names it suggests
+            raise _not_found(name, url, memory_names(everything))
+        cfg = StorageConfig(name=name, type=kind, remote=url.recordable)  # the memory's hub from now on
         _write_config(staging, cfgmod.render(cfg))
-        git.ensure_layout(cfg.hub_branch, hub.url)  # HEAD is unborn: it moves to the memory's branch
-        if hub.local_path is not None:
-            link_hub_objects(hub.local_path, git.git_dir, packs=True)
+        git.ensure_layout(cfg.hub_branch, url.url)  # HEAD is unborn: it moves to the memory's branch
+        hub.lend_objects(git)
         mem = Memory(staging, cfg, git, hub)
         with mem.locked():
-            depth = 0 if full_history or hub.local_path is not None else 1
+            depth = hub.clone_depth(full_history)
             exchange = converge(mem, operator("Clone"), lambda: None, push=False, progress=progress, depth=depth)
         from memsync.core.snapshot import Snapshot
 

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 
 from memsync.errors import MemsyncError, PushRejected
 from memsync.git import transport
-from memsync.git.transport import Lease
 from memsync.util import envcheck
 
 if TYPE_CHECKING:
@@ -99,7 +98,7 @@ class Turn:
         return True
 
     def _list(self) -> dict[str, str]:
-        return transport.refs_under(self.mem.git, self.mem.hub, self.queue)
+        return self.mem.hub.refs_under(self.mem.git, self.queue)
 
     def _take(self) -> None:
         git = self.mem.git
@@ -114,7 +113,7 @@ class Turn:
                     raise PushRejected("the hub's queue is full")
                 ref = f"{self.queue}{number:0{DIGITS}d}"
                 try:
-                    transport.push(git, self.mem.hub, LOCAL_TICKET, ref, lease=Lease(None), sending=blob)
+                    self.mem.hub.push_leased(git, LOCAL_TICKET, ref, None, sending=blob)
                 except transport.NotFastForward:
                     continue  # another writer took that number meanwhile
                 self.ref, self.oid = ref, blob
@@ -144,7 +143,7 @@ class Turn:
                 passed.add(head)  # its writer is gone (killed mid-turn): not waited for again
                 if len(ahead) == 1:  # we are right behind it: clear it away, on its exact blob
                     with contextlib.suppress(MemsyncError):
-                        transport.push(self.mem.git, self.mem.hub, "", head, lease=Lease(found[head]))
+                        self.mem.hub.push_leased(self.mem.git, "", head, found[head])
                 continue
             time.sleep(min(POLL_MAX, POLL_STEP * len(ahead)) * random.uniform(0.75, 1.25))
 
@@ -155,4 +154,4 @@ class Turn:
         if ref is None or oid is None:
             return
         with contextlib.suppress(MemsyncError):
-            transport.push(self.mem.git, self.mem.hub, "", ref, lease=Lease(oid))
+            self.mem.hub.push_leased(self.mem.git, "", ref, oid)

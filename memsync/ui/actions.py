@@ -26,7 +26,7 @@ from memsync.ui.hubview import HubView
 
 def working_copy(view: HubView, name: str) -> Path:
     """The page's clone of `name`, up to date with the hub."""
-    where = ensure_home() / "ui" / hashlib.sha256(view.hub.url.encode()).hexdigest()[:16]
+    where = ensure_home() / "ui" / hashlib.sha256(view.hub.url.url.encode()).hexdigest()[:16]
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     dest = where / name
     if (dest / ".vm0" / "storage.yaml").exists():
