@@ -119,11 +119,13 @@ def open_memory(start: Path, remote: str | None = None, *, first_push: bool = Fa
     config = cfgmod.load(root)
     git = GitRepo.open(root)
     from memsync.core.hubbind import bind_memory
+    from memsync.core.ownfolders import keep_out
     from memsync.git.packguard import bound
 
     git.object_bound = bound(config.max_file_size)  # what a fetch may make (git/packguard.py)
     binding = bind_memory(config, git, remote, first_push, root)
     mem = Memory(root, config, git, binding.hub, binding.tracking, own_hub=binding.own)
+    keep_out(root, binding.hub.url)  # MEMSYNC_HOME or a hub inside the memory is never committed (core/ownfolders.py)
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only
         from memsync.core.readonly import recover
 

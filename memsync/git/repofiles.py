@@ -35,9 +35,10 @@ def is_tracked(start: Path, path: Path) -> bool:
     return True
 
 
-def exclude(start: Path, path: Path) -> Path | None:
-    """Add `path` (a file of the worktree holding `start`) to the repository's info/exclude,
-    once; the exclude file written, or None outside a repository."""
+def exclude(start: Path, path: Path, why: str = "a personal file (memsync hooks install --scope local)") -> Path | None:
+    """Add `path` (a file or folder of the worktree holding `start`) to the repository's
+    info/exclude, once, after a comment saying `why`; the exclude file written, or None outside
+    a repository."""
     repo = _open(start)
     if repo is None or not repo.workdir:
         return None
@@ -54,5 +55,5 @@ def exclude(start: Path, path: Path) -> Path | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     sep = "" if not current or current.endswith("\n") else "\n"
     with open(target, "a", encoding="utf-8") as fh:
-        fh.write(f"{sep}# a personal file (memsync hooks install --scope local)\n{line}\n")
+        fh.write(f"{sep}# {why}\n{line}\n")
     return target

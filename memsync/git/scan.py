@@ -110,10 +110,11 @@ def _ignored(git: GitRepo, deltas: list[pygit2.DiffDelta], candidates: set[str],
     ignored: list[str] = []
     local = None
     unhidden: list[str] = []
+    home = _home_inside(git.root)
     for delta in deltas:
         if delta.status == DeltaStatus.IGNORED:
             path = delta.new_file.path
-            if own_exclude(path):
+            if own_exclude(path) or (home is not None and (path + "/").startswith(home)):
                 continue
             if local is None:
                 from memsync.git.localignores import LocalIgnores
@@ -217,6 +218,22 @@ def own_exclude(path: str) -> bool:
         return True
     name = path.rsplit("/", 1)[-1]
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in _OWN_NAMES)
+
+
+def _home_inside(root: Path) -> str | None:
+    """MEMSYNC_HOME as a folder path ("state/memsync/") when it lies inside `root`: excluded as
+    memsync's own (core/ownfolders.py), so not news to report either."""
+    from memsync.git.hub import memsync_home
+
+    home = memsync_home()
+    try:
+        inside = Path(os.path.abspath(home)).relative_to(os.path.abspath(root))
+    except ValueError:
+        try:
+            inside = home.resolve().relative_to(root.resolve())
+        except (ValueError, OSError):
+            return None
+    return inside.as_posix() + "/" if inside.parts else None
 
 
 def _first_gone(repo: pygit2.Repository, tree: str, path: str) -> str:
