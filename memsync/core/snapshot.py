@@ -62,7 +62,6 @@ class Snapshot:
     # a run's: new files only a .gitignore in the tree hides, committed all the same (git/localignores.py);
     # `ignored` then holds what the operator's own rules (.git/info/exclude, core.excludesFile) kept out
     unhidden: list[str] = field(default_factory=list)
-    local_ignores: bool = False  # `ignored` is by the operator's rules alone (a run)
     # (path, "skip-worktree"...): index flags that hid a file from git, cleared before a run's scan
     index_flags: list[tuple[str, str]] = field(default_factory=list)
 
@@ -138,7 +137,6 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in scanned.nested]
         snap.ignored = list(scanned.ignored)
-        snap.local_ignores = True  # the operator's rules only, never a .gitignore from the hub
         if who.actor == "run":  # an agent's `.GIT/` is invisible to libgit2's walk: named here
             for folder in unseen_git_folders(mem.root):
                 _refused(folder + "/", snap)
