@@ -368,10 +368,12 @@ def _watch(hub: HubUrl, doing: str, expects_pack: bool = False) -> contextlib.Ab
     return netlimits.watch(hub.port if hub.local_path is None else None, hub.display, doing, expects_pack)
 
 
-def _check_refs(count: int, hub: str, doing: str, cap: int) -> None:
+def _check_refs(count: int, hub: str, doing: str, cap: int, named: bool = False) -> None:
+    """The advertisement's size against MEMSYNC_MAX_REFS: refused past it, only a warning for an
+    operation that read `named` refs alone (netlimits.check_refs)."""
     from memsync.git import netlimits
 
-    netlimits.check_refs(count, hub, doing, cap)
+    netlimits.check_refs(count, hub, doing, cap, named)
 
 
 def check_local(hub: HubUrl) -> None:
@@ -421,7 +423,7 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
                 found[ref] = tip
         return count, found
 
-    return _read_advertisement(git, hub, tips)
+    return _read_advertisement(git, hub, tips, named=True)
 
 
 def refs_under(git: GitRepo, hub: HubUrl, prefix: str) -> dict[str, str]:
@@ -430,10 +432,11 @@ def refs_under(git: GitRepo, hub: HubUrl, prefix: str) -> dict[str, str]:
     return _read_advertisement(git, hub, lambda remote: prefixed(remote, prefix))
 
 
-def _read_advertisement(git: GitRepo, hub: HubUrl,
-                        read: Callable[[pygit2.Remote], tuple[int, dict[str, str]]]) -> dict[str, str]:
+def _read_advertisement(git: GitRepo, hub: HubUrl, read: Callable[[pygit2.Remote], tuple[int, dict[str, str]]],
+                        named: bool = False) -> dict[str, str]:
     """`read` of one connection's ref advertisement (how many refs it held, what was found),
-    under the network limits, the advertisement's size checked."""
+    under the network limits, the advertisement's size checked (`named`: `read` looked up refs
+    by name, a warning past MEMSYNC_MAX_REFS)."""
     check_local(hub)
     with _watch(hub, "cannot list") as guard:
         cb = Callbacks(hub, guard=guard)
@@ -443,7 +446,7 @@ def _read_advertisement(git: GitRepo, hub: HubUrl,
             count, found = read(remote)
         except (pygit2.GitError, OSError, ValueError) as exc:
             raise translate(exc, hub, "cannot list", guard) from exc
-    _check_refs(count, hub.display, "cannot list", guard.limits.max_refs)
+    _check_refs(count, hub.display, "cannot list", guard.limits.max_refs, named)
     return found
 
 
@@ -475,7 +478,8 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
             raise translate(exc, hub, "cannot fetch from", guard) from exc
         finally:
             pack.close()
-    _check_refs(count, hub.display, "cannot fetch from", guard.limits.max_refs)
+    named = not any("*" in spec for spec in refspecs)  # no listing: the refs it names, or none
+    _check_refs(count, hub.display, "cannot fetch from", guard.limits.max_refs, named)
     return tip
 
 
