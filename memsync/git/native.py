@@ -71,6 +71,11 @@ def remote_heads(remote: pygit2.Remote, prefix: bytes | None = None,
     if prefix is None and exact is None:
         return count, found
     heads = refs[0]
+    if exact is not None and prefix is None:
+        at = _bisect(heads, count, exact)
+        if at is not None:
+            found[exact.decode("utf-8", "surrogateescape")] = bytes(ffi.buffer(heads[at].oid.id)[:]).hex()
+            return count, found
     for i in range(count):
         name = ffi.string(heads[i].name)
         if name == exact or (prefix is not None and name.startswith(prefix)):
@@ -78,6 +83,24 @@ def remote_heads(remote: pygit2.Remote, prefix: bytes | None = None,
             if name == exact:
                 break
     return count, found
+
+
+def _bisect(heads: Any, count: int, name: bytes) -> int | None:
+    """The index of the head named `name` in an advertisement in git's order (HEAD, then the refs
+    sorted by name), found in ~17 looks at 100,000 refs instead of one per ref; None if not found
+    so (absent, or an advertisement out of order: the caller then reads every head). Only an
+    exact match is returned, so an order a server got wrong costs time, never a wrong answer."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        here = ffi.string(heads[mid].name)
+        if here == name:
+            return mid
+        if here < name:
+            lo = mid + 1
+        else:
+            hi = mid
+    return None
 
 
 # libgit2's `struct git_remote` begins with three strings (name, url, pushurl) and then the

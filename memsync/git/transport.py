@@ -413,7 +413,12 @@ def list_heads(git: GitRepo, hub: HubUrl) -> list[RemoteHead]:
 def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
     """The tips of `refs` among the hub's ones (absent: not there), from one connection's ref
     advertisement, without a Python object per advertised ref (see `advertised`); a hub on
-    this machine has them read in place by localhub.branch_tip instead."""
+    this machine has them read in place by localhub.branch_tip instead. A git:// server that
+    speaks protocol v2 sends just those refs (lsrefs.py)."""
+    listed = _listed(git, hub, refs)
+    if listed is not None:
+        return listed
+
     def tips(remote: pygit2.Remote) -> tuple[int, dict[str, str]]:
         found: dict[str, str] = {}
         count = 0
@@ -424,6 +429,22 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
         return count, found
 
     return _read_advertisement(git, hub, tips, named=True)
+
+
+def _listed(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str] | None:
+    """The tips of `refs` from a protocol-v2 ref listing, None where there is none to have: not
+    a git:// hub, a v0 server, MEMSYNC_V2_LISTING=0, or an operator's URL rule sending the hub's
+    traffic elsewhere (only libgit2 follows it)."""
+    from memsync.util import envcheck
+
+    if hub.kind != "git" or not envcheck.switch("MEMSYNC_V2_LISTING"):
+        return None
+    _engage()
+    if rewritten(git, hub):
+        return None
+    from memsync.git import lsrefs
+
+    return lsrefs.tips(hub, refs)
 
 
 def refs_under(git: GitRepo, hub: HubUrl, prefix: str) -> dict[str, str]:
@@ -467,6 +488,9 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     versions, UNSHALLOW what a shallow one lacks."""
     repo = git._repo
     check_local(hub)
+    unchanged = _unchanged(git, hub, refspecs, want, depth)
+    if unchanged is not None:
+        return unchanged
     remote = _anonymous(repo, hub)
     with _watch(hub, "cannot fetch from", expects_pack=True) as guard:
         pack = PackWatch(Path(repo.path) / "objects" / "pack", git.object_bound, hub.display)
@@ -481,6 +505,21 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     named = not any("*" in spec for spec in refspecs)  # no listing: the refs it names, or none
     _check_refs(count, hub.display, "cannot fetch from", guard.limits.max_refs, named)
     return tip
+
+
+def _unchanged(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None, depth: int) -> str | None:
+    """The tip of `want` if the fetch of it has nothing to bring: one refspec `[+]want:dst`, and
+    a v2 listing (_listed) says the hub's `want` is where `dst` is already. None: fetch."""
+    if want is None or depth != 0 or len(refspecs) != 1:
+        return None
+    source, _, destination = refspecs[0].lstrip("+").partition(":")
+    if source != want or not destination:
+        return None
+    known = git.ref_oid(destination)
+    if known is None:
+        return None
+    listed = _listed(git, hub, [want])
+    return known if listed is not None and listed.get(want) == known else None
 
 
 def advertised(remote: pygit2.Remote, want: str | None) -> tuple[int, str | None]:
