@@ -127,3 +127,23 @@ def test_the_negotiation_keeps_the_memorys_own_tips(git_daemon: GitDaemon, cli: 
     monkeypatch.setenv("MEMSYNC_NARROW_PUSH", "0")
     git(*WHO, "commit", "-q", "--allow-empty", "-m", "third", cwd=root)
     assert _narrowed_push(root, url, f"HEAD:{BRANCH}") is None
+
+
+@pytest.mark.server
+def test_a_ref_is_found_in_any_advertisement_order(git_daemon: GitDaemon, tmp_path: Path) -> None:
+    """An exact lookup bisects git's sorted advertisement, and reads every head when that finds
+    nothing: peeled tags (`v1^{}` sorts after `v1.0`) and a missing ref still answer right."""
+    from memsync.git import native
+
+    hub = make_bare_hub(git_daemon.base_path / "tags.git")
+    add_fleet(hub, 50)
+    tip = git("rev-parse", "refs/heads/memory/fleet-000007", cwd=hub).strip()
+    for tag in ("v1", "v1.0", "v1-rc"):
+        git(*WHO, "tag", "-a", "-m", tag, tag, tip, cwd=hub)
+    listed = dict(line.split("\t")[::-1] for line in git("ls-remote", git_daemon.url("tags.git"), cwd=tmp_path)
+                  .splitlines())
+    remote = pygit2.Repository(str(hub)).remotes.create_anonymous(git_daemon.url("tags.git"))
+    remote.connect()
+    for name, oid in listed.items():
+        assert native.remote_heads(remote, exact=name.encode()) == (len(listed), {name: oid}), name
+    assert native.remote_heads(remote, exact=b"refs/heads/memory/absent") == (len(listed), {})
