@@ -413,8 +413,8 @@ def list_heads(git: GitRepo, hub: HubUrl) -> list[RemoteHead]:
 def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
     """The tips of `refs` among the hub's ones (absent: not there), from one connection's ref
     advertisement, without a Python object per advertised ref (see `advertised`); a hub on
-    this machine has them read in place by localhub.branch_tip instead. A git:// server that
-    speaks protocol v2 sends just those refs (lsrefs.py)."""
+    this machine has them read in place by localhub.branch_tip instead. A git:// or HTTP(S)
+    server that speaks protocol v2 sends just those refs (lsrefs.py)."""
     listed = _listed(git, hub, refs)
     if listed is not None:
         return listed
@@ -432,12 +432,12 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
 
 
 def _listed(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str] | None:
-    """The tips of `refs` from a protocol-v2 ref listing, None where there is none to have: not
-    a git:// hub, a v0 server, MEMSYNC_V2_LISTING=0, or an operator's URL rule sending the hub's
+    """The tips of `refs` from a protocol-v2 ref listing, None where there is none to have: an
+    SSH hub or one on this machine, a v0 server, MEMSYNC_V2_LISTING=0, or an operator's URL rule sending the hub's
     traffic elsewhere (only libgit2 follows it)."""
     from memsync.util import envcheck
 
-    if hub.kind != "git" or not envcheck.switch("MEMSYNC_V2_LISTING"):
+    if hub.kind not in ("git", "http") or not envcheck.switch("MEMSYNC_V2_LISTING"):
         return None
     _engage()
     if rewritten(git, hub):

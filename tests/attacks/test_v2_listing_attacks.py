@@ -1,12 +1,16 @@
-"""A hostile git:// server against memsync's protocol-v2 ref listing (git/lsrefs.py): what it
+"""A hostile git:// or HTTP server against memsync's protocol-v2 ref listing (git/lsrefs.py): what it
 sends is bounded (pkt-line size, MEMSYNC_MAX_ADVERTISEMENT, MEMSYNC_IO_TIMEOUT), checked (a ref
 line is `<40 hex> <ref>`), and only the refs asked for are believed; a server that answers in
 protocol v0 or refuses is left to libgit2."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -107,3 +111,51 @@ def test_a_clone_from_a_malformed_listing_is_one_clear_error(cli: Cli, tmp_path:
         f"('{OID[:39]} {REF}')"], done.err  # the server's text, whitespace folded
     assert "\nhint: " in done.err and "Traceback" not in done.err
     assert not (tmp_path / "copy").exists()
+
+
+# -- the same listing over smart HTTP ---------------------------------------------------------------
+
+def _http_server(body: Callable[[], Iterator[bytes]], content_type: str) -> ThreadingHTTPServer:
+    """An HTTP server answering every GET with `body()` (chunks) under `content_type`."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                for chunk in body():
+                    self.wfile.write(chunk)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("case", ["endless", "oversized", "v0"])
+def test_a_hostile_http_listing(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSYNC_MAX_ADVERTISEMENT", "65536")
+    service = pkt("# service=git-upload-pack\n") + b"0000"
+    bodies: dict[str, Callable[[], Iterator[bytes]]] = {
+        "endless": lambda: itertools.chain([service, pkt("version 2\n")],
+                                           (pkt(f"agent=x{i}\n") for i in itertools.count())),
+        "oversized": lambda: iter([pkt("version 2\n") + b"ffff" + b"x" * 100]),
+        "v0": lambda: iter([service + pkt(f"{OID} HEAD\0multi_ack\n") + pkt(f"{OID} {REF}\n") + b"0000"]),
+    }
+    server = _http_server(bodies[case], "application/x-git-upload-pack-advertisement")
+    hub = hubs.parse(f"http://127.0.0.1:{server.server_address[1]}/hub.git")
+    try:
+        if case == "endless":
+            with pytest.raises(AdvertisementTooLarge, match="MEMSYNC_MAX_ADVERTISEMENT"):
+                lsrefs.tips(hub, [REF])
+        elif case == "oversized":
+            with pytest.raises(RemoteError, match="malformed pkt-line"):
+                lsrefs.tips(hub, [REF])
+        else:
+            assert lsrefs.tips(hub, [REF]) is None  # a v0 server: libgit2's to read
+    finally:
+        server.shutdown()
+        server.server_close()
