@@ -61,8 +61,8 @@ def _kinds(hub: Path, pack: Path) -> list[str]:
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("narrow", [True, False])
-@pytest.mark.parametrize("kind", sorted(SERVERS))
+@pytest.mark.parametrize(("kind", "narrow"), [("git", True), ("git", False), ("http", True),
+                                              pytest.param("ssh", True, marks=pytest.mark.slow)])
 def test_a_push_to_a_crowded_hub_sends_only_what_it_lacks(kind: str, narrow: bool, cli: Cli, tmp_path: Path,
                                                          request: pytest.FixtureRequest,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
