@@ -276,7 +276,8 @@ def test_ssh_server_whose_git_trickles_or_floods(ssh_server: SshGitServer, behav
 
 # -- caps on what a real server may make memsync hold -------------------------------------------------
 
-def test_more_refs_than_max_refs_is_refused(git_daemon: GitDaemon, tmp_path: Path, figures: Figures) -> None:
+def test_more_refs_than_max_refs_refuses_a_listing_and_warns_a_read(git_daemon: GitDaemon, tmp_path: Path,
+                                                                     figures: Figures) -> None:
     figures.add("security attacks")
     hub = make_bare_hub(git_daemon.base_path / "hub.git")
     root = _memory(tmp_path / "research", git_daemon.url("hub.git"))
@@ -285,10 +286,19 @@ def test_more_refs_than_max_refs_is_refused(git_daemon: GitDaemon, tmp_path: Pat
     for i in range(5):
         git("update-ref", f"refs/heads/memory/extra-{i}", tip, cwd=hub)
     env = _env(MEMSYNC_MAX_REFS="4")
-    for args, cwd in ((["list", "--remote", git_daemon.url("hub.git")], tmp_path), (["pull"], root),
-                      (["clone", "research", str(tmp_path / "copy"), "--remote", git_daemon.url("hub.git")], tmp_path)):
-        proc, _, _ = _run(args, cwd, env)
-        _one_clear_error(proc, "more than MEMSYNC_MAX_REFS (4)")
+    proc, _, _ = _run(["list", "--remote", git_daemon.url("hub.git")], tmp_path, env)  # a listing: refused
+    _one_clear_error(proc, "more than MEMSYNC_MAX_REFS (4)")
+    # reads of the memory's own branch go on: through libgit2 (which lists every ref) with one
+    # clear warning each; through protocol v2's prefixed listing, which never sees the others
+    for v2, copy in (("0", tmp_path / "copy"), ("1", tmp_path / "copy-v2")):
+        for args, cwd in ((["pull"], root), (["status"], root),
+                          (["clone", "research", str(copy), "--remote", git_daemon.url("hub.git")], tmp_path)):
+            proc, _, _ = _run(args, cwd, {**env, "MEMSYNC_V2_LISTING": v2})
+            assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+            warned = [line for line in proc.stderr.splitlines() if "MEMSYNC_MAX_REFS" in line]
+            assert len(warned) <= 1 and all(w.startswith("warning: ") for w in warned), proc.stderr
+            assert v2 == "1" or "advertises 6 refs, more than MEMSYNC_MAX_REFS (4)" in warned[0], proc.stderr
+        assert (copy / "notes.md").read_text() == "notes that must not be lost\n"
     assert memsync_cmd("list", "--remote", git_daemon.url("hub.git"), cwd=tmp_path).returncode == 0  # default cap
     figures.add("security attacks refused")
 

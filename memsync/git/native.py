@@ -20,7 +20,7 @@ from pygit2.ffi import C, ffi
 
 __all__ = ["ERROR", "EUSER", "add_config_file", "address", "append_index", "callback", "checkout_tree",
            "define_extern", "diff_index_to_workdir", "from_handle", "is_handle", "is_null",
-           "own_ffi", "remote_heads", "text"]
+           "own_ffi", "remote_heads", "text", "trim_push_heads"]
 
 ERROR = int(C.GIT_ERROR)  # a callback's refusal
 EUSER = int(C.GIT_EUSER)  # a refusal whose exception pygit2 re-raises once libgit2 returns
@@ -71,6 +71,11 @@ def remote_heads(remote: pygit2.Remote, prefix: bytes | None = None,
     if prefix is None and exact is None:
         return count, found
     heads = refs[0]
+    if exact is not None and prefix is None:
+        at = _bisect(heads, count, exact)
+        if at is not None:
+            found[exact.decode("utf-8", "surrogateescape")] = bytes(ffi.buffer(heads[at].oid.id)[:]).hex()
+            return count, found
     for i in range(count):
         name = ffi.string(heads[i].name)
         if name == exact or (prefix is not None and name.startswith(prefix)):
@@ -78,6 +83,74 @@ def remote_heads(remote: pygit2.Remote, prefix: bytes | None = None,
             if name == exact:
                 break
     return count, found
+
+
+def _bisect(heads: Any, count: int, name: bytes) -> int | None:
+    """The index of the head named `name` in an advertisement in git's order (HEAD, then the refs
+    sorted by name), found in ~17 looks at 100,000 refs instead of one per ref; None if not found
+    so (absent, or an advertisement out of order: the caller then reads every head). Only an
+    exact match is returned, so an order a server got wrong costs time, never a wrong answer."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) // 2
+        here = ffi.string(heads[mid].name)
+        if here == name:
+            return mid
+        if here < name:
+            lo = mid + 1
+        else:
+            hi = mid
+    return None
+
+
+# libgit2's `struct git_remote` begins with three strings (name, url, pushurl) and then the
+# `git_vector refs` a push negotiates with: {size_t _alloc_size; git_vector_cmp _cmp; void
+# **contents; size_t length; uint32_t flags} (src/libgit2/remote.h, src/util/vector.h, the same in
+# every 1.9.x). Read as machine words from the remote's start: the vector's fields at these indexes.
+_NAME, _URL, _PUSHURL, _ALLOC, _CMP, _CONTENTS, _LENGTH = range(7)
+_LAYOUT_VERSION = (1, 9)  # the libgit2 minor whose layout the above is
+
+
+def trim_push_heads(remote: pygit2.Remote, keep: frozenset[bytes]) -> tuple[int, int] | None:
+    """During a push's negotiation (libgit2 calls the push_negotiation callback between copying
+    every advertised head into the remote's `refs` and hiding each of them from the pack's walk),
+    keep in `refs` only the heads whose raw 20-byte id is in `keep`; (heads advertised, heads
+    kept). Hiding a head the memory does not hold costs libgit2 a miss that re-reads the pack
+    folder, and a hub of many memories advertises many such heads (docs/PERFORMANCE.md).
+
+    The structure is libgit2's private one, so every field is checked before anything is
+    written: the strings against libgit2's own accessors, the vector against the advertisement
+    (`git_remote_ls`) it was copied from, head for head. Anything unexpected (another libgit2,
+    another platform's word size, not inside a push's negotiation): None, `refs` untouched, and
+    the push negotiates with every head as libgit2 does, slower, as correct. The heads belong to
+    the transport, not to the vector, so shortening the vector frees nothing."""
+    if tuple(pygit2.LIBGIT2_VER[:2]) != _LAYOUT_VERSION or ffi.sizeof("size_t") != ffi.sizeof("void *"):
+        return None
+    words = ffi.cast("uintptr_t *", remote._remote)
+    expected = {_NAME: C.git_remote_name(remote._remote), _URL: C.git_remote_url(remote._remote),
+                _PUSHURL: C.git_remote_pushurl(remote._remote)}
+    if any(int(words[i]) != address(pointer) for i, pointer in expected.items()) or int(words[_CMP]) != 0:
+        return None
+    heads = ffi.new("git_remote_head ***")
+    size = ffi.new("size_t *")
+    if C.git_remote_ls(heads, size, remote._remote) != 0:
+        return None
+    count, length, alloc = int(size[0]), int(words[_LENGTH]), int(words[_ALLOC])
+    if count == 0 or length != count or alloc < length or int(words[_CONTENTS]) == 0:
+        return None
+    contents = ffi.cast("git_remote_head **", words[_CONTENTS])
+    advertised = heads[0]
+    kept = []
+    for i in range(count):
+        head = contents[i]
+        if head != advertised[i]:
+            return None  # not the advertisement's copy: leave it as it is
+        if bytes(ffi.buffer(head.oid.id, 20)) in keep:
+            kept.append(head)
+    for i, head in enumerate(kept):
+        contents[i] = head
+    words[_LENGTH] = len(kept)
+    return count, len(kept)
 
 
 def diff_index_to_workdir(repo: pygit2.Repository, index: pygit2.Index, flags: int,

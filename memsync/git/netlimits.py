@@ -16,7 +16,8 @@ which covers what the watcher cannot see (a proxy's port, a system without /dev/
   MEMSYNC_LOW_SPEED_LIMIT    bytes per second below which ...          (default 1000; 0: none)
   MEMSYNC_LOW_SPEED_TIME     ... for this many seconds the operation stops (default: MEMSYNC_IO_TIMEOUT, 60)
   MEMSYNC_MAX_ADVERTISEMENT  bytes a server may send other than a fetched pack (default 32 MiB)
-  MEMSYNC_MAX_REFS           branches a hub may advertise (default 100,000)
+  MEMSYNC_MAX_REFS           branches a hub may advertise (default 100,000): a listing past it is
+                             refused; a read of named refs (a memory's branch) warns and goes on
 
 Time the process spends on its own work (indexing a received pack, resolving deltas) counts as
 progress for the minimum rate, not as a stall: libgit2 reports it through the progress callback.
@@ -112,7 +113,17 @@ def server_text(text: str) -> str:
     return line if len(line) <= SERVER_MESSAGE_MAX else line[:SERVER_MESSAGE_MAX - 1] + "…"
 
 
-def check_refs(count: int, where: str, doing: str, limit: int) -> None:
+def check_refs(count: int, where: str, doing: str, limit: int, named: bool = False) -> None:
+    """Refuse an advertisement of more than `limit` refs; `named`: the operation read only refs
+    it named (a memory's branch), never a Python object per advertised ref, and its memory is
+    bounded by MEMSYNC_MAX_ADVERTISEMENT: a warning, and it goes on."""
+    if count > limit and named:
+        from memsync.util import notices
+
+        notices.warn(f"{where}: the hub advertises {count:,} refs, more than MEMSYNC_MAX_REFS ({limit:,}); "
+                     "only the memory's own refs were read, and commands that list the hub's refs "
+                     "(list, proposals) refuse it until MEMSYNC_MAX_REFS is raised")
+        return
     if count > limit:
         raise TooManyRefs(f"{doing} {where}: the hub advertises {count:,} refs, more than MEMSYNC_MAX_REFS "
                           f"({limit:,})",

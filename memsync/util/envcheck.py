@@ -36,6 +36,8 @@ NUMERIC: dict[str, tuple[bool, float, str]] = {
 # name: what `0` turns off (`1` leaves it on)
 SWITCHES: dict[str, str] = {
     "MEMSYNC_PUSH_QUEUE": "the push queue on a network hub",
+    "MEMSYNC_NARROW_PUSH": "a push's negotiation with only the hub's tips the memory holds",
+    "MEMSYNC_V2_LISTING": "protocol v2's prefixed ref listing on a git:// or HTTP(S) hub",
 }
 
 
