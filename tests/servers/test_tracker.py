@@ -26,7 +26,7 @@ from memsync.git.repo import GitRepo
 from memsync.serve import tracker as tracker_mod
 from memsync.serve.tracker import Tracker, Trackers
 from memsync.serve.tracklink import Local
-from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
+from tests.conftest import Cli, fresh_for_a_minute, git, hub_path, hub_tree, memsync_cmd, write
 
 pytestmark = pytest.mark.skipif(
     tracker_mod.INotify is None  # type: ignore[attr-defined]
@@ -458,18 +458,14 @@ def test_files_leaving_the_index_under_an_ignored_folder(memory: Path, direct: D
     assert narrowed == full and any(p.startswith("logs/") for p in full[1])  # type: ignore[index]  # file by file
 
 
-def test_a_narrowed_scan_refreshes_what_it_hashed(memory: Path, cli: Cli, direct: Direct,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_narrowed_scan_refreshes_what_it_hashed(memory: Path, cli: Cli, direct: Direct) -> None:
     """Entries memsync staged without stat data (fresh files: snapshot's 2-second rule) are
     hashed by the next scan; a narrowed one refreshes them as a full one does (libgit2 writes the
     index from inside each diff that refreshed one), so the scan after it hashes nothing."""
-    from memsync.core import snapshot
-
-    monkeypatch.setattr(snapshot, "_SETTLED_NS", 60 * 10**9)
     names = [f"top{i}/note.md" for i in range(6)]
     scan_both(memory, direct)  # the tracker's baseline
     for name in names:
-        write(memory, name, f"{name}\n")
+        fresh_for_a_minute(write(memory, name, f"{name}\n"))
     assert cli("push", cwd=memory).code == 0  # six fresh files: staged without stat data
     for name in names:
         assert any(line.strip() == "mtime: 0:0" for line in git("ls-files", "--debug", name, cwd=memory).splitlines())

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from memsync.core import lockfirst, locking, memory, readonly, snapshot
+from memsync.core import lockfirst, locking, memory, readonly
 from memsync.git import checkoutjournal, earlyscan
 from memsync.git.repo import GitRepo
-from tests.conftest import Cli, git, hub_tree, write
+from tests.conftest import Cli, fresh_for_a_minute, git, hub_tree, write
 
 Taken = list[bool]
 _ACQUIRE = locking._acquire  # (not the spy: a probe of the lock is no taking of it by memsync)
@@ -99,11 +99,9 @@ def test_push_takes_the_lock_once_and_the_walk(memory: Path, cli: Cli, taken: Ta
     assert git("status", "--porcelain", cwd=memory) == ""
 
 
-def test_the_walk_refreshes_the_index_under_the_lock(memory: Path, cli: Cli, taken: Taken,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_walk_refreshes_the_index_under_the_lock(memory: Path, cli: Cli, taken: Taken) -> None:
     """As git's status: lock, refresh (libgit2 writes the refreshed index), then the scan."""
-    monkeypatch.setattr(snapshot, "_SETTLED_NS", 60 * 10**9)
-    write(memory, "fresh.md", "staged without stat data\n")
+    fresh_for_a_minute(write(memory, "fresh.md", "staged without stat data\n"))
     assert cli("push", cwd=memory).code == 0
     assert _index_stat(memory, "fresh.md") == "0:0"  # snapshot's 2-second rule
     with lockfirst.walking(memory):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
-import pytest
-
 from memsync.core import snapshot
-from tests.conftest import Cli, git, hub_tree, write
+from tests.conftest import Cli, fresh_for_a_minute, git, hub_tree, write
 
 
 def _index_stat(root: Path, rel: str) -> tuple[str, str]:
@@ -19,15 +18,17 @@ def _index_stat(root: Path, rel: str) -> tuple[str, str]:
     return mtime, size
 
 
-def test_push_records_stat_data_of_settled_files_only(memory: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_push_records_stat_data_of_settled_files_only(memory: Path, cli: Cli) -> None:
     old = write(memory, "notes/old.md", "settled long ago\n")
     stamp = old.stat().st_mtime_ns
-    monkeypatch.setattr(snapshot, "_SETTLED_NS", 0)  # the file counts as settled at once
+    settled_at = max(stamp, old.stat().st_ctime_ns) + snapshot.SETTLED_NS
+    while time.time_ns() <= settled_at:  # snapshot's 2-second rule, waited out for real
+        time.sleep(0.1)
     assert cli("push", cwd=memory).code == 0
     mtime, size = _index_stat(memory, "notes/old.md")
     assert mtime == f"{stamp // 10**9}:{stamp % 10**9}" and size == str(len("settled long ago\n"))
-    monkeypatch.setattr(snapshot, "_SETTLED_NS", 60 * 10**9)  # just written: not trusted yet
-    write(memory, "notes/fresh.md", "just written\n")
+    fresh = write(memory, "notes/fresh.md", "just written\n")
+    fresh_for_a_minute(fresh)
     assert cli("push", cwd=memory).code == 0
     assert _index_stat(memory, "notes/fresh.md") == ("0:0", "0")
     # either way git and memsync agree the work tree is clean, and an edit is still seen

@@ -46,10 +46,9 @@ def test_only_connections_to_the_port_are_set(listener: socket.socket) -> None:
         assert nodelay(listener) == 0  # a listening socket has no peer
 
 
-def test_without_a_descriptor_listing_nothing_changes(listener: socket.socket, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sockets, "_FD_DIR", "/nonexistent-fd-dir")
+def test_without_a_descriptor_listing_nothing_changes(listener: socket.socket) -> None:
     with socket.create_connection(listener.getsockname()) as hub:
-        assert sockets.send_promptly(listener.getsockname()[1]) == 0
+        assert sockets.send_promptly(listener.getsockname()[1], fd_dir="/nonexistent-fd-dir") == 0
         assert nodelay(hub) == 0
 
 

@@ -60,15 +60,11 @@ def test_git_directory_is_never_a_change(memory: Path) -> None:
 
 
 def test_without_file_events_the_tree_is_polled(memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsync.live import changes
-
     def refused(root: Path, on_event: object) -> None:
         raise OSError(28, "inotify watch limit reached")
 
-    monkeypatch.setattr(changes, "_observe", refused)
-    monkeypatch.setattr(changes, "POLL_EVERY", 0.05)
     said: list[str] = []
-    monitor = ChangeMonitor(memory, said.append)
+    monitor = ChangeMonitor(memory, said.append, poll_every=0.05, observe=refused)
     monitor.start()
     try:
         assert monitor.polling and "polling" in said[0] and "inotify watch limit reached" in said[0]
