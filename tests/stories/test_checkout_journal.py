@@ -20,7 +20,7 @@ import pygit2
 import pytest
 
 from memsync.git import checkoutjournal
-from tests.conftest import git, hub_path, memsync_cmd, write
+from tests.conftest import Cli, git, hub_path, memsync_cmd, write
 from tests.helpers.gathered import losers
 
 BIG = 3 * 1024 * 1024
@@ -62,15 +62,16 @@ def conflict_copies(root: Path) -> list[str]:
 
 
 @pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """The operator's memory `research` (pushed) and a second clone of it."""
+def pair(tmp_path: Path, cli: Cli) -> Iterator[tuple[Path, Path]]:
+    """The operator's memory `research` (pushed) and a second clone of it (made in-process: the
+    tests' own commands are the subprocesses that crash)."""
     work = tmp_path / "research"
     work.mkdir()
-    memsync_cmd("init", cwd=work, check=True)
+    assert cli("init", cwd=work).code == 0
     write(work, "notes.md", "small notes\n")
-    memsync_cmd("push", cwd=work, check=True)
+    assert cli("push", cwd=work).code == 0
     copy = tmp_path / "copy"
-    memsync_cmd("clone", "research", str(copy), cwd=tmp_path, check=True)
+    assert cli("clone", "research", str(copy), cwd=tmp_path).code == 0
     yield work, copy
 
 
