@@ -160,6 +160,7 @@ def step(rng: random.Random, root: Path, cli: Cli) -> str:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.slow
 def test_a_narrowed_scan_reports_what_a_full_scan_does(memory: Path, cli: Cli, direct: Direct, seed: int) -> None:
     rng = random.Random(seed)
     scan_both(memory, direct)  # the first scan starts the tracker and sets the baseline
@@ -369,6 +370,7 @@ with open("summary.md", "r+b") as fh, mmap.mmap(fh.fileno(), 0) as mapped:
 
 
 @needs_peercred
+@pytest.mark.slow
 def test_a_served_run_records_writes_inotify_cannot_see(tmp_path: Path, memory: Path) -> None:
     """An agent that writes through a shared memory map (no inotify event) to keep its change out
     of its run's record: the record is made from a full scan, so the change is in it."""
@@ -392,6 +394,7 @@ def test_a_served_run_records_writes_inotify_cannot_see(tmp_path: Path, memory: 
 
 
 @needs_peercred
+@pytest.mark.slow
 def test_a_served_restore_never_overwrites_a_change_inotify_cannot_see(tmp_path: Path, memory: Path) -> None:
     """restore, revert and redact overwrite files on the strength of a scan: theirs are full ones,
     so a change written through a memory map is seen (restore refuses without --force), not lost."""

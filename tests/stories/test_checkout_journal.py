@@ -96,6 +96,7 @@ def assert_recovered(copy: Path, before: str, expected: dict[str, bytes]) -> Non
 
 
 @pytest.mark.parametrize("old_size", [0, 100_000], ids=["new-file", "changed-file"])
+@pytest.mark.slow
 def test_a_pull_cut_short_inside_a_file_is_undone_and_the_next_pull_commits_nothing(
         pair: tuple[Path, Path], old_size: int) -> None:
     work, copy = pair
@@ -116,6 +117,7 @@ def test_a_pull_cut_short_inside_a_file_is_undone_and_the_next_pull_commits_noth
     assert_recovered(copy, before, {"big.txt": new, "notes.md": b"small notes\n"})
 
 
+@pytest.mark.slow
 def test_a_rollback_that_cannot_write_either_is_finished_by_the_next_command(pair: tuple[Path, Path]) -> None:
     """The old version is as big as the limit too: the failed pull cannot put it back, so the
     record stays and the next command (a push here, which must not publish the prefix) does."""
@@ -138,6 +140,7 @@ def test_a_rollback_that_cannot_write_either_is_finished_by_the_next_command(pai
     assert not conflict_copies(copy)
 
 
+@pytest.mark.slow
 def test_an_edit_made_after_the_crash_is_kept(pair: tuple[Path, Path]) -> None:
     """A file on the checkout's list that holds neither version (nor a prefix of the new one)
     was changed after the crash: it is the user's, committed as such, never overwritten."""
@@ -158,6 +161,7 @@ def test_an_edit_made_after_the_crash_is_kept(pair: tuple[Path, Path]) -> None:
     assert git("merge-base", "--is-ancestor", tip, "HEAD", cwd=copy) == ""
 
 
+@pytest.mark.slow
 def test_a_record_older_than_the_branch_is_dropped_and_touches_nothing(pair: tuple[Path, Path]) -> None:
     """Killed after the branch moved but before the record went: the checkout was complete."""
     work, copy = pair
@@ -173,6 +177,7 @@ def test_a_record_older_than_the_branch_is_dropped_and_touches_nothing(pair: tup
     assert not checkoutjournal.pending(copy / ".git")
 
 
+@pytest.mark.slow
 def test_a_link_planted_above_a_recorded_path_is_never_followed(pair: tuple[Path, Path], tmp_path: Path) -> None:
     """After a crash, the folder of a recorded file replaced by a link to elsewhere: the rollback
     neither removes nor writes through it."""
@@ -201,6 +206,7 @@ def test_a_link_planted_above_a_recorded_path_is_never_followed(pair: tuple[Path
     {"head": "HEAD", "target": "0" * 40, "paths": ["notes.md"], "held": {}},  # a version this repository lacks
     "not json {",
 ], ids=["paths-outside", "unknown-version", "garbage"])
+@pytest.mark.slow
 def test_a_planted_record_touches_nothing_outside_and_never_blocks(
         pair: tuple[Path, Path], tmp_path: Path, record: object) -> None:
     """An agent (or anyone who can write .git) plants a record: no file outside the memory is

@@ -62,6 +62,7 @@ def test_an_unknown_shell_is_a_usage_error() -> None:
     assert r.stderr.startswith("error: unsupported shell 'tcsh'") and "hint:" in r.stderr
 
 
+@pytest.mark.slow
 def test_memory_names_and_run_ids_are_completed(memory: Path, tmp_path: Path) -> None:
     """From this machine only: the hub's branches (or the listing cache), the memory's run ids."""
     r = subprocess.run([sys.executable, "-m", "memsync", "run", "--run-id", "nightly-7", "--", "true"], cwd=memory,

@@ -434,6 +434,7 @@ def test_connection_refused(refusing_port, tmp_path: Path, scheme: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["git", "http", "ssh"])
+@pytest.mark.slow
 def test_dns_failure(tmp_path: Path, scheme: str) -> None:
     proc, took = timed_list(f"{scheme}://nonexistent.invalid/hub.git", tmp_path)
     assert proc.returncode == 4, proc.stderr

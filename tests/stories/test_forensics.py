@@ -46,6 +46,7 @@ def head(root: Path) -> str:
 
 
 # -- story 4 (the acceptance test of issue 4) -----------------------------------------------------
+@pytest.mark.slow
 def test_story4_destructive_overwrite_is_flagged_and_restored(memory: Path, cli: Cli) -> None:
     original, damaged = notes(7285, "CRDTs"), notes(1509, "nothing found")
     write(memory, "../original.bin", original)  # handed to the runs through files outside the memory
@@ -163,6 +164,7 @@ def _protected(memory: Path, cli: Cli) -> None:
     write(memory, ".vm0/storage.yaml", PROTECT)
 
 
+@pytest.mark.slow
 def test_append_only_keeps_old_content_and_the_runs_version_beside_it(memory: Path, cli: Cli) -> None:
     _protected(memory, cli)
     code, err = run(memory, "appender", "open('runs/first.md', 'a').write('more\\n'); "

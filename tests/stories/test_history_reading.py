@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pygit2
+import pytest
 from pygit2.enums import FileMode, ObjectType
 
 from memsync.git import firstcheckout, history, treediff
@@ -43,6 +44,7 @@ def _libgit2(repo: pygit2.Repository, old: pygit2.Tree | None, new: pygit2.Tree)
     return out
 
 
+@pytest.mark.slow
 def test_tree_deltas_match_libgit2s_diff_on_random_trees(tmp_path: Path) -> None:
     """Files, executables, links, submodules and folders replacing one another, nested: the
     walk that skips unchanged subtrees reports exactly what libgit2's full diff reports."""

@@ -39,6 +39,7 @@ def _hub_memories() -> set[str]:
     return set(out.split())
 
 
+@pytest.mark.slow
 def test_two_repositories_called_api_never_share_a_memory(cli: Cli, tmp_path: Path) -> None:
     first = repo(tmp_path / "work" / "api", "git@example.com:acme/api.git")
     second = repo(tmp_path / "play" / "api", "https://example.org/someone/api.git")
@@ -65,6 +66,7 @@ def test_two_clones_of_one_repository_share_one(cli: Cli, tmp_path: Path) -> Non
     assert install(cli, laptop)[0] == install(cli, desktop)[0]
 
 
+@pytest.mark.slow
 def test_without_a_remote_a_stable_id_in_the_repository_is_shared_by_its_worktrees(cli: Cli, tmp_path: Path) -> None:
     main = repo(tmp_path / "proj")
     assert "No memsync hooks" in cli("hooks", "status", cwd=main).out
@@ -136,6 +138,7 @@ def test_a_project_settings_link_out_of_the_project_is_refused(cli: Cli, tmp_pat
 
 
 @pytest.mark.parametrize("verb", ["stop"])
+@pytest.mark.slow
 def test_a_failing_hook_is_shown_and_listed_by_status(cli: Cli, tmp_path: Path, verb: str) -> None:
     project = repo(tmp_path / "p", "git@example.com:x/p.git")
     name, directory = install(cli, project)

@@ -80,6 +80,7 @@ def test_no_settings_through_a_claude_folder_linked_out_of_the_project(cli: Cli,
     figures.add("security attacks refused")
 
 
+@pytest.mark.slow
 def test_project_settings_refuse_this_machines_paths_and_run_from_path(cli: Cli, tmp_path: Path) -> None:
     project = repo(tmp_path / "team", "git@example.com:team/team.git")
     r = cli("hooks", "install", "claude-code", "--scope", "project", "--remote", str(tmp_path / "hub.git"),
@@ -181,6 +182,7 @@ def test_claude_codes_slug_past_200_characters() -> None:
     assert slug == slug[:200] + "-" + slug_hash(str(long))
 
 
+@pytest.mark.slow
 def test_codex_project_settings_name_no_folder_of_this_machine(cli: Cli, tmp_path: Path) -> None:
     project = repo(tmp_path / "tool", "git@example.com:team/tool.git")
     assert cli("hooks", "install", "codex", "--scope", "project", cwd=project).code == 0

@@ -90,6 +90,7 @@ def test_malformed_settings_are_refused_untouched(cli: Cli) -> None:
     assert cli("hooks", "install", "claude-code").code == 3
 
 
+@pytest.mark.slow
 def test_session_is_pulled_committed_as_its_run_and_pushed(cli: Cli, tmp_path: Path) -> None:
     home = claude_home()
     write(home, "CLAUDE.md", "# Always run the tests\n")

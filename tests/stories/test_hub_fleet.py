@@ -69,6 +69,7 @@ def crowded(memory: Path) -> tuple[Path, dict[str, str]]:
     return memory, crowd(hub_path())
 
 
+@pytest.mark.slow
 def test_push_pull_status_on_a_crowded_hub(crowded: tuple[Path, dict[str, str]], cli: Cli,
                                            tmp_path: Path) -> None:
     root, fleet = crowded
@@ -114,6 +115,7 @@ def test_a_push_writes_only_what_the_hub_lacks(memory: Path, cli: Cli) -> None:
 
 
 @pytest.mark.parametrize("with_git", [True, False])
+@pytest.mark.slow
 def test_a_lost_race_is_refused_and_retried(memory: Path, cli: Cli, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch, with_git: bool) -> None:
     """Another writer (plain git, which takes no memsync lock) moves the branch after memsync
@@ -258,6 +260,7 @@ def _pages(cli: Cli, *args: str) -> list[list[str]]:
         after = ["--after", got["more_after"]]
 
 
+@pytest.mark.slow
 def test_list_pages_and_prefix_on_a_crowded_hub(crowded: tuple[Path, dict[str, str]], cli: Cli) -> None:
     pages = _pages(cli, "--prefix", "fleet-0012", "--limit", "40")
     assert [len(p) for p in pages] == [40, 40, 20]
@@ -293,6 +296,7 @@ def test_list_pages_over_git_daemon(git_daemon: GitDaemon, cli: Cli, monkeypatch
 
 
 @pytest.mark.parametrize("refs", [10, 6000])
+@pytest.mark.slow
 def test_git_moves_the_ref_only_on_a_hub_with_many(memory: Path, tmp_path: Path, refs: int,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """libgit2 parses the hub's whole packed-refs to move one ref; past IN_PROCESS_PACKED_REFS

@@ -14,6 +14,7 @@ from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
 
 
 @pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.slow
 def test_the_flags_are_read_from_every_index_version(tmp_path: Path, version: int) -> None:
     from memsync.git.indexflags import hiding
 
@@ -32,6 +33,7 @@ def test_the_flags_are_read_from_every_index_version(tmp_path: Path, version: in
     assert hiding(b"not an index") == []
 
 
+@pytest.mark.slow
 def test_a_runs_record_sees_an_edit_the_agent_hid_with_index_flags(memory: Path) -> None:
     """Unflagged on the old code: the edits stay out of every commit of the run (and the next push
     commits them as the operator's)."""

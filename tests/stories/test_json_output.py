@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 from tests.conftest import git, memsync_cmd
 
@@ -81,6 +82,7 @@ def _json(*args: str, cwd: Path, code: int = 0) -> Any:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_every_json_output_matches_its_schema(memory: Path, tmp_path: Path) -> None:
     assert memsync_cmd("run", "--run-id", "failing", "--", "sh", "-c", "echo x > x.md; exit 5",
                        cwd=memory).returncode == 5
@@ -98,6 +100,7 @@ def test_every_json_output_matches_its_schema(memory: Path, tmp_path: Path) -> N
     jsonschema.validate(_json("gc", "--json", cwd=memory), GC)
 
 
+@pytest.mark.slow
 def test_status_says_when_remote_values_are_cached(memory: Path, tmp_path: Path) -> None:
     gone = tmp_path / "gone.git"
     git("init", "-q", "--bare", str(gone), cwd=tmp_path)
@@ -115,6 +118,7 @@ def test_status_says_when_remote_values_are_cached(memory: Path, tmp_path: Path)
     assert never["remote_error"] and never["remote_cached"] is False and never["remote_version"] is None
 
 
+@pytest.mark.slow
 def test_times_are_one_format_in_text_too(memory: Path, tmp_path: Path) -> None:
     updated = next(line for line in memsync_cmd("status", cwd=memory).stdout.splitlines()
                    if line.startswith("Updated: "))

@@ -73,6 +73,7 @@ def test_a_repack_killed_midway_is_tidied_by_the_next(memory: Path, cli: Cli) ->
     _fsck(hub)
 
 
+@pytest.mark.slow
 def test_maintenance_runs_by_itself_past_the_thresholds(memory: Path, cli: Cli,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_GC_PACKS", "4")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -41,6 +42,7 @@ def serve(cwd: Path, args: list[str], body: Callable[[Call], Awaitable[None]]) -
     anyio.run(main)
 
 
+@pytest.mark.slow
 def test_mcp_server_file_operations_history_and_search(memory: Path, tmp_path: Path) -> None:
     write(memory, "crdts.md", "state-based CRDTs need a join\n")
     assert memsync_cmd("push", cwd=memory).returncode == 0

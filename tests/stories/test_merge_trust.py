@@ -210,6 +210,7 @@ def test_a_planted_info_attributes_link_is_replaced_not_followed(memory: Path, t
     figures.add("security attacks refused")
 
 
+@pytest.mark.slow
 def test_concurrent_runs_rewriting_one_json_file_lose_nothing(memory: Path, tmp_path: Path, cli: Cli) -> None:
     """Three runs at once each set their own key of state.json and rewrite `model`, under a tree
     rule `* merge=union`: every run's key arrives, every version on the hub parses, and every

@@ -38,6 +38,7 @@ def test_run_refuses_a_memory_the_hub_lacks_and_creates_it_when_asked(memory: Pa
     assert hub_tree("memory/new-notes")["note.md"] == b"hi\n"
 
 
+@pytest.mark.slow
 def test_mcp_refuses_a_memory_the_hub_lacks_and_creates_it_when_asked(memory: Path, tmp_path: Path) -> None:
     proc = memsync_cmd("mcp", "--memory", "new-notes", cwd=tmp_path)
     assert proc.returncode == 4 and proc.stdout == ""

@@ -61,6 +61,7 @@ def test_push_with_the_hub_down_says_the_commit_is_kept(cli: Cli, tmp_path: Path
     assert "--offline" not in hint and "memsync push" in hint
 
 
+@pytest.mark.slow
 def test_status_during_a_run_says_the_operator_verbs_are_refused(memory: Path) -> None:
     started, stop = memory.parent / "started", memory.parent / "stop"
     script = f"touch {started}; while [ ! -e {stop} ]; do sleep 0.05; done"

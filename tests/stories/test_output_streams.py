@@ -26,6 +26,7 @@ def _run(args: list[str], cwd: Path, stdout: int | None) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("args", [["status"], ["status", "--json"], ["log"], ["list"]])
+@pytest.mark.slow
 def test_a_reader_that_goes_away_ends_the_output_quietly(memory: Path, args: list[str]) -> None:
     code, err = _run(args, memory, subprocess.PIPE)
     assert (code, err) == (0, "")

@@ -46,6 +46,7 @@ def redaction_record(repo, base: str, blob: tuple[str, str], commits: dict[str, 
                                   repo[on].peel(pygit2.Commit).tree_id, [pygit2.Oid(hex=on)]))
 
 
+@pytest.mark.slow
 def test_redact_rewrites_the_hub_and_a_clone_recovers_keeping_its_work(cli: Cli, memory: Path, tmp_path: Path) -> None:
     write(memory, "keys.md", f"deploy token: {SECRET}\n")
     assert cli("push", "-m", "Add deploy notes", cwd=memory).code == 0

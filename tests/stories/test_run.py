@@ -47,6 +47,7 @@ def commits(cwd: Path, rev: str = "memory/research") -> int:
 
 
 @pytest.mark.parametrize("code", [0, 1, 3])
+@pytest.mark.slow
 def test_exit_code_passes_through_and_failure_still_commits(memory: Path, agent: Path, code: int) -> None:
     before = commits(hub_path())
     proc = memsync_cmd("run", "--run-id", f"exit-{code}", "--", sys.executable, str(agent), str(code), cwd=memory)
@@ -61,6 +62,7 @@ def test_exit_code_passes_through_and_failure_still_commits(memory: Path, agent:
     assert author == f"memsync run exit-{code}"
 
 
+@pytest.mark.slow
 def test_killed_child_gives_137(memory: Path) -> None:
     proc = memsync_cmd("run", "--", "sh", "-c", "echo partial > partial.md; kill -9 $$", cwd=memory)
     assert proc.returncode == 137, proc.stderr
@@ -68,6 +70,7 @@ def test_killed_child_gives_137(memory: Path) -> None:
     assert trailers("memory/research", hub_path())["Memsync-Exit-Code"] == "137"
 
 
+@pytest.mark.slow
 def test_run_that_changes_nothing_leaves_a_record(memory: Path) -> None:
     before = commits(hub_path())
     proc = memsync_cmd("run", "--run-id", "idle-1", "--", "cat", "summary.md", cwd=memory)
@@ -115,6 +118,7 @@ def test_failed_run_quiet_before_exit_has_its_exit_code_on_the_hub(memory: Path)
     assert [(e["end"], e["checkpoint"]) for e in entries] == [(True, None), (False, 1)]
 
 
+@pytest.mark.slow
 def test_environment_of_the_command(memory: Path, tmp_path: Path) -> None:
     other = tmp_path / "mnt" / "ref-mem"
     setup = tmp_path / "ref-src"
@@ -135,6 +139,7 @@ def test_environment_of_the_command(memory: Path, tmp_path: Path) -> None:
     assert env["MEMSYNC_MEMORY_REF_MEM_DIR"] == str(other)
 
 
+@pytest.mark.slow
 def test_generated_run_ids_are_sortable_and_unique(memory: Path) -> None:
     ids = []
     for _ in range(3):
@@ -146,6 +151,7 @@ def test_generated_run_ids_are_sortable_and_unique(memory: Path) -> None:
 
 
 @pytest.mark.parametrize("bad", ["../escape", "a/b", "", "x" * 200, "-lead"])
+@pytest.mark.slow
 def test_bad_run_id_is_refused_before_running(memory: Path, bad: str) -> None:
     proc = memsync_cmd("run", "--run-id", bad, "--", "touch", "ran.md", cwd=memory)
     assert proc.returncode == 2
@@ -161,6 +167,7 @@ def test_missing_command_and_unknown_program(memory: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_lose_nothing(memory: Path, tmp_path: Path, agent: Path) -> None:
     write(memory, ".gitattributes", "log.md merge=union\n")
     write(memory, "log.md", "# log\n")
@@ -279,6 +286,7 @@ def test_no_push_commits_locally(memory: Path) -> None:
     assert "local-only.md" in git("show", "--name-only", "HEAD", cwd=memory)
 
 
+@pytest.mark.slow
 def test_sigterm_is_forwarded_and_the_work_saved(memory: Path, tmp_path: Path) -> None:
     script = ("import signal, sys, time, pathlib\n"
               "def bye(sig, frame):\n"
@@ -448,6 +456,7 @@ def test_a_secret_in_the_command_is_never_recorded_or_printed(memory: Path) -> N
     assert "Memsync-Command: sh -c 'echo '\"'\"'token = <redacted>'\"'\"' > /dev/null; echo done > done.md'" in history
 
 
+@pytest.mark.slow
 def test_read_only_changes_are_reported_once_and_block_only_when_they_conflict(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()

@@ -47,6 +47,7 @@ def _finish(proc: subprocess.Popen[str], go: Path) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_operator_verbs_refuse_during_a_run_and_the_run_keeps_its_files(memory: Path, tmp_path: Path) -> None:
     first = git("rev-parse", "HEAD", cwd=memory).strip()
     proc, go = _start_run(memory, tmp_path, "owner-1")
@@ -68,6 +69,7 @@ def test_operator_verbs_refuse_during_a_run_and_the_run_keeps_its_files(memory: 
     assert memsync_cmd("push", cwd=memory).returncode == 0, "after the run the operator verbs work again"
 
 
+@pytest.mark.slow
 def test_second_run_in_the_same_directory_waits_then_refuses(memory: Path, tmp_path: Path) -> None:
     proc, go = _start_run(memory, tmp_path, "owner-2")
     try:
@@ -85,6 +87,7 @@ def test_second_run_in_the_same_directory_waits_then_refuses(memory: Path, tmp_p
                                             "runs/owned.md", cwd=hub_path())
 
 
+@pytest.mark.slow
 def test_second_run_proceeds_when_the_first_ends_within_the_wait(memory: Path, tmp_path: Path) -> None:
     proc, go = _start_run(memory, tmp_path, "owner-3")
     second = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--run-id", "next", "--", "sh", "-c",
@@ -105,6 +108,7 @@ def test_second_run_proceeds_when_the_first_ends_within_the_wait(memory: Path, t
     assert by == {"next.md": "memsync run next", "runs/owned.md": "memsync run owner-3"}
 
 
+@pytest.mark.slow
 def test_a_dead_runs_mark_does_not_block(memory: Path, tmp_path: Path) -> None:
     """kill -9 of memsync itself leaves its mark behind: the next command ignores it."""
     go = tmp_path / "never"
@@ -126,6 +130,7 @@ def test_a_dead_runs_mark_does_not_block(memory: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("pid_reused", [False, True])
+@pytest.mark.slow
 def test_a_stale_mark_with_a_reused_pid_does_not_block(memory: Path, pid_reused: bool) -> None:
     """A mark naming a live process that is not the run (its pid was reused) is stale too."""
     if pid_reused and not Path("/proc/self/stat").exists():
@@ -138,6 +143,7 @@ def test_a_stale_mark_with_a_reused_pid_does_not_block(memory: Path, pid_reused:
     assert hub_tree()["summary.md"] == b"# Summary\n\nby the operator\n"
 
 
+@pytest.mark.slow
 def test_an_agent_cannot_pass_its_work_off_as_the_operators(memory: Path, figures: Figures) -> None:
     """The agent runs `memsync push` itself, inside its run: refused (exit 6), and its file is
     committed by the run, not by an operator push."""
@@ -153,6 +159,7 @@ def test_an_agent_cannot_pass_its_work_off_as_the_operators(memory: Path, figure
     figures.add("security attacks refused")
 
 
+@pytest.mark.slow
 def test_a_tool_call_of_the_run_itself_goes_on(memory: Path) -> None:
     """What the MCP server does inside a run: a restore acting as the run that owns the memory."""
     first = git("rev-parse", "HEAD", cwd=memory).strip()

@@ -98,6 +98,7 @@ mem = pathlib.Path(os.environ["MEMSYNC_MEMORY_DIR"])
 
 @pytest.mark.parametrize(("policy", "code", "committed"), [("warn", 0, True), ("block", 9, False),
                                                           ("off", 0, True)])
+@pytest.mark.slow
 def test_run_applies_the_policy(memory: Path, tmp_path: Path, policy: str, code: int, committed: bool) -> None:
     set_policy(memory, policy)
     agent = tmp_path / "agent.py"
@@ -137,6 +138,7 @@ SMUGGLED: list[tuple[str, str, bytes]] = [
 
 
 @pytest.mark.parametrize(("path", "data"), [pytest.param(p, d, id=c) for c, p, d in SMUGGLED])
+@pytest.mark.slow
 def test_block_refuses_every_form_of_the_secret(memory: Path, cli: Cli, path: str, data: bytes,
                                                 figures: Figures) -> None:
     figures.add("security attacks")
@@ -174,6 +176,7 @@ def test_a_secret_file_name_is_shown_redacted_and_never_committed(memory: Path, 
     assert "in the file name <redacted>.md" in r.err and TOKEN not in r.out + r.err
 
 
+@pytest.mark.slow
 def test_watch_once_exits_9_when_it_kept_a_file_out(memory: Path) -> None:
     set_policy(memory, "block")
     write(memory, "notes.md", NOTES)
@@ -202,6 +205,7 @@ _RUN_COMMANDS: list[tuple[str, list[str]]] = [
 
 
 @pytest.mark.parametrize("args", [pytest.param(a, id=c) for c, a in _RUN_COMMANDS])
+@pytest.mark.slow
 def test_the_recorded_command_never_holds_the_credential(memory: Path, args: list[str],
                                                          figures: Figures) -> None:
     figures.add("security attacks")

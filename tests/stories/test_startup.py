@@ -99,6 +99,7 @@ def test_a_ctrl_c_surfacing_as_an_import_failure_is_still_a_ctrl_c(tmp_path: Pat
 
 @pytest.mark.parametrize("args", [("status",), ("push",), ("pull",), ("run", "--offline", "--no-push", "--", "true"),
                                   ("hooks", "run", "stop")])
+@pytest.mark.slow
 def test_the_hot_verbs_start_without_typer(memory: Path, args: tuple[str, ...]) -> None:
     """push, pull, status, run and `hooks run` are dispatched by cli/fastpath.py: typer's import
     and its command tree (~60 ms of a cold command) are not paid, nor the other verbs' modules."""

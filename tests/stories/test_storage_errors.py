@@ -191,6 +191,7 @@ def test_stale_git_lock_files_are_recovered(memory: Path, cli: Cli) -> None:
     assert not (memory / ".git" / "index.lock").exists()
 
 
+@pytest.mark.slow
 def test_a_live_lock_makes_others_wait_then_fail(memory: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from filelock import FileLock;"
@@ -220,6 +221,7 @@ def test_usage_errors_are_one_line(tmp_path: Path, cli: Cli) -> None:
     assert r.code == 2 and r.err.startswith("error: No such command 'frobnicate'")
 
 
+@pytest.mark.slow
 def test_installed_entry_point(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "memsync"
     assert exe.exists(), "pip install . provides the memsync command"

@@ -505,6 +505,7 @@ def _markdown_megabyte() -> bytes:
     return "".join(out).encode()[:1_000_000]
 
 
+@pytest.mark.slow
 def test_one_megabyte_of_markdown_is_fast() -> None:
     data = _markdown_megabyte()
     assert scan_bytes("notes.md", data) == []
@@ -567,6 +568,7 @@ def test_utf16_inside_binary_data_is_found() -> None:
 
 
 @pytest.mark.parametrize("offset", [-60, -30, -1, 0, 1, 30, CHUNK_BYTES - 100])
+@pytest.mark.slow
 def test_a_token_across_a_chunk_boundary_is_found_once(offset: int) -> None:
     line = f"token: {_gho}\n".encode()
     start = CHUNK_BYTES + offset
@@ -586,6 +588,7 @@ def test_many_chunks_every_token_once_with_its_line() -> None:
     assert [f.line for f in findings] == [i + 1 for i in planted]
 
 
+@pytest.mark.slow
 def test_scan_file_reads_a_chunk_at_a_time(tmp_path: Path) -> None:
     import tracemalloc
 
@@ -790,6 +793,7 @@ def test_ascii_after_a_utf16_looking_start_is_still_found() -> None:
     assert [f.rule for f in scan_bytes("mixed.bin", data)] == ["github-token"]
 
 
+@pytest.mark.slow
 def test_utf16_strings_in_binary_across_a_chunk_boundary_are_found_once() -> None:
     head = bytes(range(1, 256)).replace(b"\n", b"") * (CHUNK_BYTES // 254 + 1)
     for shift in (-40, -41, -12, -4, 0, 1):

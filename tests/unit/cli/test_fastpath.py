@@ -238,6 +238,7 @@ END_TO_END: list[list[str]] = [
 
 
 @pytest.mark.parametrize("words", END_TO_END, ids=[" ".join(w) for w in END_TO_END])
+@pytest.mark.slow
 def test_both_paths_print_the_same_and_exit_the_same(two_paths: TwoPaths, words: list[str]) -> None:
     words = [str(hub_path()) if w == "HUB" else w.replace("=HUB", f"={hub_path()}") for w in words]
     by_typer, fast = two_paths.both(words)

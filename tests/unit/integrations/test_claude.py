@@ -264,6 +264,7 @@ def test_timer_checkpoint_pushes_an_idle_session(memory: Path, tmp_path: Path) -
         t.close()
 
 
+@pytest.mark.slow
 def test_demo_runs_without_network(tmp_path: Path) -> None:
     demo = Path(__file__).resolve().parents[3] / "demo" / "claude_memory_tool.py"
     proc = subprocess.run([sys.executable, str(demo)], cwd=tmp_path, env=dict(os.environ), capture_output=True,

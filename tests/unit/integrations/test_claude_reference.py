@@ -294,6 +294,7 @@ def seeded(root: Path, files: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.slow
 def test_the_same_results_as_the_sdk_reference_tool(name: str, tmp_path: Path,
                                                     umask: Callable[[int], int]) -> None:
     case = CASES[name]

@@ -196,6 +196,7 @@ def test_both_inits_bind_arguments_as_the_standard_one_does(warm: bool) -> None:
         assert Mixed.__init__.__qualname__.endswith("Mixed.__init__")
 
 
+@pytest.mark.slow
 def test_memsync_defines_no_standard_dataclasses() -> None:
     """memsync's record types are all cheap records: a standard one costs ~0.35 ms at import."""
     import ast
