@@ -10,13 +10,14 @@ import json
 import time
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from memsync.core.memory import Memory, open_memory
 from memsync.git import transport
 from memsync.git.hub import HubUrl
 from memsync.sync import exchange, turns
-from tests.conftest import Cli, git, hub_path
+from tests.conftest import Cli, hub_path
 
 QUEUE = turns.queue_of("memory/research")
 
@@ -30,8 +31,8 @@ def _network_like(memory: Path) -> Memory:
 
 
 def _queue() -> dict[str, str]:
-    out = git("for-each-ref", "--format=%(refname) %(objectname)", QUEUE, cwd=hub_path()).split("\n")
-    return dict(line.split() for line in out if line)
+    hub = pygit2.Repository(str(hub_path()))
+    return {name: str(hub.references[name].target) for name in hub.references if name.startswith(QUEUE)}
 
 
 def test_only_well_formed_tickets_count_lowest_first() -> None:
@@ -50,7 +51,7 @@ def test_tickets_are_numbered_in_order_and_the_first_goes_at_once(memory: Path) 
     first.release()
     second.release()
     assert _queue() == {} and first.ref is None
-    assert git("for-each-ref", "refs/memsync/ticket", cwd=memory) == ""  # the local ref is gone too
+    assert turns.LOCAL_TICKET not in pygit2.Repository(str(memory)).references  # the local ref is gone too
 
 
 def test_a_stale_ticket_ahead_is_passed_over_and_cleared(memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
