@@ -7,13 +7,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pygit2
 import pytest
 
 from memsync.core import hubbind
 from memsync.core.memory import open_memory
 from memsync.git import hub as hubmod
 from tests.conftest import Cli, hub_path
-from tests.helpers.servers import make_bare_hub
+
+
+def make_bare_hub(path: Path) -> Path:
+    """An empty bare hub, made in-process."""
+    pygit2.init_repository(str(path), bare=True)
+    return path
 
 
 def test_one_key_per_hub_whatever_its_spelling(tmp_path: Path) -> None:
