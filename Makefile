@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test test-fast lint stress bench bench-readme clean
+.PHONY: install demo test test-fast test-unit lint stress bench bench-readme clean
 
 $(BIN)/memsync: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,12 @@ test: install
 	$(BIN)/python -m pytest -q -n 3 -m "not solo"
 	$(BIN)/python -m pytest -q -m solo
 
-# the inner loop: no servers, attack suites, stress campaigns or timed waits (make test runs them all)
+# the unit tier: one module's decisions, in-process (tests/unit; CONTRIBUTING.md says where tests go)
+test-unit: install
+	$(BIN)/python -m pytest -q -n 3 tests/unit -m "not stress and not attack and not server and not slow and not solo"
+
+# the inner loop: the unit tier and the quick local tests; no servers, attack suites, stress
+# campaigns or tests that take more than ~2 s (marker slow: make test runs them all)
 test-fast: install
 	$(BIN)/python -m pytest -q -n 3 -m "not stress and not attack and not server and not slow and not solo"
 

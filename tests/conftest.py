@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,6 +101,14 @@ def write(root: Path, rel: str, text: str | bytes) -> Path:
         path.write_bytes(text)
     else:
         path.write_text(text)
+    return path
+
+
+def fresh_for_a_minute(path: Path) -> Path:
+    """Give `path` an mtime a minute ahead: memsync's 2-second rule for fresh files
+    (core/snapshot.py, SETTLED_NS) then holds for it however slowly a loaded machine runs the test."""
+    ahead = time.time_ns() + 60 * 10**9
+    os.utime(path, ns=(ahead, ahead), follow_symlinks=False)
     return path
 
 

@@ -5,6 +5,7 @@ in the CLI's output module."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,10 +33,21 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """Each module parsed once per session: every rule below walks the same trees."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _imports(name: str, path: Path) -> tuple[tuple[str, int], ...]:
     """(imported module, line) for every import statement in the module, at any depth. Imports
     under `if TYPE_CHECKING:` are included: a type is a dependency too."""
-    tree = ast.parse(path.read_text(), str(path))
+    return tuple(_walk_imports(name, path))
+
+
+def _walk_imports(name: str, path: Path) -> Iterator[tuple[str, int]]:
+    tree = _parsed(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -153,7 +165,7 @@ NATIVE_ONLY = {"pygit2.ffi": (), "pygit2._libgit2": (), "cffi": (), "_cffi_backe
 
 def _imported_names(path: Path) -> Iterator[tuple[str, int]]:
     """Every absolute name an import statement brings in, `from pygit2 import ffi` as `pygit2.ffi`."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_parsed(path)):
         if isinstance(node, ast.Import):
             yield from ((alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and not node.level and node.module:

@@ -82,7 +82,7 @@ def merge(kind: str, strategy: str, base: bytes | None, ours: bytes, theirs: byt
         return None
     if merged is _MISSING:
         return None  # both sides deleted everything: not a file any more (cannot happen for a file)
-    if result is not None and _same(result, merged):
+    if result is not None and _same(result[0], merged):
         return text_result  # the line merge's text: the writers' own formatting and comments
     return _render(kind, merged, ours)
 

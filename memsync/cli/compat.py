@@ -1,5 +1,5 @@
 """Every typer internal memsync relies on, in one place, pinned in pyproject.toml and checked by
-tests/test_typer_compat.py against the installed typer: a typer release that moves one of them
+tests/unit/cli/test_compat.py against the installed typer: a typer release that moves one of them
 fails that test rather than a user's command.
 
 - fast coercion of plain option values (typer._coercion, typer.core._TyperParameter);

@@ -8,7 +8,7 @@ command, with the same options record, through the same error handling (failures
 parsers are made from one declaration per verb (cli/options.py). Anything else (help, completion,
 an unknown or repeated option, a value that looks like an option, a cluster like `-fm`, a number
 that does not parse) is declined: the typer CLI runs it, so every usage error and every help text
-stays typer's own. tests/test_fastpath.py checks the two paths against each other.
+stays typer's own. tests/unit/cli/test_fastpath.py checks the two paths against each other.
 
 Hand-rolled, not argparse: the parser only has to accept a few exact forms and decline the rest,
 and argparse would add its own import (gettext, re) and its own notion of abbreviations

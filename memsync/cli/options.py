@@ -5,7 +5,7 @@ verb's options record (sync/options.py, run/options.py), and a parameter the cor
 command `run` runs, `--json`) with its type and default here. Both parsers are built from it: the
 typer command (cli/verbs.typer_command, for help, completion and usage errors) and the fast path's
 (cli/fastpath.py, for the exact forms a script writes, without importing typer).
-tests/test_fastpath.py holds the two equal, option by option.
+tests/unit/cli/test_fastpath.py holds the two equal, option by option.
 
 No typer here: the fast path imports this module.
 """
@@ -82,7 +82,7 @@ class Verb:
         """The function both parsers call: `body(options=record, **the other parameters)`."""
         module, _, function = self.function.partition(":")
         # __import__, not importlib.import_module: the import statement's own path, which
-        # `python -X importtime` lists (tests/test_startup.py reads that list)
+        # `python -X importtime` lists (tests/stories/test_startup.py reads that list)
         found: Callable[..., Any] = getattr(__import__(module, fromlist=[function]), function)
         return found
 

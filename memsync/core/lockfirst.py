@@ -25,7 +25,7 @@ from memsync.core.root import find_root
 __all__ = ["RECOVERIES", "enabled", "walking"]
 
 # checkoutjournal.JOURNAL, readonly.MARK and memory.RUN_MARKER, named here so that the top of the
-# command line imports none of those modules (tests/test_early_walk.py holds them equal)
+# command line imports none of those modules (tests/stories/test_early_walk.py holds them equal)
 RECOVERIES = ("index.lock", "memsync-checkout.json", "memsync-ro-guard.json", "memsync-run.json")
 
 

@@ -226,7 +226,7 @@ def run_in_progress(mem: Memory) -> str | None:
 # acts while a run owns the memory: it would commit the run's half-written files as someone else's,
 # or change the repository under the run (an agent calling `memsync redact` inside its own run
 # once wiped the hub's history that way). `refuse_during_run` is the one check they all make,
-# under the memory's lock and before writing anything; tests/test_run_ownership.py runs each verb
+# under the memory's lock and before writing anything; tests/stories/test_run_ownership.py runs each verb
 # against a live run, and fails when a command appears that is in neither table.
 OWNED_VERBS = frozenset({"push", "pull", "restore", "revert", "redact", "gc", "watch", "hooks run",
                          "accept", "reject"})

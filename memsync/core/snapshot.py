@@ -269,7 +269,7 @@ def _leaves(root: Path, link: Path, target: bytes) -> bool:
 
 # A file last changed this long ago gets a later timestamp from any further write, even on file
 # systems with 1-2 s timestamps, so its stat data can vouch for the bytes just read.
-_SETTLED_NS = 2_000_000_000
+SETTLED_NS = 2_000_000_000
 
 
 def _settled(before: os.stat_result, after: os.stat_result | None) -> os.stat_result | None:
@@ -279,7 +279,7 @@ def _settled(before: os.stat_result, after: os.stat_result | None) -> os.stat_re
     if after is None or (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) != (
             after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns):
         return None
-    if time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < _SETTLED_NS:
+    if time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < SETTLED_NS:
         return None
     return before
 

@@ -39,6 +39,16 @@ def _clashes(path: str, taken: set[str], folders: set[str]) -> bool:
     return any("/".join(parts[:i]) in taken for i in range(1, len(parts)))
 
 
+def _beside(path: str, tag: str, taken: set[str]) -> str:
+    """A conflict copy's name for `path`; where a folder of `path` is a file of ours, that folder
+    is the one renamed (a copy named inside it would sit under a file again, for ever)."""
+    parts = path.split("/")
+    cut = next((i for i in range(1, len(parts)) if "/".join(parts[:i]) in taken), None)
+    if cut is None:
+        return conflict_copy_name(path, tag)
+    return "/".join([conflict_copy_name("/".join(parts[:cut]), tag), *parts[cut:]])
+
+
 def join_unrelated(git: GitRepo, ours: str, theirs: str, their_tag: str, message: str,
                    author: tuple[str, str] | None = None) -> str:
     """The join commit of `ours` and `theirs` (histories with no common version): not checked
@@ -56,7 +66,7 @@ def join_unrelated(git: GitRepo, ours: str, theirs: str, their_tag: str, message
             continue
         target, n = path, 1
         while target in taken or _clashes(target, taken, folders):  # a free name beside it, never over one
-            target = conflict_copy_name(path, their_tag if n == 1 else f"{their_tag}-{n}")
+            target = _beside(path, their_tag if n == 1 else f"{their_tag}-{n}", taken)
             n += 1
         index.add(pygit2.IndexEntry(target, pygit2.Oid(hex=oid), FileMode(mode)))
         taken.add(target)

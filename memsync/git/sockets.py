@@ -22,10 +22,11 @@ __all__ = ["peer_socket", "send_promptly"]
 _FD_DIR = "/dev/fd"  # Linux (-> /proc/self/fd) and macOS
 
 
-def send_promptly(port: int) -> int:
-    """Set TCP_NODELAY on this process's TCP sockets connected to `port`; how many were set."""
+def send_promptly(port: int, fd_dir: str = _FD_DIR) -> int:
+    """Set TCP_NODELAY on this process's TCP sockets connected to `port`; how many were set.
+    `fd_dir`: where this process's descriptors are listed (none listed there: nothing is set)."""
     try:
-        names = os.listdir(_FD_DIR)
+        names = os.listdir(fd_dir)
     except OSError:
         return 0
     done = 0

@@ -30,8 +30,13 @@ POLL_EVERY = 1.0  # seconds between two looks at the tree when polling
 class ChangeMonitor:
     """Counts relevant file events below `root`; `dirty` and `last_event` drive checkpoints."""
 
-    def __init__(self, root: Path, notice: Callable[[str], None] | None = None) -> None:
+    def __init__(self, root: Path, notice: Callable[[str], None] | None = None, *, poll_every: float = POLL_EVERY,
+                 observe: Callable[[Path, Callable[[Any], None]], Any] | None = None) -> None:
+        """`poll_every`: seconds between two looks when file events are unavailable; `observe`
+        starts the file events (watchdog's observer, the default)."""
         self.root = root.resolve()
+        self.poll_every = poll_every
+        self._start_observer = observe or _observe
         self.notice = notice or (lambda _msg: None)
         self.ignore = IgnoreRules(self.root)
         self.lock = threading.Lock()
@@ -137,7 +142,7 @@ class ChangeMonitor:
     def start(self) -> None:
         self._stopping.clear()
         try:
-            self._observer = _observe(self.root, self._on_event)
+            self._observer = self._start_observer(self.root, self._on_event)
         except Exception as exc:  # no watches to be had (out of inotify watches, no backend)
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
             self.notice(f"file events unavailable ({reason}); polling {self.root} instead "
@@ -180,11 +185,11 @@ class ChangeMonitor:
                 self._poll()
             except Exception:  # the thread must live on, or no more checkpoints: the next scan finds what changed
                 self.mark_dirty()
-                self._stopping.wait(POLL_EVERY)
+                self._stopping.wait(self.poll_every)
 
     # -- polling --------------------------------------------------------------------------------
     def _poll(self) -> None:
-        self._stopping.wait(POLL_EVERY)
+        self._stopping.wait(self.poll_every)
         stamp = self._tree_stamp()
         if stamp != self._stamp:
             self._stamp = stamp

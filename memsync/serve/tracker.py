@@ -216,7 +216,7 @@ class Tracker:
         if (base is None or base.token < self.reset_gen or self.nested or self.linked_rules
                 or time.monotonic() - base.full_at > FULL_EVERY):
             # No baseline; or a repository inside this one (libgit2 narrowed may not report it as
-            # a full diff does: tests/test_tracker.py found such trees), or a rule file that is a
+            # a full diff does: tests/servers/test_tracker.py found such trees), or a rule file that is a
             # symlink (its target changes the rules without an event for the rule file itself).
             return reply
         paths = set(base.paths)

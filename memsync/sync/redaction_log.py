@@ -71,8 +71,9 @@ def refused(mem: Memory) -> Incoming | None:
     if not _well_formed(found):  # a file anyone writing .git could have edited: checked, not trusted
         return None
     tip = mem.git.ref_oid(mem.tracking_ref)
-    if tip is None or not (tip == found.record or mem.git.is_ancestor(found.record, tip)):
-        return None
+    if tip is None or not (tip == found.record
+                           or (mem.git.has_object(found.record) and mem.git.is_ancestor(found.record, tip))):
+        return None  # a record this clone does not hold (pruned, or an edited note) is not the hub's
     return found
 
 

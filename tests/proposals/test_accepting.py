@@ -57,6 +57,7 @@ def test_reject_keeps_it_readable_and_acceptable_later(research: Path, cli: Cli)
 
 
 @pytest.mark.parametrize("order", [("one", "two"), ("two", "one")])
+@pytest.mark.slow
 def test_two_proposals_accepted_in_either_order(research: Path, cli: Cli, order: tuple[str, str]) -> None:
     propose(cli, research, "one", "open('summary.md','w').write('# Summary\\n\\nalpha fact by one\\nbeta fact\\n')")
     propose(cli, research, "two", "open('summary.md','w').write('# Summary\\n\\nalpha fact by two\\nbeta fact\\n')")

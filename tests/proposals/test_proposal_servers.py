@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import Cli, git, hub_path, hub_tree, write
 from tests.proposals.conftest import agent, propose
-from tests.test_serve import CLIENT_MODULES, client_imports, server  # noqa: F401  (the fixture)
-from tests.test_transports import Hub, _start
+from tests.servers.test_serve import CLIENT_MODULES, client_imports, server  # noqa: F401  (the fixture)
+from tests.stories.test_transports import Hub, _start
 
 
 @pytest.fixture(params=["http", "ssh"])

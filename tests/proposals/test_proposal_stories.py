@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from memsync.core.attribution import Attribution
 from memsync.core.memory import open_memory
 from memsync.core.snapshot import take
@@ -14,6 +16,7 @@ from tests.conftest import Cli, git, hub_path, hub_tree, write
 from tests.proposals.conftest import agent, propose
 
 
+@pytest.mark.slow
 def test_accept_after_twenty_versions_moved_the_memory(research: Path, cli: Cli, tmp_path: Path) -> None:
     propose(cli, research, "late", "open('summary.md','a').write('proposed line\\n')")
     other = tmp_path / "other"
@@ -41,6 +44,7 @@ def test_accept_after_twenty_versions_moved_the_memory(research: Path, cli: Cli,
     assert len(parents) == 2  # a merge: the forge sees the proposal's branch as merged
 
 
+@pytest.mark.slow
 def test_a_proposal_whose_base_the_hub_redacted(research: Path, cli: Cli) -> None:
     secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
     write(research, "keys.md", f"token {secret}\n")
@@ -56,6 +60,7 @@ def test_a_proposal_whose_base_the_hub_redacted(research: Path, cli: Cli) -> Non
     assert secret not in history  # the proposal's pre-redaction history did not come back
 
 
+@pytest.mark.slow
 def test_a_flagged_proposal_says_so_and_the_accepted_version_keeps_the_flag(research: Path, cli: Cli) -> None:
     write(research, "big.md", "a line of notes worth keeping\n" * 100)
     assert cli("push", cwd=research).code == 0

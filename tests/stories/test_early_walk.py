@@ -1,0 +1,243 @@
+"""The memory's lock taken first and the walk under it (core/lockfirst.py, git/earlyscan.py).
+
+A push or status takes the memory's lock at the top of the command line and walks the work tree
+under it while the command imports; the command's own `held` takes the lock over, and its first
+scan takes the walk's deltas. These tests begin that as the command line does (lockfirst.walking)
+and run the command in process, checking what the command did, whether the walk was taken, and
+that the lock was taken once.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memsync.core import lockfirst, locking, memory, readonly
+from memsync.git import checkoutjournal, earlyscan
+from memsync.git import scan as scanmod
+from memsync.git.repo import GitRepo
+from memsync.git.scan import scan
+from tests.conftest import Cli, fresh_for_a_minute, git, hub_tree, write
+
+Taken = list[bool]
+_ACQUIRE = locking._acquire  # (not the spy: a probe of the lock is no taking of it by memsync)
+
+
+@pytest.fixture(autouse=True)
+def no_walk_left() -> Any:
+    yield
+    assert not locking._early  # every lock taken early was taken over or let go
+    earlyscan.forget()
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> Taken:
+    """For each scan that found an early walk waiting: whether it took it (in order)."""
+    seen: Taken = []
+    real = scanmod._early_walk
+
+    def spy(git: GitRepo, flags: Any, meanwhile: Any = None) -> Any:
+        waiting = earlyscan._walk is not None
+        found = real(git, flags, meanwhile)
+        if waiting:
+            seen.append(found is not None)
+        return found
+
+    monkeypatch.setattr(scanmod, "_early_walk", spy)
+    return seen
+
+
+@pytest.fixture
+def acquired(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every time memsync.lock is taken from the kernel (not handed over)."""
+    seen: list[str] = []
+    real = locking._acquire
+
+    def spy(lock_file: Path, wait: float) -> Any:
+        if lock_file.name == "memsync.lock" and lock_file.parent.name == ".git":
+            seen.append(str(lock_file))
+        return real(lock_file, wait)
+
+    monkeypatch.setattr(locking, "_acquire", spy)
+    return seen
+
+
+def _busy(lock_file: Path) -> bool:
+    """Whether another holder has `lock_file` (tried on a descriptor of its own)."""
+    try:
+        release, _ = _ACQUIRE(lock_file, 0)
+    except TimeoutError:
+        return True
+    release()
+    return False
+
+
+def _index_stat(root: Path, rel: str) -> str:
+    lines = git("ls-files", "--debug", rel, cwd=root).splitlines()
+    return next(line.split(":", 1)[1].strip() for line in lines if line.strip().startswith("mtime:"))
+
+
+def test_push_takes_the_lock_once_and_the_walk(memory: Path, cli: Cli, taken: Taken, acquired: list[str]) -> None:
+    write(memory, "summary.md", "# Summary\n\nfirst line\nsecond line\n")
+    write(memory, "new/deep/file.md", "a new file\n")
+    (memory / "runs" / "first.md").unlink()
+    lock_file = memory / ".git" / "memsync.lock"
+    with lockfirst.walking(memory):
+        assert acquired == [str(lock_file)] and _busy(lock_file)  # taken first, before any import
+        r = cli("push", cwd=memory)
+        assert r.code == 0, r.err
+    assert acquired == [str(lock_file)]  # the command took it over: taken once
+    assert taken == [True]
+    assert not _busy(lock_file)
+    tree = hub_tree()
+    assert tree["summary.md"].endswith(b"second line\n")
+    assert tree["new/deep/file.md"] == b"a new file\n"
+    assert "runs/first.md" not in tree
+    assert git("status", "--porcelain", cwd=memory) == ""
+
+
+def test_the_walk_refreshes_the_index_under_the_lock(memory: Path, cli: Cli, taken: Taken) -> None:
+    """As git's status: lock, refresh (libgit2 writes the refreshed index), then the scan."""
+    fresh_for_a_minute(write(memory, "fresh.md", "staged without stat data\n"))
+    assert cli("push", cwd=memory).code == 0
+    assert _index_stat(memory, "fresh.md") == "0:0"  # snapshot's 2-second rule
+    with lockfirst.walking(memory):
+        earlyscan.wait()
+        assert _index_stat(memory, "fresh.md") != "0:0"  # refreshed by the walk, the lock held
+        r = cli("status", cwd=memory)
+        assert r.code == 0, r.err
+    assert taken == [True]
+    assert "fresh.md" not in r.out
+
+
+def test_a_busy_lock_means_no_early_walk(memory: Path, cli: Cli, taken: Taken) -> None:
+    lock_file = memory / ".git" / "memsync.lock"
+    release, _ = locking._acquire(lock_file, 0)  # another holder
+    try:
+        with lockfirst.walking(memory):
+            assert earlyscan._walk is None
+    finally:
+        release()
+    write(memory, "notes.md", "after the other holder\n")
+    with lockfirst.walking(memory):
+        assert cli("push", cwd=memory).code == 0
+    assert hub_tree()["notes.md"] == b"after the other holder\n"
+
+
+def test_the_markers_named_at_the_top_are_the_modules_own() -> None:
+    assert lockfirst.RECOVERIES == ("index.lock", checkoutjournal.JOURNAL, readonly.MARK, memory.RUN_MARKER)
+
+
+@pytest.mark.parametrize("marker", lockfirst.RECOVERIES)
+def test_no_walk_when_the_command_recovers_first(memory: Path, marker: str) -> None:
+    """The command writes the index or the work tree before it scans: it walks itself then."""
+    (memory / ".git" / marker).write_text("{}")
+    try:
+        with lockfirst.walking(memory):
+            assert earlyscan._walk is None
+            assert _busy(memory / ".git" / "memsync.lock")  # the lock is still taken first
+    finally:
+        (memory / ".git" / marker).unlink()
+
+
+def test_no_walk_after_a_holder_died(memory: Path) -> None:
+    """Its git lock files are cleared under the lock, before anything looks: no walk meanwhile."""
+    lock_file = memory / ".git" / "memsync.lock"
+    lock_file.write_text("999999 elsewhere 1.000 - -\n")  # a record only a holder that died leaves
+    with lockfirst.walking(memory):
+        assert earlyscan._walk is None
+
+
+def test_switched_off_nothing_is_taken_early(memory: Path, cli: Cli, acquired: list[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMSYNC_NO_EARLY_WALK", "1")
+    write(memory, "notes.md", "walked by the scan itself\n")
+    with lockfirst.walking(memory):
+        assert acquired == [] and earlyscan._walk is None
+        assert cli("push", cwd=memory).code == 0
+    assert len(acquired) == 1
+    assert hub_tree()["notes.md"] == b"walked by the scan itself\n"
+
+
+def test_a_command_that_stops_early_lets_the_lock_go(memory: Path, cli: Cli) -> None:
+    (memory / ".vm0" / "storage.yaml").write_text("name: [unclosed\n")
+    with lockfirst.walking(memory):
+        r = cli("status", cwd=memory)
+    assert r.code != 0 and "storage.yaml" in r.err
+    assert earlyscan._walk is None  # joined and dropped with the lock: never used under another
+    assert not _busy(memory / ".git" / "memsync.lock")
+
+
+def test_a_walk_is_taken_only_by_a_first_look_at_the_index(memory: Path, taken: Taken) -> None:
+    write(memory, "notes.md", "seen by the walk\n")
+    with lockfirst.walking(memory):
+        g = GitRepo.open(memory)
+        g.index.read(force=False)  # this repository looked at its index before scanning
+        changes = scan(g).changes
+    assert taken == [False]
+    assert [c.path for c in changes] == ["notes.md"]
+
+
+def test_a_walk_of_another_memory_is_not_taken(memory: Path, tmp_path: Path, cli: Cli, taken: Taken) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    assert cli("init", "--name", "other", cwd=other).code == 0
+    write(other, "theirs.md", "the other memory's\n")
+    write(memory, "ours.md", "ours\n")
+    with lockfirst.walking(other):
+        assert cli("push", cwd=memory).code == 0
+    assert taken == [False]
+    assert hub_tree()["ours.md"] == b"ours\n"
+    assert "theirs.md" not in hub_tree()
+
+
+@pytest.mark.slow
+def test_a_cold_push_process_takes_the_walk(memory: Path) -> None:
+    """The command line takes the lock and begins the walk (fastpath): a real `memsync push` and
+    `status`, with the walk's use reported through a test hook, give the same result as without it."""
+    write(memory, "cold.md", "pushed by a cold process\n")
+    probe = memory.parent / "probe.py"
+    probe.write_text(
+        "import sys\n"
+        "from memsync.git import earlyscan\n"
+        "real = earlyscan.take\n"
+        "def take(*a, **k):\n"
+        "    w = real(*a, **k)\n"
+        "    sys.stderr.write(f'walk taken: {w is not None}\\n')\n"
+        "    return w\n"
+        "earlyscan.take = take\n"
+        "from memsync.cli import fastpath\n"
+        "sys.exit(fastpath.dispatch(sys.argv[1:]))\n")
+    for verb in ("push", "status"):
+        done = subprocess.run([sys.executable, str(probe), verb], cwd=memory, env=dict(os.environ),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and "walk taken: True" in done.stderr, done.stderr
+    assert hub_tree()["cold.md"] == b"pushed by a cold process\n"
+
+
+@pytest.mark.slow
+def test_concurrent_pushes_in_one_memory_lose_nothing(memory: Path) -> None:
+    """Eight cold `memsync push` processes in one memory at once, each after writing its own file
+    and rewriting a shared one: each takes the lock first or waits for it, and one that waited
+    walks under the lock it then holds. Every file and the last rewrite reach the hub; the tree
+    ends clean."""
+    env = dict(os.environ)
+    for round_no in range(3):
+        procs = []
+        for i in range(8):
+            write(memory, f"writers/{round_no}-{i}.md", f"writer {i}, round {round_no}\n")
+            write(memory, "shared.md", f"round {round_no}, writer {i}\n")
+            procs.append(subprocess.Popen([sys.executable, "-m", "memsync", "push"], cwd=memory, env=env,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+    tree = hub_tree()
+    assert {f"writers/{r}-{i}.md" for r in range(3) for i in range(8)} <= set(tree)
+    assert tree["shared.md"] == b"round 2, writer 7\n"
+    assert git("status", "--porcelain", cwd=memory) == ""
