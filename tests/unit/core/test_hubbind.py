@@ -24,18 +24,18 @@ def make_bare_hub(path: Path) -> Path:
 
 def test_one_key_per_hub_whatever_its_spelling(tmp_path: Path) -> None:
     bare = make_bare_hub(tmp_path / "h.git")
-    assert hubbind.hub_key(hubmod.parse(str(bare))) == hubbind.hub_key(hubmod.parse(f"file://{bare}"))
+    assert hubmod.parse(str(bare)).key == hubmod.parse(f"file://{bare}").key
     alice = hubmod.parse("https://alice@example.com/x.git")
-    assert hubbind.hub_key(alice) == hubbind.hub_key(hubmod.parse("https://example.com/x.git"))
-    assert hubbind.hub_key(hubmod.parse("https://example.com:8443/x.git")).endswith(":8443/x.git")
-    assert hubbind.hub_key(alice) != hubbind.hub_key(hubmod.parse("https://example.org/x.git"))
+    assert alice.key == hubmod.parse("https://example.com/x.git").key
+    assert hubmod.parse("https://example.com:8443/x.git").key.endswith(":8443/x.git")
+    assert alice.key != hubmod.parse("https://example.org/x.git").key
 
 
 def test_what_is_recorded_never_holds_an_account_or_a_token() -> None:
     with_token = hubmod.parse("https://alice:s3cret-token@example.com/x.git")
-    kept = hubbind.recordable(with_token)
+    kept = with_token.recordable
     assert "alice" not in kept and "s3cret" not in kept and kept == "https://example.com/x.git"
-    assert hubbind.recordable(hubmod.parse("git://127.0.0.1:9418/hub.git")) == "git://127.0.0.1:9418/hub.git"
+    assert hubmod.parse("git://127.0.0.1:9418/hub.git").recordable == "git://127.0.0.1:9418/hub.git"
 
 
 def test_the_recorded_hub_is_used_and_another_in_the_environment_refused(
@@ -43,9 +43,9 @@ def test_the_recorded_hub_is_used_and_another_in_the_environment_refused(
     mem = open_memory(memory)
     assert mem.config.remote is not None  # the first push recorded the embedded hub
     own = hubbind.resolve_for(mem.config, mem.git, None)
-    assert hubbind.hub_key(own) == hubbind.hub_key(hubmod.parse(str(hub_path())))
+    assert own.key == hubmod.parse(str(hub_path())).key
     monkeypatch.setenv("MEMSYNC_REMOTE", str(hub_path()))  # the same hub, spelled as a variable
-    assert hubbind.hub_key(hubbind.resolve_for(mem.config, mem.git, None)) == hubbind.hub_key(own)
+    assert hubbind.resolve_for(mem.config, mem.git, None).key == own.key
     other = make_bare_hub(tmp_path / "other.git")
     monkeypatch.setenv("MEMSYNC_REMOTE", str(other))
     with pytest.raises(hubbind.HubChanged) as refused:
@@ -68,12 +68,14 @@ def test_an_unrecorded_memory_is_held_to_the_hub_it_exchanged_with(
     mem = open_memory(memory)
     assert mem.config.remote is None
     earlier = hubbind.came_from(mem.git, mem.config.hub_branch)
-    assert earlier is not None and hubbind.hub_key(earlier) == hubbind.hub_key(hubmod.parse(str(hub_path())))
+    assert earlier is not None and earlier.key == hubmod.parse(str(hub_path())).key
     assert hubbind.resolve_for(mem.config, mem.git, None) is not None  # the same hub: allowed
     monkeypatch.setenv("MEMSYNC_REMOTE", str(make_bare_hub(tmp_path / "elsewhere.git")))
     with pytest.raises(hubbind.HubChanged, match="belongs to the hub"):
         hubbind.resolve_for(mem.config, mem.git, None)
-    hubbind.record(memory, mem.config, mem.git, None)  # it exchanged already: nothing recorded
+    monkeypatch.delenv("MEMSYNC_REMOTE")
+    own = hubbind.resolve_for(mem.config, mem.git, None)
+    hubbind.record(memory, mem.config, mem.git, own)  # it exchanged already: nothing recorded
     assert "remote:" not in config.read_text()
 
 
@@ -96,8 +98,8 @@ def test_the_first_push_records_the_hub_it_goes_to(tmp_path: Path, cli: Cli, mon
     target = make_bare_hub(tmp_path / "target.git")
     monkeypatch.setenv("MEMSYNC_REMOTE", str(target))
     mem = open_memory(root)
-    hubbind.record(root, mem.config, mem.git, None)
+    hubbind.record(root, mem.config, mem.git, hubbind.resolve_for(mem.config, mem.git, None))
     assert f"remote: {target}\n" in config.read_text() and mem.config.remote == str(target)
     before = config.read_text()
-    hubbind.record(root, mem.config, mem.git, None)  # recorded once
+    hubbind.record(root, mem.config, mem.git, hubbind.resolve_for(mem.config, mem.git, None))  # recorded once
     assert config.read_text() == before

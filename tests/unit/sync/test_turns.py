@@ -14,8 +14,9 @@ import pygit2
 import pytest
 
 from memsync.core.memory import Memory, open_memory
-from memsync.git import transport
+from memsync.git import remote
 from memsync.git.hub import HubUrl
+from memsync.git.remote import NetworkHub
 from memsync.sync import exchange, turns
 from tests.conftest import Cli, hub_path
 
@@ -26,7 +27,7 @@ def _network_like(memory: Path) -> Memory:
     """The memory, reaching its hub through a file:// URL: the same refs and pushes as a network
     hub, without a server."""
     mem = open_memory(memory)
-    mem.hub = HubUrl(f"file://{hub_path()}", "file")
+    mem.hub = NetworkHub(HubUrl(f"file://{hub_path()}", "file"), mem.hub._keeper)
     return mem
 
 
@@ -79,7 +80,7 @@ def test_a_writer_that_runs_out_of_time_still_holds_only_its_own_ticket(memory: 
 
 def test_a_queue_the_hub_refuses_turns_queueing_off(memory: Path) -> None:
     mem = _network_like(memory)
-    mem.hub = HubUrl(f"file://{memory.parent / 'no-such-hub.git'}", "file")
+    mem.hub = NetworkHub(HubUrl(f"file://{memory.parent / 'no-such-hub.git'}", "file"), mem.hub._keeper)
     turn = turns.Turn(mem, time.monotonic() + 60)
     assert not turn.after_loss() and turn.off
     assert not turn.after_loss()  # and stays off for the rest of the exchange
@@ -91,7 +92,8 @@ def test_a_hub_on_this_machine_or_a_switched_off_queue_never_queues(memory: Path
     assert not exchange._take_turn(open_memory(memory), places, time.monotonic() + 60)  # it has a lock
     monkeypatch.setenv("MEMSYNC_PUSH_QUEUE", "0")
     mem = open_memory(memory)
-    mem.hub = HubUrl("git://127.0.0.1:1/hub.git", "git")  # never reached: the switch decides first
+    # never reached: the switch decides first
+    mem.hub = NetworkHub(HubUrl("git://127.0.0.1:1/hub.git", "git"), mem.hub._keeper)
     assert not exchange._take_turn(mem, places, time.monotonic() + 60) and places == []
 
 
@@ -105,13 +107,13 @@ def test_the_backoff_is_jittered_under_a_doubling_ceiling() -> None:
 
 
 def test_patience_comes_from_the_environment_and_is_never_negative(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert exchange.push_patience() == exchange.DEFAULT_PATIENCE
+    assert remote.push_patience() == remote.DEFAULT_PATIENCE
     monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "2.5")
-    assert exchange.push_patience() == 2.5
+    assert remote.push_patience() == 2.5
     monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "-3")
-    assert exchange.push_patience() == 0.0
+    assert remote.push_patience() == 0.0
     monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "soon")
-    assert exchange.push_patience() == exchange.DEFAULT_PATIENCE
+    assert remote.push_patience() == remote.DEFAULT_PATIENCE
 
 
 def test_refs_of_the_queue_are_not_listed_as_memories(memory: Path, cli: Cli) -> None:
@@ -120,5 +122,5 @@ def test_refs_of_the_queue_are_not_listed_as_memories(memory: Path, cli: Cli) ->
     listed = cli("list", "--json", cwd=memory)
     assert listed.code == 0
     assert [m["name"] for m in json.loads(listed.out)["memories"]] == ["research"]
-    assert transport.refs_under(turn.mem.git, turn.mem.hub, QUEUE) == _queue()
+    assert turn.mem.hub.refs_under(turn.mem.git, QUEUE) == _queue()
     turn.release()
