@@ -71,7 +71,8 @@ def tiny_memory(work: Path, cmds: dict[str, list[str]]) -> tuple[Path, dict[str,
 
 
 def measure(res: Results, work: Path, cmds: dict[str, list[str]], files: int, versions: int, rounds: int,
-            big_rounds: int, boot_rounds: int, say: Callable[[str], None]) -> None:
+            big_rounds: int, boot_rounds: int, say: Callable[[str], None], transports: list[str],
+            warm: int) -> None:
     python = str(Path(next(iter(cmds.values()))[0]).parent / "python")
     tree, env = tiny_memory(work, cmds)
     for _ in range(2):  # warm-up: bytecode caches and page cache for every candidate
@@ -127,24 +128,73 @@ def measure(res: Results, work: Path, cmds: dict[str, list[str]], files: int, ve
     for built in builds.values():
         shutil.rmtree(built.root, ignore_errors=True)
 
-    say(f"sandbox boot: {versions:,} versions of {files:,} files over git://")
+    boot_rows(res, work, cmds, files, versions, boot_rounds, transports, warm, say, floor[1], big_rounds)
+
+
+def boot_rows(res: Results, work: Path, cmds: dict[str, list[str]], files: int, versions: int, rounds: int,
+              transports: list[str], warm: int, say: Callable[[str], None],
+              floor: Callable[[], Sample] | None = None, log_rounds: int = 0) -> None:
+    """The sandbox boot as a sandbox meets it: a hub that has served clones before (`warm`
+    untimed boots of every candidate first: the server's page cache and pack reuse are warm for
+    all alike), then `rounds` rounds, the candidates' order rotating, over each transport."""
+    say(f"sandbox boot: {versions:,} versions of {files:,} files over {', '.join(transports)}")
     h = bench.build_history(work, files, versions, ("file", "daemon"), say)
-    cold_log(res, h, cmds, floor[1], big_rounds, say)
+    if floor is not None:
+        cold_log(res, h, cmds, floor, log_rounds, say)
+    http = _http_hubs(work, h) if "http" in transports else None
     dest = h.root / "boot"
-    ms_url, git_url = h.ms_url["daemon"], h.git_url["daemon"]
-    assert ms_url is not None
-
-    def boot(cmd: list[str]) -> Callable[[], Sample]:
-        line = (f"{_sh(cmd)} clone {bench.HIST_NAME} {dest} --remote {ms_url} >/dev/null && cd {dest} && "
-                f"{_sh(cmd)} run -- sh -c \"{EDIT}\"")
-        return lambda: procs.timed(line, h.root, h.env)
-
-    cands = [(n, boot(c)) for n, c in cmds.items()]
-    cands.append(("git", lambda: procs.timed(GIT_BOOT.format(branch=bench.HIST_BRANCH, url=git_url, dest=dest),
-                                             h.root, h.env)))
-    alternate(res, "boot", "sandbox boot", boot_rounds, cands, after=lambda _n: shutil.rmtree(dest, ignore_errors=True))
-    say(f"  sandbox boot: {_brief(res, 'boot', 'sandbox boot')}")
+    try:
+        for transport in transports:
+            ms_url, git_url, env = _boot_urls(h, transport, http)
+            cands = [(n, _boot(c, ms_url, dest, h.root, env)) for n, c in cmds.items()]
+            line = GIT_BOOT.format(branch=bench.HIST_BRANCH, url=git_url, dest=dest)
+            cands.append(("git", lambda line=line: procs.timed(line, h.root, h.env)))  # type: ignore[misc]
+            for _ in range(warm):
+                for _name, action in cands:
+                    action()
+                    shutil.rmtree(dest, ignore_errors=True)
+            item = f"sandbox boot ({transport})"
+            alternate(res, "boot", item, rounds, cands, after=lambda _n: shutil.rmtree(dest, ignore_errors=True))
+            say(f"  {item}: {_brief(res, 'boot', item)}")
+    finally:
+        if http is not None:
+            http.stop()
     shutil.rmtree(h.root, ignore_errors=True)
+
+
+def _boot(cmd: list[str], url: str, dest: Path, cwd: Path, env: dict[str, str]) -> Callable[[], Sample]:
+    line = (f"{_sh(cmd)} clone {bench.HIST_NAME} {dest} --remote {url} >/dev/null && cd {dest} && "
+            f"{_sh(cmd)} run -- sh -c \"{EDIT}\"")
+    return lambda: procs.timed(line, cwd, env)
+
+
+HTTP_USER, HTTP_TOKEN = "bench", "bench-boot-token"
+
+
+def _http_hubs(work: Path, h: bench.History) -> Any:
+    """Smart HTTP (`git http-backend`, tests/helpers/servers.py) over the history's two hubs."""
+    sys.path.insert(0, str(HERE.parent))
+    from tests.helpers.servers import HttpGitServer
+
+    for hub in (Path(h.env["MEMSYNC_HOME"]) / "hub.git", Path(h.git_url["file"].removeprefix("file://"))):
+        procs.run(["git", "config", "http.receivepack", "true"], hub, h.env)
+    server = HttpGitServer(work, user=HTTP_USER, token=HTTP_TOKEN)
+    server.start()
+    return server
+
+
+def _boot_urls(h: bench.History, transport: str, http: Any) -> tuple[str, str, dict[str, str]]:
+    """(memsync's --remote, git's URL, memsync's environment) of the history's hubs over `transport`."""
+    if transport == "git":
+        ms_url = h.ms_url["daemon"]
+        assert ms_url is not None
+        return ms_url, h.git_url["daemon"], h.env
+    assert transport == "http" and http is not None
+    base = f"127.0.0.1:{http.port}"
+    ms_hub = (Path(h.env["MEMSYNC_HOME"]) / "hub.git").relative_to(http.project_root)
+    git_hub = Path(h.git_url["file"].removeprefix("file://")).relative_to(http.project_root)
+    return (f"http://{HTTP_USER}@{base}/{ms_hub}", f"http://{HTTP_USER}:{HTTP_TOKEN}@{base}/{git_hub}",
+            {**h.env, "MEMSYNC_TOKEN": HTTP_TOKEN, "MEMSYNC_USER": HTTP_USER})
 
 
 def cold_log(res: Results, h: bench.History, cmds: dict[str, list[str]], floor: Callable[[], Sample],
@@ -190,9 +240,11 @@ TARGETS: list[tuple[str, str, str, str]] = [
     ("run -- true, {files} files", "big", "run -- true", "floor+git*1.5"),
     ("run -- true, 2 files", "tiny", "run -- true", "report-floor"),
     ("cold log -n 20, long history", "history", "log -n 20", "floor+git*1.5"),
-    ("sandbox boot (clone + run + push, git://)", "boot", "sandbox boot", "report"),
+    ("sandbox boot (clone + run + push, git://)", "boot", "sandbox boot (git)", "git*1.0"),
+    ("sandbox boot (clone + run + push, HTTP)", "boot", "sandbox boot (http)", "git*1.0"),
 ]
-SHOWN = {"floor*1.3": "<= 1.3x import pygit2", "git*1.6": "<= 1.6x git", "floor+git*1.5": "<= floor + 1.5x git",
+SHOWN = {"floor*1.3": "<= 1.3x import pygit2", "git*1.6": "<= 1.6x git",
+         "git*1.0": "<= git clone --depth 1 + script", "floor+git*1.5": "<= floor + 1.5x git",
          "report": "(reported: vs git clone --depth 1 + script)", "report-floor": "(reported: vs import pygit2)"}
 
 
@@ -204,6 +256,7 @@ def target_rows(res: Results, names: list[str], files: int) -> list[dict[str, An
         git = found["git"].median if "git" in found else None
         limit = {"floor*1.3": floor * 1.3 if floor else None,
                  "git*1.6": git * 1.6 if git else None,
+                 "git*1.0": git,
                  "floor+git*1.5": floor + 1.5 * git if floor and git else None}.get(formula)
         row: dict[str, Any] = {"target": label.format(files=f"{files:,}"), "formula": SHOWN[formula],
                                "limit_ms": _ms_of(limit), "floor_ms": _ms_of(floor), "git_ms": _ms_of(git)}
@@ -302,7 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, help="another checkout (or its memsync/ package) measured too")
     parser.add_argument("--rounds", type=int, default=9, help="rounds of the 2-file items (default 9)")
     parser.add_argument("--big-rounds", type=int, default=5, help="rounds at --files (default 5)")
-    parser.add_argument("--boot-rounds", type=int, default=3, help="rounds of the sandbox boot (default 3)")
+    parser.add_argument("--boot-rounds", type=int, default=7, help="rounds of the sandbox boot (default 7)")
+    parser.add_argument("--boot-warm", type=int, default=2,
+                        help="untimed boots of every candidate before the timed ones (default 2)")
+    parser.add_argument("--boot-transports", default="git,http", help="comma-separated: git, http (default both)")
+    parser.add_argument("--boot-only", action="store_true", help="measure the sandbox boot alone")
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--versions", type=int, default=5_000)
     parser.add_argument("--workdir", type=Path)
@@ -327,8 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     bench.DAEMON.append(procs.GitDaemon(work, make_env(work, work / "mshome-daemon")))
     res = Results()
     try:
-        say("2 files")
-        measure(res, work, cmds, args.files, args.versions, args.rounds, args.big_rounds, args.boot_rounds, say)
+        transports = [t.strip() for t in args.boot_transports.split(",") if t.strip()]
+        if args.boot_only:
+            boot_rows(res, work, cmds, args.files, args.versions, args.boot_rounds, transports, args.boot_warm, say)
+        else:
+            say("2 files")
+            measure(res, work, cmds, args.files, args.versions, args.rounds, args.big_rounds, args.boot_rounds, say,
+                    transports, args.boot_warm)
     finally:
         for d in bench.DAEMON:
             d.stop()

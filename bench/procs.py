@@ -24,6 +24,7 @@ class BenchError(RuntimeError):
 class Sample:
     seconds: float
     rss_kb: int
+    tree_kb: int = 0  # the largest sum over the command's processes alive at once (spawner.py)
 
 
 class Spawner:
@@ -38,15 +39,17 @@ class Spawner:
         self._proc = subprocess.Popen([sys.executable, "-S", "-u", str(script)], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
 
-    def run(self, argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int, int, str]:
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str],
+            tree: bool = False) -> tuple[float, int, int, str, int]:
         assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "env": env}) + "\n")
+        self._proc.stdin.write(json.dumps({"argv": argv, "cwd": str(cwd), "env": env, "tree": tree}) + "\n")
         self._proc.stdin.flush()
         line = self._proc.stdout.readline()
         if not line:
             raise BenchError(f"the spawner exited ({self._proc.poll()})")
         got = json.loads(line)
-        return float(got["seconds"]), int(got["rss_kb"]), int(got["code"]), str(got["stderr"])
+        return (float(got["seconds"]), int(got["rss_kb"]), int(got["code"]), str(got["stderr"]),
+                int(got.get("tree_kb", 0)))
 
     def own_peak_kb(self) -> int:
         """The spawner's own peak RSS: the floor of every figure it reports."""
@@ -77,20 +80,22 @@ def vm_hwm_kb(pid: int) -> int:
     return 0
 
 
-def timed(cmd: list[str] | str, cwd: Path, env: dict[str, str], ok_codes: tuple[int, ...] = (0,)) -> Sample:
+def timed(cmd: list[str] | str, cwd: Path, env: dict[str, str], ok_codes: tuple[int, ...] = (0,),
+          tree: bool = False) -> Sample:
     """Run one command (argv, or a shell line) and return its wall time and peak RSS.
 
     Peak RSS comes from wait4(): the largest resident set of the process and of every descendant
     it waited for, so a shell line reports its biggest git process. With a Spawner started, the
-    command is spawned by it (see Spawner), else by this process.
+    command is spawned by it (see Spawner), else by this process; with `tree` (a Spawner only)
+    the spawner also samples the sum over the command's live processes (Sample.tree_kb).
     """
     argv = ["sh", "-c", cmd] if isinstance(cmd, str) else cmd
     if SPAWNER:
-        seconds, rss_kb, code, text = SPAWNER[0].run(argv, cwd, env)
+        seconds, rss_kb, code, text, tree_kb = SPAWNER[0].run(argv, cwd, env, tree)
         if code not in ok_codes:
             shown = cmd if isinstance(cmd, str) else shlex.join(cmd)
             raise BenchError(f"`{shown}` in {cwd} exited {code}:\n{text}")
-        return Sample(seconds, rss_kb)
+        return Sample(seconds, rss_kb, tree_kb)
     with tempfile.TemporaryFile() as errors:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,

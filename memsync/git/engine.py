@@ -69,12 +69,14 @@ def for_packing(path: Path | str) -> pygit2.Repository:
     refuses `add_file` on a repository's configuration; libgit2 allows it. At the lowest level
     (ProgramData's, used on Windows only), so that every configuration file outranks it. If the
     file is missing (a broken install) or the level is taken, the handle keeps libgit2's
-    defaults, which are only larger."""
+    defaults, which are only larger. The C heap's free pages go back to the system first
+    (native.release_free_heap): a pack build comes after the walk of a whole memory."""
+    from memsync.git import native
+
+    native.release_free_heap()
     repo = repository(path)
     if not PACKING_CONFIG.is_file():
         return repo
-    from memsync.git import native
-
     native.add_config_file(repo, bytes(PACKING_CONFIG), ConfigLevel.PROGRAMDATA)
     return repo
 

@@ -39,7 +39,7 @@ import pygit2
 from pygit2.enums import ObjectType, SortMode
 
 from memsync.errors import RemoteError
-from memsync.git import receivepack, transport
+from memsync.git import engine, receivepack, transport
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo
 from memsync.git.transport import NotFastForward, open_local_hub, translate
@@ -101,7 +101,9 @@ def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None,
 def _send_objects(mine: pygit2.Repository, hub_repo: pygit2.Repository, new: str, expected: str | None) -> int:
     if new in hub_repo:  # pushed before, or another memory's identical history
         return 0
-    builder = pygit2.PackBuilder(mine)
+    # a first push (the whole memory): through a handle whose pack builder keeps no delta cache
+    # and on a heap given back first (engine.for_packing), as the transport's push
+    builder = pygit2.PackBuilder(mine if expected is not None else engine.for_packing(mine.path))
     walker = mine.walk(pygit2.Oid(hex=new), SortMode.TOPOLOGICAL)
     if expected is not None:
         walker.hide(pygit2.Oid(hex=expected))

@@ -11,6 +11,7 @@ Python part comes on first use.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +21,7 @@ from pygit2.ffi import C, ffi
 
 __all__ = ["ERROR", "EUSER", "add_config_file", "address", "append_index", "callback", "checkout_tree",
            "define_extern", "diff_index_to_workdir", "from_handle", "is_handle", "is_null",
-           "own_ffi", "remote_heads", "text", "trim_push_heads"]
+           "own_ffi", "release_free_heap", "remote_heads", "text", "trim_push_heads"]
 
 ERROR = int(C.GIT_ERROR)  # a callback's refusal
 EUSER = int(C.GIT_EUSER)  # a refusal whose exception pygit2 re-raises once libgit2 returns
@@ -202,6 +203,35 @@ def text(pointer: Any) -> bytes:
 
 def address(pointer: Any) -> int:
     return int(ffi.cast("uintptr_t", pointer))
+
+
+_TRIM_ABOVE = 64 * 1024 * 1024  # resident bytes
+_libc: list[Any] = []  # [(the FFI, the C library)] once looked up; [None] where it has no malloc_trim
+
+
+def release_free_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's malloc_trim; nothing elsewhere).
+    A pack build (engine.for_packing) follows the walk, index and Python objects of a whole
+    memory, which glibc keeps mapped once freed: ~30 MB at 100,000 files that the pack builder's
+    own peak then came on top of. Not a libgit2 call: pygit2 has none, and the C library is
+    reached through a cffi FFI of memsync's own, and only by a process grown past
+    _TRIM_ABOVE (a push of a few files does not parse a cdef for nothing)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            resident = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return
+    if resident < _TRIM_ABOVE:
+        return
+    if not _libc:
+        try:
+            made = own_ffi("int malloc_trim(size_t pad);")
+            _libc.append((made, made.dlopen(None)))
+            _libc[0][1].malloc_trim  # noqa: B018 - absent outside glibc: AttributeError
+        except (ImportError, OSError, AttributeError):
+            _libc[:] = [None]
+    if _libc[0] is not None:
+        _libc[0][1].malloc_trim(0)
 
 
 @functools.cache

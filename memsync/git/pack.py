@@ -12,8 +12,11 @@ which the repack neither lists nor removes, and every object it removes is in th
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
+import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pygit2
@@ -57,7 +60,7 @@ def counts(git_dir: Path, exact: bool = False) -> ObjectCounts:
     fan-out directories instead of estimating from one."""
     objects = _objects_dir(git_dir)
     if exact:
-        return ObjectCounts(loose=len(_loose_files(objects)), packs=len(_pack_files(objects)))
+        return ObjectCounts(loose=sum(1 for _ in _loose_files(objects)), packs=len(_pack_files(objects)))
     try:
         sample = sum(1 for e in os.scandir(objects / _SAMPLE_DIR) if len(e.name) == 38)
     except FileNotFoundError:
@@ -65,46 +68,49 @@ def counts(git_dir: Path, exact: bool = False) -> ObjectCounts:
     return ObjectCounts(loose=sample * 256, packs=len(_pack_files(objects)))
 
 
-def _loose_files(objects: Path) -> list[str]:
-    """Every loose object's path, as strings: a Path is several times the size, and a first push
-    leaves one loose object per file (100,000 of them)."""
-    found: list[str] = []
+def _loose_files(objects: Path) -> Iterator[str]:
+    """Every loose object's path, one at a time: a first push leaves one loose object per file,
+    and 100,000 paths held at once were ~12 MB of a repack's peak."""
     for fan in range(256):
         try:
             entries = os.scandir(objects / f"{fan:02x}")
         except FileNotFoundError:
             continue
         with entries:
-            found.extend(e.path for e in entries if len(e.name) == 38)
-    return found
+            for entry in entries:
+                if len(entry.name) == 38:
+                    yield entry.path
 
 
 def repack(git_dir: Path) -> RepackResult:
-    """One pack holding every object; the old packs and loose objects go once it is written."""
+    """One pack holding every object; the old packs and loose objects go once it is written.
+    Holds no Python object per object: the ids go straight into libgit2's pack builder, and a
+    loose object is removed only if the new pack's index lists it (_PackIndex)."""
     started = time.monotonic()
     objects = _objects_dir(git_dir)
     old_packs = _pack_files(objects)
-    loose = _loose_files(objects)
-    if len(old_packs) <= 1 and not loose:  # already one pack (or empty): nothing to do, not an error
+    loose_before = sum(1 for _ in _loose_files(objects))
+    if len(old_packs) <= 1 and not loose_before:  # already one pack (or empty): nothing to do, not an error
         return RepackResult(0, len(old_packs), 0, time.monotonic() - started)
     repo = engine.for_packing(git_dir)
-    # every object of every backend (loose and packed), reachable or not; an object stored twice
-    # (in two packs, or packed and loose) is listed once per copy
-    ids = dict.fromkeys(repo.odb)  # in order, once each; also what the clean-up below looks up
-    if not ids:
-        return RepackResult(0, len(old_packs), 0, time.monotonic() - started)
+    listed = [0]
 
     def add_all(builder: pygit2.PackBuilder) -> None:
-        for oid in ids:
+        # every object of every backend (loose and packed), reachable or not; an object stored
+        # twice (in two packs, or packed and loose) is added once
+        for oid in repo.odb:
             builder.add(oid)
+        listed[0] = len(builder)
 
     try:
         written = repo.pack(pack_delegate=add_all)
     except pygit2.GitError as exc:
         raise RepoError(f"cannot repack {git_dir}: {exc}", "check free disk space, then run `memsync gc`") from exc
+    if not listed[0]:
+        return RepackResult(0, len(old_packs), 0, time.monotonic() - started)
     new_packs = set(_pack_files(objects)) - set(old_packs)
-    if written != len(ids) or not new_packs:
-        raise RepoError(f"repack of {git_dir} wrote {written} of {len(ids)} objects; nothing was removed")
+    if written != listed[0] or len(new_packs) != 1:
+        raise RepoError(f"repack of {git_dir} wrote {written} of {listed[0]} objects; nothing was removed")
     _fsync_dir(objects / "pack")
     for pack in old_packs:
         if pack in new_packs:  # identical content gives the identical name: nothing to remove
@@ -113,14 +119,51 @@ def repack(git_dir: Path) -> RepackResult:
         for suffix in (".idx", ".rev", ".mtimes", ".keep"):
             pack.with_suffix(suffix).unlink(missing_ok=True)
         pack.unlink(missing_ok=True)
-    for path in loose:  # <objects>/ab/cdef...: the object ab...
-        if pygit2.Oid(hex=path[-41:-39] + path[-38:]) in ids:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+    packed = _PackIndex(next(iter(new_packs)).with_suffix(".idx"))
+    try:
+        for path in _loose_files(objects):  # <objects>/ab/cdef...: the object ab...
+            if packed.holds(bytes.fromhex(path[-41:-39] + path[-38:])):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+    finally:
+        packed.close()
     for fan in range(256):
         with contextlib.suppress(OSError):  # not empty (an object written meanwhile), or absent
             (objects / f"{fan:02x}").rmdir()
-    return RepackResult(len(ids), len(old_packs), len(loose), time.monotonic() - started)
+    return RepackResult(written, len(old_packs), loose_before, time.monotonic() - started)
+
+
+class _PackIndex:
+    """The object names a pack index (version 2) lists, looked up in place (mapped, not read
+    into objects): its fan-out table narrows a name to ~1/256 of them, a binary search does the rest."""
+
+    _NAMES = 8 + 256 * 4  # header, then the fan-out table, then the sorted 20-byte names
+
+    def __init__(self, path: Path) -> None:
+        with open(path, "rb") as fh:
+            self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        if self._map[:8] != b"\xfftOc\x00\x00\x00\x02":
+            self._map.close()
+            raise RepoError(f"unexpected pack index format in {path}; nothing was removed")
+        self._fanout = struct.unpack_from(">256I", self._map, 8)
+
+    def holds(self, name: bytes) -> bool:
+        first = name[0]
+        lo, hi = (self._fanout[first - 1] if first else 0), self._fanout[first]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            at = self._NAMES + 20 * mid
+            found = self._map[at:at + 20]
+            if found == name:
+                return True
+            if found < name:
+                lo = mid + 1
+            else:
+                hi = mid
+        return False
+
+    def close(self) -> None:
+        self._map.close()
 
 
 def _fsync_dir(path: Path) -> None:

@@ -9,7 +9,7 @@ since a scan's baseline (scan.py).
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, Protocol
 
 import pygit2
 from pygit2.enums import FileMode
@@ -18,7 +18,7 @@ from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
 from memsync.util.names import is_conflict_copy, is_gathered
 from memsync.util.records import dataclass
 
-__all__ = ["Found", "PathDelta", "counts", "deltas", "paths_between", "walk"]
+__all__ = ["Found", "PathDelta", "counts", "deltas", "paths_between", "tally", "walk"]
 
 DeltaKind = Literal["added", "modified", "deleted"]
 
@@ -26,7 +26,14 @@ _TREE_MODE = int(FileMode.TREE)
 _LINK_MODE = int(FileMode.LINK)
 _COMMIT_MODE = int(FileMode.COMMIT)
 _RECORD = re.compile(rb"[0-7]+ [^\x00]*\x00.{20}", re.DOTALL)
-Found = list[tuple[str, DeltaKind, pygit2.Oid | None, pygit2.Oid | None]]
+FoundDelta = tuple[str, DeltaKind, pygit2.Oid | None, pygit2.Oid | None]
+Found = list[FoundDelta]
+
+
+class _Sink(Protocol):
+    """Where `walk` puts each path it finds: a list (Found), or a running tally."""
+
+    def append(self, found: FoundDelta, /) -> None: ...
 
 
 def _kind_of(mode: int) -> int:
@@ -49,7 +56,7 @@ def _parse(record: bytes) -> tuple[str, int, pygit2.Oid]:
 
 
 def walk(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid | None, prefix: str,
-                found: Found, depth: int) -> None:
+         found: _Sink, depth: int) -> None:
     if depth > MAX_TREE_DEPTH:
         raise TreeTooLarge(f"a version's tree is deeper than {MAX_TREE_DEPTH} directories ({prefix[:80]}...)",
                            "ask the hub's owner to revert that version")
@@ -107,6 +114,33 @@ def _size(repo: pygit2.Repository, oid: pygit2.Oid) -> int:
         return int(repo.odb.read_header(oid)[1])
     except (KeyError, ValueError, pygit2.GitError):
         return 0
+
+
+class _Tally:
+    """`counts` of a walk taken as it goes, holding nothing per path: a first version's walk
+    finds every file of the memory (100,000 PathDeltas and their paths held ~35 MB at once)."""
+
+    def __init__(self, repo: pygit2.Repository) -> None:
+        self.repo = repo
+        self.files = self.added = self.removed = 0
+        self.copies: list[str] = []
+
+    def append(self, found: FoundDelta, /) -> None:
+        path, kind, a, b = found
+        old_size = _size(self.repo, a) if a is not None else 0
+        new_size = _size(self.repo, b) if b is not None else 0
+        self.files += 1
+        self.added += max(new_size - old_size, 0)
+        self.removed += max(old_size - new_size, 0)
+        if (kind == "added" and is_conflict_copy(path)) or (is_gathered(path) and new_size > old_size):
+            self.copies.append(path)
+
+
+def tally(repo: pygit2.Repository, old: pygit2.Oid | None, new: pygit2.Oid) -> tuple[int, int, int, list[str]]:
+    """`counts(deltas(repo, old, new))`, without holding the deltas."""
+    sink = _Tally(repo)
+    walk(repo, old, new, "", sink, 1)
+    return sink.files, sink.added, sink.removed, sorted(sink.copies)
 
 
 def counts(found: list[PathDelta], created: list[str] | None = None) -> tuple[int, int, int, list[str]]:

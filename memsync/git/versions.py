@@ -85,11 +85,12 @@ class VersionReading:
 
     def tree_counts(self, parent_tree: str | None, tree: str) -> tuple[int, int, int, list[str]]:
         """What `tree` changes against `parent_tree` (None: a first version), as `log` shows it:
-        files changed, bytes added, bytes removed, conflict copies made (treediff.counts)."""
+        files changed, bytes added, bytes removed, conflict copies made (treediff.counts, taken as
+        the walk goes: treediff.tally)."""
         from memsync.git import treediff
 
         old = None if parent_tree is None else pygit2.Oid(hex=parent_tree)
-        return treediff.counts(treediff.deltas(self._repo, old, pygit2.Oid(hex=tree)))
+        return treediff.tally(self._repo, old, pygit2.Oid(hex=tree))
 
     def tree_stats(self, commit_oid: str) -> tuple[int, int]:
         """(files, bytes) of a version, reading object headers only. Versions already counted
