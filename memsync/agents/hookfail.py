@@ -18,14 +18,14 @@ from pathlib import Path
 
 from memsync.git import hub as hubmod
 from memsync.util.names import NAME_RE
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["CloneState", "cleared", "clones", "last_failure", "recorded", "system_message"]
 
 MAX_CLONES = 500  # read by status at most
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class CloneState:
     agent: str
     memory: str

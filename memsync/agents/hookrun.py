@@ -26,7 +26,7 @@ from memsync.core.memory import Memory, open_memory, refuse_during_run
 from memsync.errors import UsageError
 from memsync.git.trailers import compose
 from memsync.util.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:
     from memsync.core.snapshot import Snapshot
@@ -43,7 +43,7 @@ def short_network() -> None:
     os.environ.setdefault("MEMSYNC_LOCK_TIMEOUT", "5")
 
 
-@dataclass
+@recordclass
 class HookResult:
     event: str
     memory: str

@@ -13,11 +13,11 @@ from memsync.agents import hookfail
 from memsync.agents import registry as agents
 from memsync.errors import MemsyncError
 from memsync.git.scan import scan
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 from memsync.util.wording import count
 
 
-@dataclass
+@recordclass
 class HookStatus:
     agent: str
     scope: str  # user | project | local | clone (another folder whose hooks ran here)

@@ -16,7 +16,7 @@ from typing import Any
 
 from memsync.agents.projectdir import LOCAL_SETTINGS, auto_memory_dir
 from memsync.errors import ConfigError, UsageError
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 MARK = "memsync hooks run"  # how memsync recognises its own entries in a settings file
 SCOPES = ("user", "project", "local")  # local: the project's .claude/settings.local.json (personal)
@@ -25,7 +25,7 @@ SCOPES = ("user", "project", "local")  # local: the project's .claude/settings.l
 NEVER_SYNCED = (".consolidate-lock", "*.sqlite", "*.sqlite-*", "*.sqlite3", "*.db")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class HookEvent:
     event: str  # the agent's event name
     verb: str  # `memsync hooks run VERB`
@@ -33,7 +33,7 @@ class HookEvent:
     timeout: int  # seconds the agent waits before cancelling the hook
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Agent:
     key: str
     label: str
@@ -258,7 +258,7 @@ def without_ours(groups: list[Any]) -> list[Any]:
     return kept
 
 
-@dataclass
+@recordclass
 class Installed:
     path: Path
     events: list[str] = field(default_factory=list)

@@ -23,14 +23,14 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 MARK_RE = re.compile(r"^<!-- memsync-conflict (?P<id>[0-9a-z-]{1,40}) (?P<time>\d{8}T\d{6}Z) -->$", re.M)
 _FIELD_RE = re.compile(r"^- (?P<key>[a-z ]+): `(?P<value>[^`\n]*)`", re.M)
 _SIZE_RE = re.compile(r"^- size: (?P<size>\d+) bytes", re.M)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Loser:
     """One losing version, as the merge found it."""
 
@@ -46,7 +46,7 @@ class Loser:
         return f"{(self.version or 'none')[:8]}-{self.blob[:8]}"
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Entry:
     """One entry read back from a gathered file."""
 
@@ -89,7 +89,7 @@ class Entry:
         return data
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Gathered:
     preamble: str
     entries: dict[str, Entry]

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, cast, get_args
 
 from memsync.util.lazyre import LazyRe
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
@@ -86,7 +86,7 @@ BINARY_SNIFF_BYTES = 8192
 # --- data -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class FileChange:
     """One path's change between the parent commit and the commit being made."""
 
@@ -119,7 +119,7 @@ def _needs_quoting(path: str) -> bool:
     return any(unicodedata.category(c) in _UNSAFE for c in path)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Flag:
     """A suspected accidental loss of memory in one file.
 
@@ -360,7 +360,7 @@ def _compile_glob(pattern: str) -> re.Pattern[str]:
         raise ValueError(f"invalid pattern {pattern!r}: {exc}") from None
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ProtectRule:
     """One ``protect:`` entry: paths matching ``pattern`` get ``mode``."""
 
@@ -430,7 +430,7 @@ def parse_protect(raw: object) -> list[ProtectRule]:
     return rules
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Violation:
     """A change that breaks the first protect rule matching its path."""
 

@@ -22,13 +22,13 @@ after the memory's own rules come the defaults below. Patterns are gitignore-sty
 
 from __future__ import annotations
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 STRATEGIES = ("append", "union", "keep-both", "ours", "theirs", "structured")
 DEFAULT = "keep-both"
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class MergeRule:
     pattern: str
     strategy: str

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import re
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 PLACEHOLDER = re.compile(rb"\[REDACTED by memsync \d{4}-\d{2}-\d{2}\]")
 WIDE_SHARE = 0.10  # more than this share of a file, unless all of it is recognised secrets
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Replaced:
     """The spans of the original that the placeholder replaced (start, end), byte offsets."""
 

@@ -57,7 +57,7 @@ from typing import BinaryIO
 
 from memsync.checks.secret_rules import RULE_IDS, Candidate, candidates, secret_name
 from memsync.util.lazyre import LazyRe
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["CHUNK_BYTES", "PRAGMA", "RULE_IDS", "Finding", "mask", "scan_bytes", "scan_file", "scan_path",
            "secret_name"]
@@ -66,7 +66,7 @@ PRAGMA = "memsync:allow-secret"
 """Lines containing this marker are skipped."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Finding:
     """A likely secret.  Every field is safe to print or log."""
 

@@ -19,14 +19,14 @@ from typing import Any
 from memsync.history.options import LogOptions
 from memsync.run.options import RunOptions
 from memsync.sync.options import PullOptions, PushOptions, StatusOptions
-from memsync.util.records import dataclass, fields
+from memsync.util.records import fields, recordclass
 
 __all__ = ["HOT", "Param", "Shape", "Verb"]
 
 FLAG, VALUE, MANY, WORD, REST = "flag", "value", "many", "word", "rest"  # Shape.arity
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Param:
     """One parameter: an option (its spellings) or an argument (none). A field of the verb's
     record takes its type and default from there; any other gives them here."""
@@ -39,7 +39,7 @@ class Param:
     default: Any = None
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Shape:
     """What both parsers make of a parameter."""
 
@@ -51,7 +51,7 @@ class Shape:
     number: type | None  # float or int: the value is read with it (None: a string, a flag, a list)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Verb:
     """One verb: its parameters, the record its options arrive in, and the function both parsers
     call (`module:function`)."""

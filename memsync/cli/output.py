@@ -99,7 +99,7 @@ def warn(line: str) -> None:
 
 
 def _plain(obj: Any) -> Any:
-    if records.is_dataclass(obj) and not isinstance(obj, type):
+    if records.is_recordclass(obj) and not isinstance(obj, type):
         return {k: _plain(v) for k, v in records.asdict(obj).items()}
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}

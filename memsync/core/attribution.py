@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from memsync.util.names import host_name
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:
     from memsync.git.repo import GitRepo
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 Actor = Literal["run", "operator", "watch"]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Attribution:
     actor: Actor
     subject: str

@@ -16,7 +16,7 @@ from memsync.core.root import find_root as find_root
 from memsync.errors import ConfigError
 from memsync.util import fs
 from memsync.util.names import check_name, check_type, valid_branch
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:  # imported where a configuration sets them: a status reads neither
     from memsync.checks.merge_policy import MergeRule
@@ -28,7 +28,7 @@ KNOWN_KEYS = ("name", "type", "remote", "branch", "protect", "max_file_size", "s
               "max_push_rate", "trust_redactions")
 
 
-@dataclass
+@recordclass
 class StorageConfig:
     name: str
     type: str = "memory"

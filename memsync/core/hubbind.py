@@ -21,7 +21,7 @@ from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
 from memsync.git.remote import Hub, Keeper, open_hub
 from memsync.git.repo import GitRepo
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["KEEPER", "Bound", "HubChanged", "bind", "bind_memory", "came_from", "record", "resolve_for"]
 
@@ -95,7 +95,7 @@ def record(root: Path, config: StorageConfig, git: GitRepo, hub: HubUrl) -> None
     git.ensure_layout(config.hub_branch, kept)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Bound:
     """A memory's hub for one command, resolved and bound once: the hub itself, where what is
     known of its branch is kept (`tracking`), and the memory's own hub when this one is a mirror."""

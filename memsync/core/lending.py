@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memsync.errors import RepoError
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 __all__ = ["Lent", "entries", "hand_back", "lent_fields", "lent_from", "open_entry"]
 
 _OWN = (".git", ".vm0")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Lent:
     """What hand_over changed, for hand_back: the root folder's owner, group, mode and identity,
     the mode of every entry it lent (by path) and of memsync's own .git and .vm0."""

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from memsync.errors import LockBusy, RepoError
 from memsync.util import holders
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 DEFAULT_TIMEOUT = 30.0
 # A git lock file that no dead memsync left behind is someone else's: it is removed only when it
@@ -44,7 +44,7 @@ _CLOCK_SLACK = 2.0  # file systems with coarse timestamps
 _TOP_LEVEL_LOCKS = ("index.lock", "HEAD.lock", "config.lock", "packed-refs.lock", "ORIG_HEAD.lock")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Tenure:
     """What taking a lock found out. `crashed_since`: when a holder that died holding it had
     started, on the file system's clock (None: the previous holder released it normally, or this

@@ -18,13 +18,13 @@ from memsync.git.remote import Hub
 from memsync.git.repo import GitRepo
 from memsync.util import notices
 from memsync.util.fs import read_private, write_private
-from memsync.util.records import dataclass, replace
+from memsync.util.records import recordclass, replace
 
 HUB_BEFORE_REWRITE = "refs/memsync/hub-before-rewrite"  # local only, never pushed
 REDACTION_BACKUPS = "refs/memsync/redaction-backup/"  # histories kept after following a redaction
 
 
-@dataclass
+@recordclass
 class Memory:
     root: Path
     config: StorageConfig
@@ -137,7 +137,7 @@ RUN_MARKER = "memsync-run.json"
 _MARK_BYTES = 16384  # the mark with its command's and --as-user's records
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class RunMark:
     """The `memsync run` that owns a memory directory while it runs (a file in .git, never
     committed). A mark whose process is gone is stale and ignored: a kill -9 never blocks."""

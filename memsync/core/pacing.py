@@ -10,7 +10,7 @@ import re
 import threading
 import time
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 ENV = "MEMSYNC_MAX_PUSH_RATE"
 _PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,
@@ -18,7 +18,7 @@ _PERIODS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute
 _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*/\s*([a-z]+)\s*")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class PushRate:
     pushes: float
     period: float  # seconds

@@ -27,7 +27,7 @@ from memsync.git.hub import memsync_home
 from memsync.git.repo import GitRepo, file_blob_id
 from memsync.git.scan import scan
 from memsync.util.fs import atomic_write, pid_alive, place, real_folders
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 
 class Memory(Protocol):
@@ -56,7 +56,7 @@ _OWN = (".git", ".vm0")
 _WRITE = 0o222
 
 
-@dataclass
+@recordclass
 class Protection:
     """A read-only memory's state when the run started."""
 
@@ -86,7 +86,7 @@ class Protection:
         return memsync_home() / "runs" / self.run_id / "ro" / f"{self.name}.json"
 
 
-@dataclass
+@recordclass
 class Undone:
     changed: list[str] = field(default_factory=list)  # paths put back (folders end in /)
     kept_in: str | None = None  # where what the command made was moved

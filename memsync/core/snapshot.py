@@ -31,19 +31,19 @@ from memsync.git.scan import scan
 from memsync.git.trailers import compose, quote_path
 from memsync.util.dirfd import Tree, is_outside, special_kind
 from memsync.util.names import conflict_copy_name
-from memsync.util.records import dataclass, field, replace
+from memsync.util.records import field, recordclass, replace
 
 if TYPE_CHECKING:  # the scanner's patterns are compiled on first use, not at start-up
     from memsync.checks import secrets as secretscan
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Skipped:
     path: str
     reason: str
 
 
-@dataclass
+@recordclass
 class Snapshot:
     commit: str | None = None
     changes: list[WorkChange] = field(default_factory=list)
@@ -71,7 +71,7 @@ class Snapshot:
         return len(self.skipped) + len(self.ignored) + len(self.blocked)
 
 
-@dataclass(slots=True)  # one per changed file: a first push holds 100,000 of them
+@recordclass(slots=True)  # one per changed file: a first push holds 100,000 of them
 class _Staged:
     change: WorkChange
     data: bytes | None

@@ -25,10 +25,10 @@ from memsync.errors import Blocked
 from memsync.git import ownership
 from memsync.git.trailers import memsync_keys
 from memsync.git.versions import CommitInfo
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 
-@dataclass
+@recordclass
 class Unverified:
     commits: list[CommitInfo] = field(default_factory=list)
     forged: list[str] = field(default_factory=list)  # "<sha8> <key>"

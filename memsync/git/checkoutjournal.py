@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
 
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:
     from memsync.git.repo import GitRepo
@@ -42,7 +42,7 @@ _SCRATCH = "memsync-rollback"  # inside .git: the same file system as the work t
 _LINK = int(FileMode.LINK)
 
 
-@dataclass
+@recordclass
 class Rollback:
     """What recover() did: paths put back to HEAD's version, paths left as someone changed them."""
 

@@ -39,7 +39,7 @@ from memsync.errors import AuthFailed, ConfigError, HostKeyError
 from memsync.git.hostkeys import ServerIdentity, verify_ssh
 from memsync.git.hub import HubUrl
 from memsync.util import sealed
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 DEFAULT_HTTP_USER = "x-access-token"
 DEFAULT_SSH_USER = "git"
@@ -53,14 +53,14 @@ class CertificateUntrusted(HostKeyError):
     """The HTTPS server's certificate did not verify against the trusted CAs."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class HttpSecret:
     source: str  # where it came from, safe to show
     user: str
     password: str
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class SshKey:
     source: str
     private: Path | None  # None: ssh-agent

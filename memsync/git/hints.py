@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["MAX_DIFFS", "MAX_PATHS", "RULE_FILES", "Since", "Source", "fingerprint", "narrowing", "source"]
 
@@ -34,7 +34,7 @@ MAX_DIFFS = 64  # paths a narrowed scan diffs one by one (~0.2 ms a file, more f
 RULE_FILES = frozenset({".gitignore", ".gitattributes"})  # they change other paths' status
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Since:
     """The tracker's answer for one work tree. `paths` is None when there is no usable baseline
     (the first scan, or the tracker started over): the scan is a full one, and its result becomes

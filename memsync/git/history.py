@@ -19,7 +19,7 @@ from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
 from memsync.git.repo import GitRepo, file_entry
 from memsync.git.treediff import DeltaKind, PathDelta
 from memsync.util.names import is_gathered
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:  # (the merge machinery is imported by what undoes a change, not by `log`)
     from datetime import datetime
@@ -35,7 +35,7 @@ class UnknownRevision(UsageError):
         self.spec = spec
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class VersionChanges:
     """One commit and what it changed against its first parent."""
 
@@ -50,7 +50,7 @@ class VersionChanges:
     parent_tree: str | None = None  # the first parent's tree; None for a first version
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class FilePatch:
     path: str
     kind: str
@@ -60,7 +60,7 @@ class FilePatch:
     data: bytes  # the unified diff of this file, exactly as git writes it
 
 
-@dataclass
+@recordclass
 class Undo:
     tree: str
     conflicts: list[ConflictCopy] = field(default_factory=list)

@@ -39,7 +39,7 @@ from pygit2 import callbacks as pygit2_callbacks
 
 from memsync.errors import HostKeyError
 from memsync.git import interrupts, native
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 _CERT_X509 = 1
 _CERT_HOSTKEY = 2
@@ -70,7 +70,7 @@ class HostUnknown(HostKeyError):
     """The server is not in known_hosts."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ServerIdentity:
     kind: str  # "ssh" | "tls" | "other"
     host: str
@@ -107,7 +107,7 @@ def known_hosts_files() -> list[Path]:
     return [Path.home() / ".ssh" / "known_hosts", Path("/etc/ssh/ssh_known_hosts")]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class _Entry:
     where: str  # "file:line"
     marker: str  # "", "@revoked", "@cert-authority"

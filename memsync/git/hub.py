@@ -19,14 +19,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from memsync.errors import UsageError
 from memsync.util.lazyre import LazyRe
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 SCHEMES = ("file", "git", "http", "https", "ssh")
 _DEFAULT_PORTS = {"git": 9418, "http": 80, "https": 443, "ssh": 22}
 _SCP_RE: LazyRe[str] = LazyRe(r"^(?:(?P<user>[^@/]+)@)?(?P<host>[^:/]+):(?P<path>(?!//).+)$")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class HubUrl:
     url: str  # what libgit2 is given: no password inside
     kind: str  # "file" | "git" | "http" | "ssh"

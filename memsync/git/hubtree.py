@@ -19,7 +19,7 @@ import pygit2
 
 from memsync.checks.pathnames import bad_name, bad_path, reserved_name
 from memsync.errors import RepoError
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 MAX_TREE_DEPTH = 256  # directory levels; git's own fail-safe (core.maxTreeDepth) is 2048
 MAX_TREE_ENTRIES = 1_000_000  # tree entries in one version (100,000-file memories are measured)
@@ -39,7 +39,7 @@ class TreeTooLarge(RepoError):
     """A version's tree is deeper or larger than memsync walks."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Oversize:
     path: str
     oid: str
@@ -47,7 +47,7 @@ class Oversize:
     size: int
 
 
-@dataclass
+@recordclass
 class TreeCheck:
     oversize: list[Oversize] = field(default_factory=list)
     attributes: list[tuple[str, int]] = field(default_factory=list)  # (id, mode) of each .gitattributes walked

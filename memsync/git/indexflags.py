@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["Hiding", "hiding"]
 
@@ -22,7 +22,7 @@ _NAME_MASK = 0x0FFF
 _FIXED = 62  # stat data (40 bytes), a SHA-1 (20), the flags (2)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Hiding:
     path: str
     assume_unchanged: bool

@@ -20,7 +20,7 @@ from memsync.git import checkoutjournal, inplace
 from memsync.git.hubtree import Oversize, check_tree, refusal
 from memsync.git.repo import GitRepo, file_blob_id, file_entry
 from memsync.util import leases
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:  # a version already here (up to date, ahead) needs neither the merge nor the checkout
     from memsync.git.merge import ConflictCopy
@@ -41,7 +41,7 @@ class WorktreeBusy(WorktreeChanged):
         self.paths = paths
 
 
-@dataclass
+@recordclass
 class Integration:
     outcome: Outcome
     head: str | None

@@ -25,17 +25,17 @@ from memsync.checks import gathered, structured
 from memsync.errors import RepoError
 from memsync.git.mergeattrs import neutralize
 from memsync.util.names import conflict_copy_name, gathered_name, host_name, is_gathered
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ConflictCopy:
     path: str  # where the local version stays
     copy: str  # where the other side's version was put
     reason: str  # "both modified" | "both added"
 
 
-@dataclass
+@recordclass
 class MergeResult:
     tree: str
     conflicts: list[ConflictCopy] = field(default_factory=list)

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 
 from memsync.errors import RemoteError, UsageError
 from memsync.git.sockets import peer_socket
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["AdvertisementTooLarge", "Limits", "NetLimitExceeded", "TooManyRefs", "Watch", "limits", "watch"]
 
@@ -57,7 +57,7 @@ SERVER_MESSAGE_MAX = 400  # characters of one server message (sideband line, rej
 SERVER_LINES_MAX = 20  # sideband lines kept (the last ones)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Limits:
     deadline: float  # seconds; 0: none
     low_speed_limit: int  # bytes per second; 0: none

@@ -17,12 +17,12 @@ import pygit2
 from memsync.errors import RepoError
 from memsync.git.repo import MADE_LEDGER, GitRepo
 from memsync.git.versions import CommitInfo
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 KEPT_PREFIX = "refs/memsync/agent"
 
 
-@dataclass
+@recordclass
 class HeadState:
     """Where HEAD is and what git operation the agent may have left half done."""
 

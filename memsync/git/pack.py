@@ -23,20 +23,20 @@ import pygit2
 
 from memsync.errors import RepoError
 from memsync.git import engine
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 # git estimates the loose objects from one of the 256 fan-out directories (`gc --auto` reads
 # objects/17); so do we: one directory listing instead of 256.
 _SAMPLE_DIR = "17"
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ObjectCounts:
     loose: int  # an estimate, as git's `gc --auto` makes it
     packs: int
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class RepackResult:
     objects: int
     packs_before: int

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pygit2
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["ProjectIdentity", "identify", "normalise_remote"]
 
@@ -25,7 +25,7 @@ ID_KEY = "memsync.projectId"
 _SCP = re.compile(r"^(?:[^@/]+@)?(?P<host>[^:/]+):(?P<path>(?!//).+)$")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ProjectIdentity:
     root: Path  # the main worktree's top level (a linked worktree's own when the main one is bare)
     key: str  # "remote:github.com/org/api" or "id:<uuid>"; "path:<dir>" outside any repository

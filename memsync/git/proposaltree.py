@@ -22,12 +22,12 @@ from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo
 from memsync.git.transport import NotFastForward, open_local_hub, translate
 from memsync.git.treediff import DeltaKind, Found, walk
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["Change", "blob", "changes", "files", "leave_branch", "overlay", "record", "switch_head"]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Change:
     path: str
     kind: DeltaKind

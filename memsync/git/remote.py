@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from memsync.errors import RemoteError
 from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 if TYPE_CHECKING:  # imported where used: a completion loads neither libgit2 nor a transport
     from memsync.git.pack import RepackResult
@@ -40,7 +40,7 @@ DEFAULT_PATIENCE = 600.0  # seconds a push keeps retrying against other writers 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}[a-z0-9]$")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Keeper:
     """What the core lends a hub on this machine: its lock (`held(lock file, what, timeout)`,
     core/locking.py), the git lock files a dead holder left cleared under it

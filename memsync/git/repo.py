@@ -25,7 +25,7 @@ from memsync.git.trailers import append as trailer_append
 from memsync.git.versions import VersionReading
 from memsync.util.fs import atomic_write
 from memsync.util.names import operator_identity
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 ChangeKind = Literal["added", "modified", "deleted"]
 
@@ -61,7 +61,7 @@ class UnstorablePath(RepoError):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class WorkChange:
     path: str
     kind: ChangeKind

@@ -19,12 +19,12 @@ from pygit2.enums import FileMode, SortMode
 from memsync.errors import RepoError
 from memsync.git import checkoutjournal, engine
 from memsync.git.repo import GitRepo
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 BlobFn = Callable[[str], str | None]  # old blob id -> new blob id, or None to keep it
 
 
-@dataclass
+@recordclass
 class Rewritten:
     tip: str
     commits: dict[str, str] = field(default_factory=dict)  # old -> new, only those that changed

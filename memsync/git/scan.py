@@ -20,7 +20,7 @@ from memsync.errors import RepoError
 from memsync.git import earlyscan, hints, indexflags
 from memsync.git.repo import EXCLUDES, GitRepo, WorkChange, file_entry, index_entry, index_tree_cached, write_tree
 from memsync.git.workdiff import diff_to_workdir, scan_flags
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["ScanResult", "own_exclude", "scan"]
 
@@ -28,7 +28,7 @@ _OWN_NAMES = tuple(line.replace("\\", "") for line in EXCLUDES.splitlines()
                    if line and not line.startswith(("#", "/")))
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ScanResult:
     """What one scan found."""
 

@@ -32,7 +32,7 @@ from memsync.git import engine, native
 from memsync.git.hub import HubUrl, safe_url
 from memsync.git.packguard import PackWatch
 from memsync.git.repo import GitRepo
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 if TYPE_CHECKING:  # the network's helpers load with the first transfer: a hub on this machine needs none
     from memsync.git import netlimits
@@ -80,7 +80,7 @@ class NotFastForward(RemoteError):
     """The hub moved on since our fetch: fetch, merge and push again."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Lease:
     """What a push expects the hub's branch to be (`tip` None: no such branch). The push's own
     ref advertisement is checked before anything is sent, and the server's update is conditional
@@ -90,7 +90,7 @@ class Lease:
     tip: str | None
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class RemoteHead:
     ref: str
     oid: str

@@ -16,7 +16,7 @@ from pygit2.enums import FileMode
 
 from memsync.git.hubtree import MAX_TREE_DEPTH, TreeTooLarge
 from memsync.util.names import is_conflict_copy, is_gathered
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["Found", "PathDelta", "counts", "deltas", "paths_between", "tally", "walk"]
 
@@ -91,7 +91,7 @@ def paths_between(repo: pygit2.Repository, old: str, new: str) -> list[tuple[str
     return [(path, kind) for path, kind, _a, _b in found]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class PathDelta:
     path: str
     kind: DeltaKind

@@ -17,7 +17,7 @@ from pygit2.enums import FileMode
 
 from memsync.git.hubtree import tree_totals
 from memsync.util.fs import read_private, write_private
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["CommitInfo", "VersionReading"]
 
@@ -27,7 +27,7 @@ _STATS_MAX_HOPS = 64
 _ZERO_OID = bytes(20)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class CommitInfo:
     oid: str
     parents: tuple[str, ...]

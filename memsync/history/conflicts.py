@@ -17,10 +17,10 @@ from memsync.errors import RepoError, UsageError
 from memsync.git import history
 from memsync.sync import shallow
 from memsync.util.names import gathered_name
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class LosingVersion:
     path: str
     id: str

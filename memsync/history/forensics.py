@@ -32,7 +32,7 @@ from memsync.sync import shallow
 from memsync.sync.exchange import Exchange, converge, unpushed
 from memsync.sync.hubs import ensure_hub
 from memsync.util.fs import in_the_way
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 RUN_PREFIX = "run:"
 
@@ -46,14 +46,14 @@ class DirtyPaths(UsageError):
         self.paths = paths
 
 
-@dataclass
+@recordclass
 class DiffResult:
     old: str  # what the left side is: a version, "empty", or a description
     new: str
     patches: list[FilePatch]
 
 
-@dataclass
+@recordclass
 class Outcome:
     """What restore or revert did."""
 

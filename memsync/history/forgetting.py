@@ -14,13 +14,13 @@ from __future__ import annotations
 from memsync.checks.guard import is_binary
 from memsync.git import proposaltree
 from memsync.git.repo import GitRepo
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 MAX_TEXT = 8 * 1024 * 1024  # a file larger than this is compared as a whole
 MAX_SHOWN = 200  # forgotten lines kept per file in the report (counts are always whole)
 
 
-@dataclass
+@recordclass
 class ForgottenFile:
     path: str
     count: int  # forgotten lines (all of them, when `exact`)
@@ -30,7 +30,7 @@ class ForgottenFile:
     gone: bool = False  # the file itself is not in the proposed tree
 
 
-@dataclass
+@recordclass
 class ForgettingReport:
     current: str
     proposed: str

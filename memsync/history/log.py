@@ -18,13 +18,13 @@ from memsync.git.hub import memsync_home
 from memsync.git.trailers import every, first, parse, recorded_changes
 from memsync.git.treediff import counts
 from memsync.history.summaries import Summaries, Summary
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 from memsync.util.timefmt import rfc3339
 
 REDACTION_BASE = "Memsync-Redaction-Base"  # (redaction.py's BASE, without importing pygit2's users)
 
 
-@dataclass
+@recordclass
 class FileState:
     """A file at one version: `deleted` when the version removed it."""
 
@@ -34,7 +34,7 @@ class FileState:
     sha256: str | None
 
 
-@dataclass
+@recordclass
 class LogEntry:
     version: str
     oid: str
@@ -58,7 +58,7 @@ class LogEntry:
     accepted_proposal: str | None = None  # the proposal this version accepted (run_id: its run's)
 
 
-@dataclass
+@recordclass
 class LogResult:
     memory: str
     path: str | None

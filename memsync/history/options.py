@@ -3,12 +3,12 @@ else (the command line's spellings and help are in cli/options.py)."""
 
 from __future__ import annotations
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["LogOptions"]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class LogOptions:
     """`memsync log [PATH]`: the versions of the memory in the current directory, newest first."""
 

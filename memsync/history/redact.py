@@ -33,11 +33,11 @@ from memsync.history import forensics
 from memsync.sync.exchange import converge
 from memsync.sync.redaction import BASE, BLOB, REWRITTEN, Decide
 from memsync.sync.redaction_log import Incoming
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 from memsync.util.wording import count
 
 
-@dataclass
+@recordclass
 class Plan:
     what: str  # "notes/keys.md at 3f9a1c2b" | "text matching the pattern"
     versions: int  # versions that will be rewritten
@@ -46,7 +46,7 @@ class Plan:
     wide: list[str] = field(default_factory=list)  # files wiped whole or beyond the share: confirm twice
 
 
-@dataclass
+@recordclass
 class RedactResult:
     plan: Plan
     old_head: str
@@ -149,7 +149,7 @@ def _names(paths: list[str]) -> str:
     return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
 
 
-@dataclass
+@recordclass
 class Followed:
     incoming: Incoming
     backup: str
@@ -189,7 +189,7 @@ def follow(start: Path, decide: Decide, remote: str | None = None) -> Followed:
         return Followed(r.incoming, r.backup, r.new_head, bool(asked))
 
 
-@dataclass
+@recordclass
 class Dropped:
     refs: list[str]
     purged: bool

@@ -11,10 +11,10 @@ from memsync.history.forgetting import ForgettingReport
 from memsync.history.forgetting import report as forgetting_report
 from memsync.sync.proposalcheck import Checked, FileReview, blob_data, check_changes, count_lines
 from memsync.sync.proposals import Proposal, find
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 
-@dataclass
+@recordclass
 class Review:
     proposal: Proposal
     against: str | None  # the memory's version the review compares with

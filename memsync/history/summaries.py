@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 if TYPE_CHECKING:
     import sqlite3  # imported where the cache is opened: a log of versions that record their numbers never is
@@ -32,7 +32,7 @@ MAX_COPIES = 64  # a version with more conflict copies than this is not kept (ra
 _SCHEMA = "CREATE TABLE IF NOT EXISTS versions (oid TEXT PRIMARY KEY, summary TEXT NOT NULL)"
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Summary:
     files_changed: int
     bytes_added: int

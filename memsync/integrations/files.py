@@ -27,7 +27,7 @@ from memsync.errors import MemsyncError, UsageError
 from memsync.integrations.budget import MAX_RESULT_TOKENS, bound, cut_to_tokens, tokens
 from memsync.integrations.memtree import Linked, MemoryTree, Missing, NotRegular, Replaced
 from memsync.integrations.session import MemorySession
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = len(str(MAX_LINES))
@@ -38,7 +38,7 @@ class Refused(UsageError):
     """A file operation refused; the message is meant for the agent."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Target:
     """A path as the agent wrote it (`shown`) and where it lands (`rel`, '' for the root: relative
     to the memory, no symlink in it). No absolute path: every use goes through memtree.py."""
@@ -60,7 +60,7 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class FileOptions:
     """`check_seen`: a write to a file the agent viewed (or wrote) earlier in the session is refused
     if the file changed since (a merge from another writer at a checkpoint, another process).

@@ -21,7 +21,7 @@ from memsync.core.memory import Memory
 from memsync.errors import UsageError
 from memsync.git import history
 from memsync.integrations.memtree import MemoryTree
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 MAX_BLOB_BYTES = 64_000_000  # a past version bigger than this is not searched (git hands it over whole)
 PAGE_BYTES = 1 << 20  # a current file is read this much at a time, whatever its size
@@ -37,7 +37,7 @@ class OverBudget(UsageError):
     """The search ran out of time or of text to read before it finished."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Hit:
     path: str
     line: int
@@ -45,7 +45,7 @@ class Hit:
     version: str | None = None  # None: the current file; else the past version that held the line
 
 
-@dataclass
+@recordclass
 class Found:
     """What a search found, whether `limit` cut it, and what it did not look at (so that an empty
     `hits` is "no matches" only when `unsearched` is empty too)."""

@@ -18,13 +18,13 @@ from memsync.core.snapshot import Snapshot, describe, take
 from memsync.errors import MemsyncError, RemoteError, UsageError
 from memsync.integrations import private
 from memsync.util.names import check_name, check_run_id, new_run_id, where_kept
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 DEFAULT_CHECKPOINT_WRITES = 20
 DEFAULT_CHECKPOINT_SECONDS = 30.0
 
 
-@dataclass
+@recordclass
 class SessionReport:
     """What `close()` did: the memory's version, whether the hub has it, what is left unpushed."""
 
@@ -41,7 +41,7 @@ class SessionReport:
     proposal: str | None = None  # the proposal the session's writes wait in (propose=True)
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class SessionOptions:
     """How a session reaches its memory and saves what the agent writes (the memory tool and the
     MCP server take the same)."""

@@ -29,7 +29,7 @@ from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
 from memsync.sync.exchange import Exchange, converge, unpushed
 from memsync.util.names import where_kept
-from memsync.util.records import dataclass, field, replace
+from memsync.util.records import field, recordclass, replace
 from memsync.util.wording import count
 
 DEFAULT_DEBOUNCE = 2.0
@@ -50,7 +50,7 @@ COMMIT = Attribution("watch", "Update memory (memsync watch)")
 MERGE = Attribution("watch", "Merge the remote memory (memsync watch)")
 
 
-@dataclass
+@recordclass
 class WatchStatus:
     state: State = "starting"
     detail: str = ""
@@ -64,14 +64,14 @@ class WatchStatus:
     polling_files: bool = False  # no file events to be had: the tree is polled
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class WatchEvent:
     status: WatchStatus
     message: str | None = None  # a line worth a log entry; None: only the status changed
     level: Literal["info", "warning"] = "info"
 
 
-@dataclass
+@recordclass
 class WatchSummary:
     version: str | None
     commits: int

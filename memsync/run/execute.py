@@ -33,7 +33,7 @@ from memsync.run.session import RunSession, end_processes
 from memsync.run.stopping import Signals, stop_grace, stop_requests
 from memsync.util import processes, sealed
 from memsync.util.names import check_run_id, env_var_for, new_run_id
-from memsync.util.records import dataclass, fields
+from memsync.util.records import fields, recordclass
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     from memsync.run import runas
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memor
 Say = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Resolved(RunOptions):
     """A run's options (run/options.py) with what `execute` made of them."""
 

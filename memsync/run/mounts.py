@@ -21,7 +21,7 @@ from memsync.errors import (
 from memsync.git.scan import scan
 from memsync.sync.exchange import converge
 from memsync.util.names import check_name
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     from memsync.git.hubtree import Oversize
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memor
 Say = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Mount:
     name: str
     path: Path

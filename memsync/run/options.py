@@ -3,14 +3,14 @@ nowhere else (the command line's spellings and help are in cli/options.py)."""
 
 from __future__ import annotations
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["DEFAULT_CHECKPOINT", "RunOptions"]
 
 DEFAULT_CHECKPOINT = 30.0
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class RunOptions:
     """How a run goes about its memories and the command (the memories and the command themselves
     are `execute`'s arguments)."""

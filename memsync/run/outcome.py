@@ -13,7 +13,7 @@ from memsync.errors import (
     EXIT_UNSAVED,
 )
 from memsync.run.record import RunTrust
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     from memsync.core import readonly
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memor
 
 
 
-@dataclass
+@recordclass
 class MemoryOutcome:
     name: str
     root: str
@@ -51,7 +51,7 @@ class MemoryOutcome:
     proposal: str | None = None  # the proposal waiting for review (--propose, or `mode: review` paths)
 
 
-@dataclass
+@recordclass
 class RunReport:
     run_id: str
     command: list[str]
@@ -74,7 +74,7 @@ class RunReport:
         return 0
 
 
-@dataclass
+@recordclass
 class Mounted:
     """One memory of a run and everything the run keeps about it."""
 

@@ -32,14 +32,14 @@ from memsync.git.hub import memsync_home
 from memsync.git.trailers import memsync_keys, quote_path
 from memsync.sync.exchange import Exchange
 from memsync.util.fs import atomic_write
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 from memsync.util.wording import count
 
 Say = Callable[[str], None]
 POLICY_FILE = f"{cfgmod.CONFIG_DIR}/{cfgmod.CONFIG_FILE}"
 
 
-@dataclass
+@recordclass
 class RunTrust:
     mem: Memory
     run_id: str

@@ -17,7 +17,7 @@ from memsync.core import lending
 from memsync.core.lending import Lent, entries, lent_fields, open_entry
 from memsync.errors import UsageError
 from memsync.util import processes
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["Lent", "RunAs", "end_processes", "hand_back", "hand_over", "hard_links_protected", "lent_fields",
            "processes_of", "resolve"]
@@ -26,7 +26,7 @@ _OWN = (".git", ".vm0")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class RunAs:
     name: str
     uid: int

@@ -13,13 +13,13 @@ from __future__ import annotations
 import time
 
 from memsync.core.memory import Memory
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 # Clocks of honest machines drift by seconds; this much is a wrong clock, not drift.
 BEHIND_AFTER = 300.0
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ClockBehind:
     memory: str
     version: str  # 8 hex digits

@@ -39,7 +39,7 @@ from collections import OrderedDict
 from typing import Any
 
 from memsync.git import hints
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["LOCAL_FILESYSTEMS", "MAX_DIRS", "MAX_MEMORIES", "Tracker", "Trackers", "filesystem"]
 
@@ -70,7 +70,7 @@ class _Lost(Exception):
     """This memory cannot be tracked (any more)."""
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Baseline:
     token: int
     tree: str

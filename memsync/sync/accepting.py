@@ -30,7 +30,7 @@ from memsync.sync.proposals import (
     hub_refs,
     hub_write,
 )
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:
     from memsync.git.merge import ConflictCopy
@@ -39,7 +39,7 @@ MAX_REWRITE_WALK = 20_000
 MAX_FLAG_TRAILERS = 20  # Memsync-Flag trailers an accepted version carries (then Memsync-Flags-Omitted)
 
 
-@dataclass
+@recordclass
 class Acceptance:
     proposal: Proposal
     version: str | None  # the memory's new version

@@ -32,7 +32,7 @@ from memsync.git.remote import push_patience
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.sync import shallow
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:  # imported only when needed: a status merges nothing
     from memsync.git.integrate import Integration
@@ -46,7 +46,7 @@ BACKOFF_BASE, BACKOFF_CAP = 0.02, 2.0
 NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
 
 
-@dataclass
+@recordclass
 class Exchange:
     remote_head: str | None = None
     pushed: bool = False

@@ -14,10 +14,10 @@ from memsync.errors import RemoteError
 from memsync.git import pack
 from memsync.git.pack import RepackResult
 from memsync.util import notices
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 
-@dataclass
+@recordclass
 class GcResult:
     memory: str
     local: RepackResult

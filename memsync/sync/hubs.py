@@ -7,11 +7,11 @@ from memsync.core.memory import Memory
 from memsync.git.remote import Hub, HubGone
 from memsync.git.repo import GitRepo
 from memsync.git.trailers import first, parse
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 from memsync.util.timefmt import rfc3339
 
 
-@dataclass
+@recordclass
 class LastRun:
     run_id: str
     version: str

@@ -20,14 +20,14 @@ from memsync.git.hubtree import TreeTooLarge
 from memsync.git.remote import listing_cache
 from memsync.git.repo import GitRepo
 from memsync.sync.hubs import ensure_hub, last_run
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 from memsync.util.timefmt import rfc3339
 
 _BRANCH_RE = re.compile(r"^refs/heads/(memory|artifact)/([a-z0-9][a-z0-9-]{1,62}[a-z0-9])$")
 _PREFIX_RE = re.compile(r"^[a-z0-9-]{0,64}$")
 
 
-@dataclass
+@recordclass
 class MemoryInfo:
     name: str
     type: str
@@ -49,7 +49,7 @@ def _cache_repo(hub: HubUrl) -> GitRepo:
     return GitRepo.bare(listing_cache(hub), create=True)
 
 
-@dataclass
+@recordclass
 class ListPage:
     hub: str  # as shown
     memories: list[MemoryInfo] = field(default_factory=list)

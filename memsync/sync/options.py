@@ -3,12 +3,12 @@ declared here and nowhere else (the command line's spellings and help are in cli
 
 from __future__ import annotations
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["PullOptions", "PushOptions", "StatusOptions"]
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class PushOptions:
     """`memsync push`: commit local changes as the operator, then push."""
 
@@ -17,7 +17,7 @@ class PushOptions:
     remote: str | None = None  # the hub URL; None: storage.yaml's, MEMSYNC_REMOTE, the embedded hub
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class PullOptions:
     """`memsync pull [NAME]`: in a memory, fetch and merge; outside one with NAME, clone into ./NAME."""
 
@@ -25,7 +25,7 @@ class PullOptions:
     remote: str | None = None
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class StatusOptions:
     """`memsync status`."""
 

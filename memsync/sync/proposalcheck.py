@@ -15,14 +15,14 @@ from memsync.checks.guard import FileChange
 from memsync.core.memory import Memory
 from memsync.git import proposaltree
 from memsync.git.proposaltree import Change
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 MAX_PATCH_LINES = 4000
 MAX_PATCH_BYTES = 1024 * 1024  # larger files get counts, not a patch (difflib is quadratic at worst)
 MAX_TEXT = 8 * 1024 * 1024  # larger files are not scanned for secrets here (the commit side scans them)
 
 
-@dataclass
+@recordclass
 class FileReview:
     path: str
     kind: str  # added, modified, deleted
@@ -32,7 +32,7 @@ class FileReview:
     patch: str = ""
 
 
-@dataclass
+@recordclass
 class Checked:
     flags: list[str] = field(default_factory=list)  # integrity flags, as trailers
     secrets: list[str] = field(default_factory=list)  # "path:line rule preview" (redacted)

@@ -54,7 +54,7 @@ from typing import Literal
 from memsync.core.memory import Memory
 from memsync.errors import PushRejected, UsageError
 from memsync.git.trailers import first, parse
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 from memsync.util.timefmt import rfc3339
 
 OPEN_PREFIX = "refs/heads/proposals/"
@@ -79,7 +79,7 @@ class TooManyProposals(PushRejected):
                          "accept or reject some (`memsync proposals`), or raise MEMSYNC_MAX_PROPOSALS")
 
 
-@dataclass
+@recordclass
 class Proposal:
     id: str
     memory: str
@@ -118,7 +118,7 @@ def max_open() -> int:
         return DEFAULT_MAX_OPEN
 
 
-@dataclass
+@recordclass
 class HubProposals:
     """What a hub holds of one memory's proposals, its objects fetched here."""
 

@@ -22,7 +22,7 @@ from memsync.core.memory import Memory
 from memsync.errors import UsageError
 from memsync.git import proposaltree
 from memsync.sync.proposals import branch_for, check_room
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 
 def view(mem: Memory, branch: str) -> Memory:
@@ -131,7 +131,7 @@ def recover(mem: Memory, offline: bool = False) -> str | None:
     return run_id
 
 
-@dataclass
+@recordclass
 class Split:
     proposal: str
     tip: str | None = None

@@ -30,14 +30,14 @@ from memsync.git import rewrite
 from memsync.git.trailers import every, first, parse
 from memsync.sync import redaction_log
 from memsync.sync.redaction_log import Incoming
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 BASE = "Memsync-Redaction-Base"
 REWRITTEN = "Memsync-Rewritten"
 BLOB = "Memsync-Redacted-Blob"
 
 
-@dataclass
+@recordclass
 class Recovery:
     old_head: str
     new_head: str

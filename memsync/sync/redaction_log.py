@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from memsync.core.memory import HUB_BEFORE_REWRITE, REDACTION_BACKUPS, Memory
 from memsync.util.fs import read_private, write_private
-from memsync.util.records import asdict, dataclass, field
+from memsync.util.records import asdict, field, recordclass
 
 BACKUP_PREFIX = REDACTION_BACKUPS
 REFUSED_FILE = "memsync-redaction.json"
 
 
-@dataclass
+@recordclass
 class Incoming:
     """What following a hub's redaction would change in this clone."""
 
@@ -38,7 +38,7 @@ class Incoming:
                 f"{self.versions} version(s) rewritten")
 
 
-@dataclass
+@recordclass
 class RedactionNote:
     """One line of `status`: a refused redaction, or a history kept after following one."""
 

@@ -29,7 +29,7 @@ from memsync.sync.redaction_log import RedactionNote
 from memsync.sync.redaction_log import notes as redaction_notes
 from memsync.util.fs import pid_alive
 from memsync.util.names import check_name, check_type, conflict_copy_source, is_conflict_file, is_gathered
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 from memsync.util.timefmt import rfc3339
 
 if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs none of it
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # push, pull and clone import it when they run: status needs 
     from memsync.core.unverified import Unverified
 
 
-@dataclass
+@recordclass
 class Version:
     """A version of a memory as vm0 shows it: Version / Files / Size."""
 
@@ -55,7 +55,7 @@ class Version:
         return self.time
 
 
-@dataclass
+@recordclass
 class InitResult:
     root: Path
     name: str
@@ -66,7 +66,7 @@ class InitResult:
     adopted: bool = False  # an existing storage.yaml (e.g. vm0's) got its git repository now
 
 
-@dataclass
+@recordclass
 class PushResult:
     version: Version | None
     committed: bool
@@ -77,7 +77,7 @@ class PushResult:
     mirror_of: str | None = None  # pushed with --remote to a hub not the memory's own: that own hub
 
 
-@dataclass
+@recordclass
 class PullResult:
     version: Version | None
     snapshot: Snapshot
@@ -85,7 +85,7 @@ class PullResult:
     remote_missing: bool = False
 
 
-@dataclass
+@recordclass
 class ToFold:
     """A conflict file in the tree: which paths its versions belong to, how many, what to do."""
 
@@ -114,7 +114,7 @@ def _to_fold(root: Path, files: list[str]) -> list[ToFold]:
     return found
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class RunningNow:
     run_id: str
     pid: int
@@ -132,7 +132,7 @@ def _running(mark: RunMark | None) -> RunningNow | None:
     return RunningNow(mark.run_id, mark.pid, None if when is None else rfc3339(when))
 
 
-@dataclass
+@recordclass
 class StatusReport:
     name: str
     type: str

@@ -12,12 +12,12 @@ from memsync.git import history
 from memsync.git.repo import GitRepo
 from memsync.git.trailers import every, parse
 from memsync.ui import views
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 WIDTH, HEIGHT, PAD = 760, 180, 36
 
 
-@dataclass
+@recordclass
 class Point:
     oid: str
     x: float
@@ -28,7 +28,7 @@ class Point:
     fsize: int | None = None
 
 
-@dataclass
+@recordclass
 class Chart:
     points: list[Point] = field(default_factory=list)
     path: str | None = None  # the chosen file

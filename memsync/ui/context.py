@@ -15,14 +15,14 @@ from starlette.templating import Jinja2Templates
 from memsync.errors import MemsyncError, UsageError
 from memsync.ui.hubview import HubView, NotFound
 from memsync.ui.security import Guard
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 from memsync.util.timefmt import age
 
 HERE = Path(__file__).resolve().parent
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-@dataclass
+@recordclass
 class Context:
     """What every route of one page shares."""
 

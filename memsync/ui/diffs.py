@@ -4,12 +4,12 @@ removed, hunk header, context), decoded for display, long files cut."""
 from __future__ import annotations
 
 from memsync.git.history import FilePatch
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 MAX_LINES = 2000  # per file; the rest is counted, not shown
 
 
-@dataclass
+@recordclass
 class ShownPatch:
     path: str
     kind: str

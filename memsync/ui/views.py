@@ -17,7 +17,7 @@ from memsync.history.summaries import Summaries, Summary
 from memsync.sync.hubs import last_run
 from memsync.ui.hubview import HubView, NotFound
 from memsync.util.names import is_conflict_copy, is_gathered
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 from memsync.util.timefmt import rfc3339
 
 PER_PAGE = 50
@@ -25,7 +25,7 @@ PROPOSAL_TRAILER = "Memsync-Accepted-Proposal"
 RECENT = 200  # versions looked at for a memory's flag count on the first page
 
 
-@dataclass
+@recordclass
 class MemoryRow:
     name: str
     type: str
@@ -39,7 +39,7 @@ class MemoryRow:
     proposals: int = 0  # open proposals on the hub
 
 
-@dataclass
+@recordclass
 class Row:
     """One version on a timeline, a file's history or a run."""
 
@@ -66,7 +66,7 @@ class Row:
         return self.oid[:8]
 
 
-@dataclass
+@recordclass
 class Page:
     rows: list[Row]
     page: int
@@ -77,7 +77,7 @@ def _summaries() -> Summaries:
     return Summaries(memsync_home() / "cache" / "versions.db")
 
 
-@dataclass
+@recordclass
 class Listed:
     """A page of a list that is not versions (memories, conflict files, a run's files)."""
 
@@ -194,7 +194,7 @@ def flags_naming(r: Row, path: str) -> list[str]:
     return [f for f in r.flags if path in f.split()]
 
 
-@dataclass
+@recordclass
 class RunView:
     run_id: str
     rows: list[Row]
@@ -223,7 +223,7 @@ def run(git: GitRepo, tip: str, run_id: str) -> RunView:
     return RunView(run_id, rows, base, history.tree_of(git, oids[-1]) if chained else None)
 
 
-@dataclass
+@recordclass
 class Version:
     row: Row
     message: str
@@ -266,7 +266,7 @@ def resolve(git: GitRepo, spec: str) -> str:
 MAX_SHOWN = 1024 * 1024  # bytes of a file's content a page shows
 
 
-@dataclass
+@recordclass
 class Content:
     path: str
     oid: str
@@ -285,7 +285,7 @@ def content(git: GitRepo, spec: str, path: str) -> Content:
     return Content(path, oid, text, len(data), len(data) > MAX_SHOWN)
 
 
-@dataclass
+@recordclass
 class ConflictEntry:
     id: str
     path: str | None  # the file it is a losing version of
@@ -294,7 +294,7 @@ class ConflictEntry:
     size: int | None
 
 
-@dataclass
+@recordclass
 class ConflictFile:
     path: str  # the gathered file, or an old-style conflict copy
     of: str | None  # an old-style copy: the path it is a version of

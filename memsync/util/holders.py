@@ -19,12 +19,12 @@ import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 _PROC = Path("/proc")
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class ProcessIdentity:
     pid: int
     host: str

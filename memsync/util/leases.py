@@ -25,13 +25,13 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from memsync.util.records import dataclass, field
+from memsync.util.records import field, recordclass
 
 _F_SETLEASE = 1024  # fcntl.F_SETLEASE where the fcntl module names it (Linux)
 _F_WRLCK, _F_UNLCK = 1, 2
 
 
-@dataclass
+@recordclass
 class Leases:
     available: bool = True
     busy: list[str] = field(default_factory=list)  # files open elsewhere: not to be written now

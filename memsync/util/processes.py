@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memsync.util.records import dataclass
+from memsync.util.records import recordclass
 
 __all__ = ["Agent", "child_setup", "end", "end_user", "of_user", "survivors", "take_terminal"]
 
@@ -37,7 +37,7 @@ _PROC = Path("/proc")
 _PR_SET_PDEATHSIG = 1
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Agent:
     """What a run's mark records of its command: enough to find its processes again."""
 

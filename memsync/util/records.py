@@ -1,4 +1,4 @@
-"""memsync's record classes: declared like `dataclasses.dataclass`, cheap to define.
+"""memsync's record classes: `@recordclass` declares one as `dataclasses.dataclass` does, cheap to define.
 
 Every command imports most of memsync's ~100 record types and builds a handful of them. The
 standard `dataclass` compiles `__init__`, `__repr__` and `__eq__` (and, when frozen,
@@ -239,15 +239,15 @@ def _build(cls: type, frozen: bool, slots: bool) -> type:
 
 
 @overload
-def dataclass(cls: type[T], /) -> type[T]: ...
+def recordclass(cls: type[T], /) -> type[T]: ...
 
 
 @overload
-def dataclass(*, frozen: bool = False, slots: bool = False) -> Callable[[type[T]], type[T]]: ...
+def recordclass(*, frozen: bool = False, slots: bool = False) -> Callable[[type[T]], type[T]]: ...
 
 
 @dataclass_transform(field_specifiers=(field, Field))
-def dataclass(cls: type[T] | None = None, /, *, frozen: bool = False,
+def recordclass(cls: type[T] | None = None, /, *, frozen: bool = False,
               slots: bool = False) -> type[T] | Callable[[type[T]], type[T]]:
     """Make `cls` a record: `@dataclass`, `@dataclass(frozen=True)`, `@dataclass(slots=True)`."""
     if cls is None:
@@ -255,7 +255,7 @@ def dataclass(cls: type[T] | None = None, /, *, frozen: bool = False,
     return _build(cls, frozen, slots)
 
 
-def is_dataclass(obj: object) -> bool:
+def is_recordclass(obj: object) -> bool:
     """Whether `obj` is a record or a record class."""
     return hasattr(obj, "__record_fields__")
 
@@ -270,7 +270,7 @@ def fields(obj: object) -> tuple[Field, ...]:
 
 def asdict(obj: Any) -> dict[str, Any]:
     """The record as a dict, records, lists, tuples and dicts inside it converted too."""
-    if not is_dataclass(obj) or isinstance(obj, type):
+    if not is_recordclass(obj) or isinstance(obj, type):
         raise TypeError("asdict() needs a record")
     converted = _plain(obj)
     assert isinstance(converted, dict)
@@ -278,7 +278,7 @@ def asdict(obj: Any) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
+    if is_recordclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in value.__record_fields__}
     if isinstance(value, dict):
         return type(value)((_plain(k), _plain(v)) for k, v in value.items())

@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 import pytest
 
 from memsync.util import records
-from memsync.util.records import FrozenInstanceError, asdict, dataclass, field, fields, replace
+from memsync.util.records import FrozenInstanceError, asdict, field, fields, recordclass, replace
 
 
-@dataclass(frozen=True)
+@recordclass(frozen=True)
 class Point:
     x: int
     y: int = 0
@@ -20,14 +20,14 @@ class Point:
     secret: str | None = field(default=None, repr=False)
 
 
-@dataclass
+@recordclass
 class Bag:
     name: str
     items: list[str] = field(default_factory=list)
     kind: ClassVar[str] = "bag"
 
 
-@dataclass
+@recordclass
 class Checked:
     value: int
 
@@ -36,18 +36,18 @@ class Checked:
             raise ValueError("negative")
 
 
-@dataclass
+@recordclass
 class Labelled(Bag):
     tag: str = "t"
 
 
-@dataclass(slots=True)
+@recordclass(slots=True)
 class Slotted:
     a: int
     b: str = "b"
 
 
-@dataclass
+@recordclass
 class Outer:
     inner: Point
     many: list[Point] = field(default_factory=list)
@@ -136,17 +136,17 @@ def test_asdict_replace_and_copy() -> None:
         asdict(Point)
     deep = copy.deepcopy(outer)
     assert deep == outer and deep.many is not outer.many
-    assert records.is_dataclass(outer) and records.is_dataclass(Outer) and not records.is_dataclass(object())
+    assert records.is_recordclass(outer) and records.is_recordclass(Outer) and not records.is_recordclass(object())
 
 
 def test_bad_declarations_are_refused_as_dataclasses_refuses_them() -> None:
     with pytest.raises(ValueError, match="mutable default"):
-        @dataclass
+        @recordclass
         class Shared:
             items: list[str] = []  # noqa: RUF012 - the declaration under test
 
     with pytest.raises(TypeError, match="follows default"):
-        @dataclass
+        @recordclass
         class Order:
             a: int = 0
             b: int  # type: ignore[misc]
@@ -158,7 +158,7 @@ def test_bad_declarations_are_refused_as_dataclasses_refuses_them() -> None:
 @pytest.mark.parametrize("warm", [False, True], ids=["generic", "compiled"])
 def test_both_inits_bind_arguments_as_the_standard_one_does(warm: bool) -> None:
     """A class's first instances go through the generic __init__, later ones the compiled one."""
-    @dataclass
+    @recordclass
     class Mixed:
         a: int
         b: str = "b"
