@@ -1,7 +1,9 @@
 """A push reads its storage.yaml once, opens its repository once and binds its hub once.
 
 Counted by wrapping the real functions (the storage loader, pygit2's Repository constructor)
-during an in-process push of a real memory to a real bare hub (the embedded one)."""
+during an in-process push of a real memory to a real bare hub (the embedded one). The pack
+builder's own handle (engine.for_packing: packing settings, a heap given back first) is not the
+command's repository and is not counted."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from memsync.core import config as cfgmod
 from memsync.core import hubbind
+from memsync.git import engine
 from memsync.sync import storage
 from tests.conftest import git, hub_path, write
 
@@ -31,6 +34,7 @@ class Counts:
 def _count(monkeypatch: pytest.MonkeyPatch) -> Counts:
     counts = Counts()
     real_load, real_init, real_bind = cfgmod.load, pygit2.Repository.__init__, hubbind.bind_memory
+    real_packing = engine.for_packing
 
     def load(root: Path) -> cfgmod.StorageConfig:
         if counts.on:
@@ -46,7 +50,15 @@ def _count(monkeypatch: pytest.MonkeyPatch) -> Counts:
         counts.binds += counts.on
         return real_bind(*args, **kwargs)
 
+    def for_packing(path: Any) -> pygit2.Repository:  # the pack builder's own handle (engine.for_packing)
+        was, counts.on = counts.on, False
+        try:
+            return real_packing(path)
+        finally:
+            counts.on = was
+
     monkeypatch.setattr(cfgmod, "load", load)
+    monkeypatch.setattr(engine, "for_packing", for_packing)
     monkeypatch.setattr(pygit2.Repository, "__init__", init)
     monkeypatch.setattr(hubbind, "bind_memory", bind)
     return counts
