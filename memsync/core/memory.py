@@ -125,7 +125,7 @@ def open_memory(start: Path, remote: str | None = None, *, first_push: bool = Fa
     git.object_bound = bound(config.max_file_size)  # what a fetch may make (git/packguard.py)
     binding = bind_memory(config, git, remote, first_push, root)
     mem = Memory(root, config, git, binding.hub, binding.tracking, own_hub=binding.own)
-    keep_out(root, binding.hub.url)  # MEMSYNC_HOME or a hub inside the memory is never committed (core/ownfolders.py)
+    keep_out(root, binding.hub)  # MEMSYNC_HOME or a hub inside the memory is never committed (core/ownfolders.py)
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only
         from memsync.core.readonly import recover
 

@@ -13,19 +13,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memsync.git.hub import HubUrl, memsync_home
+from memsync.git.hub import memsync_home
+from memsync.git.remote import Hub
 
 __all__ = ["keep_out"]
 
 WHY = "memsync's own folder (MEMSYNC_HOME or a hub on this machine): never committed"
 
 
-def keep_out(root: Path, hub: HubUrl) -> list[Path]:
+def keep_out(root: Path, hub: Hub) -> list[Path]:
     """Exclude memsync's folders that lie inside `root`; the folders found there."""
     found = []
-    for folder in (memsync_home(), hub.local_path):
-        if folder is None:
-            continue
+    for folder in (memsync_home(), *hub.places_here()):
         try:
             inside = folder.resolve().relative_to(root.resolve())
         except (ValueError, OSError):
