@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from memsync.core.attribution import Attribution, operator
 from memsync.core.memory import Memory, open_memory, refuse_during_run
 from memsync.errors import UsageError
 from memsync.git.trailers import compose
+from memsync.util.fs import atomic_write
 from memsync.util.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
 from memsync.util.records import field, recordclass
 
@@ -146,7 +146,7 @@ def _warnings(snap: Snapshot, a: Agent, whole_home: bool) -> list[str]:
 
     def expected(path: str) -> bool:
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        return any(fnmatchcase(name, never) for never in agents.NEVER_SYNCED) or (
+        return agents.never_synced(name) or (
             whole_home and not agents.allowed_path(a, path.rstrip("/")))
 
     return describe(replace(snap, ignored=[p for p in snap.ignored if not expected(p)]))
@@ -315,4 +315,5 @@ def _exclude(directory: Path, mark: str, lines: tuple[str, ...]) -> None:
     sep = "" if not current or current.endswith("\n") else "\n"
     head = "" if mark in current else mark + "\n"
     exclude.parent.mkdir(parents=True, exist_ok=True)
-    exclude.write_text(current + sep + head + "\n".join(missing) + "\n", encoding="utf-8")
+    text = current + sep + head + "\n".join(missing) + "\n"
+    atomic_write(exclude, text.encode("utf-8"), keep_mode=True, durable=False)

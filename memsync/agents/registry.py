@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from memsync.agents.projectdir import LOCAL_SETTINGS, auto_memory_dir
+from memsync.checks import globs
 from memsync.errors import ConfigError, UsageError
 from memsync.util.records import field, recordclass
 
@@ -62,7 +62,7 @@ CLAUDE_CODE = Agent(
      # Stop has already pushed each turn, so this one only catches the last edits.
      HookEvent("SessionEnd", "session-end", None, 15)),
     ("/*", "!/CLAUDE*.md", "!/rules/", "!/projects/", "/projects/*/*", "!/projects/*/memory/", *NEVER_SYNCED),
-    ("CLAUDE*.md", "rules/**", "projects/*/memory/**"),
+    ("/CLAUDE*.md", "/rules/**", "/projects/*/memory/**"),
 )
 CODEX = Agent(
     "codex", "Codex CLI", "CODEX_HOME", ".codex", "hooks.json", ".codex/hooks.json",
@@ -70,7 +70,7 @@ CODEX = Agent(
      HookEvent("Stop", "stop", None, 30),
      HookEvent("StopFailure", "stop", None, 30)),  # Codex has no session-end event
     ("/*", "!/AGENTS*.md", "!/memories/", *NEVER_SYNCED),
-    ("AGENTS*.md", "memories/**"),
+    ("/AGENTS*.md", "/memories/**"),
 )
 AGENTS = {a.key: a for a in (CLAUDE_CODE, CODEX)}
 
@@ -83,18 +83,13 @@ def agent(key: str) -> Agent:
 
 
 def allowed_path(a: Agent, path: str) -> bool:
-    """Whether `path` is one of the agent's memory files (`**` at the end: anything below)."""
-    parts = path.split("/")
-    if any(fnmatchcase(parts[-1], never) for never in NEVER_SYNCED):
-        return False
-    for pattern in a.allowed:
-        want = pattern.split("/")
-        if want[-1] == "**":
-            if len(parts) > len(want) - 1 and all(map(fnmatchcase, parts, want[:-1])):
-                return True
-        elif len(parts) == len(want) and all(map(fnmatchcase, parts, want)):
-            return True
-    return False
+    """Whether `path` is one of the agent's memory files (gitignore's rules: checks/globs.py)."""
+    return not never_synced(path) and globs.matches_list(a.allowed, path)
+
+
+def never_synced(path: str) -> bool:
+    """Whether `path` (or a folder on its way) is a file memsync never syncs (NEVER_SYNCED)."""
+    return globs.matches_list(NEVER_SYNCED, path)
 
 
 def default_target(a: Agent, scope: str, project: Path) -> tuple[str, Path]:

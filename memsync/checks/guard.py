@@ -16,13 +16,13 @@ Nothing here touches git, the file system or the clock.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, cast, get_args
 
+from memsync.checks import globs
 from memsync.util.lazyre import LazyRe
 from memsync.util.records import recordclass
 
@@ -283,83 +283,6 @@ def integrity_flags(changes: Iterable[FileChange], actor: Actor) -> list[Flag]:
 # --- protect policies -----------------------------------------------------------------
 
 
-def _translate_segment(seg: str) -> str:
-    """Regex for one glob segment (no '/'): ``*``, ``?``, ``[...]``, ``\\x``."""
-    out: list[str] = []
-    i, n = 0, len(seg)
-    while i < n:
-        c = seg[i]
-        if c == "*":
-            while i + 1 < n and seg[i + 1] == "*":
-                i += 1  # "a**b": consecutive stars inside a segment are one star
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(seg[i]))
-        elif c == "[":
-            j = i + 1
-            if j < n and seg[j] in "!^":
-                j += 1
-            if j < n and seg[j] == "]":
-                j += 1  # a ']' right after '[' or '[!' is a literal member
-            while j < n and seg[j] != "]":
-                j += 1
-            if j >= n:
-                out.append(re.escape(c))  # unterminated: a literal '['
-            else:
-                body = seg[i + 1 : j]
-                negate = body[:1] in ("!", "^")
-                if negate:
-                    body = body[1:]
-                members = "".join(
-                    "-" if ch == "-" and 0 < k < len(body) - 1 else re.escape(ch) for k, ch in enumerate(body)
-                )
-                out.append(f"[^/{members}]" if negate else f"(?:(?!/)[{members}])")
-                i = j
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-@functools.lru_cache(maxsize=1024)
-def _compile_glob(pattern: str) -> re.Pattern[str]:
-    """Translate a gitignore-style pattern to a regex matched against the whole path.
-
-    * ``*`` any run of characters within a segment, ``?`` one character,
-      ``[a-z]``/``[!a-z]`` a class (never '/'), ``\\x`` a literal x;
-    * a ``**`` segment: leading ``**/`` any leading directories, ``/**/`` zero or more
-      directories, trailing ``/**`` everything below (not the directory itself);
-    * a pattern without '/' (ignoring a trailing one) matches at any depth, otherwise it
-      is anchored at the memory root;
-    * as in gitignore, matching a directory matches everything below it (``reference``
-      protects ``reference/a.md``), and a trailing '/' matches only below a directory.
-    """
-    body = pattern
-    dir_only = body.endswith("/")
-    if dir_only:
-        body = body[:-1]
-    anchored = "/" in body
-    segs = body.split("/")
-    last = len(segs) - 1
-    parts: list[str] = []
-    for i, seg in enumerate(segs):
-        if seg == "**":
-            parts.append(".+" if i == last else "(?:[^/]+/)*")
-        else:
-            parts.append(_translate_segment(seg))
-            if i < last:
-                parts.append("/")
-    prefix = "" if anchored else "(?:.*/)?"
-    suffix = "/.+" if dir_only else "(?:/.*)?"
-    try:
-        return re.compile(prefix + "".join(parts) + suffix, re.DOTALL)
-    except re.error as exc:
-        raise ValueError(f"invalid pattern {pattern!r}: {exc}") from None
-
-
 @recordclass(frozen=True)
 class ProtectRule:
     """One ``protect:`` entry: paths matching ``pattern`` get ``mode``."""
@@ -369,25 +292,7 @@ class ProtectRule:
 
     def matches(self, path: str) -> bool:
         """Does the posix path (relative to the memory root) fall under this rule?"""
-        return _compile_glob(self.pattern).fullmatch(path) is not None
-
-
-def _check_pattern(pattern: str) -> str | None:
-    """What is wrong with a protect pattern, or None."""
-    if not pattern.strip():
-        return "'path' is empty"
-    if pattern.startswith("/") or re.match(r"[A-Za-z]:[/\\]", pattern):
-        return f"'path' must be relative to the memory root, got {pattern!r}"
-    segs = pattern.removesuffix("/").split("/")
-    if ".." in segs:
-        return f"'path' must not contain '..', got {pattern!r}"
-    if "" in segs or "." in segs:
-        return f"'path' has an empty or '.' segment, got {pattern!r}"
-    try:
-        _compile_glob(pattern)
-    except ValueError as exc:
-        return str(exc)
-    return None
+        return globs.matches(self.pattern, path)
 
 
 def parse_protect(raw: object) -> list[ProtectRule]:
@@ -418,7 +323,7 @@ def parse_protect(raw: object) -> list[ProtectRule]:
         pattern = entry["path"]
         if not isinstance(pattern, str):
             raise ValueError(f"{where}: 'path' must be a string, got {type(pattern).__name__}")
-        problem = _check_pattern(pattern)
+        problem = globs.check(pattern)
         if problem is not None:
             raise ValueError(f"{where}: {problem}")
         if "mode" not in entry:

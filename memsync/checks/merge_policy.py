@@ -15,13 +15,14 @@ Whatever the strategy, a merged JSON, JSON lines or YAML file that does not pars
 committed: both sides are kept instead.
 "Ours" is the side merging (the run, the operator pushing); "theirs" is what the hub already has.
 A modification always beats a deletion, whatever the strategy. The first matching rule wins;
-after the memory's own rules come the defaults below. Patterns are gitignore-style, as for
-`protect:` (a pattern without `/` matches at any depth). Nothing in the tree (a `.gitattributes`
+after the memory's own rules come the defaults below. Patterns follow gitignore's rules, as for
+`protect:` (checks/globs.py). Nothing in the tree (a `.gitattributes`
 `merge=` rule) has a say: see git/mergeattrs.py.
 """
 
 from __future__ import annotations
 
+from memsync.checks import globs
 from memsync.util.records import recordclass
 
 STRATEGIES = ("append", "union", "keep-both", "ours", "theirs", "structured")
@@ -34,9 +35,7 @@ class MergeRule:
     strategy: str
 
     def matches(self, path: str) -> bool:
-        from memsync.checks.guard import _compile_glob
-
-        return _compile_glob(self.pattern).fullmatch(path) is not None
+        return globs.matches(self.pattern, path)
 
 
 # Append-only files agents write: JSON lines and the contract's log keep every appended line once;
@@ -52,8 +51,6 @@ def parse_rules(raw: object) -> list[MergeRule]:
         return []
     if not isinstance(raw, list):
         raise ValueError(f"merge: expected a list of {{path, strategy}} entries, got {type(raw).__name__}")
-    from memsync.checks.guard import _check_pattern
-
     rules: list[MergeRule] = []
     for i, entry in enumerate(raw):
         if not isinstance(entry, dict):
@@ -64,7 +61,7 @@ def parse_rules(raw: object) -> list[MergeRule]:
         pattern, strategy = entry.get("path"), entry.get("strategy")
         if not isinstance(pattern, str):
             raise ValueError(f"merge[{i}]: 'path' is missing or not a string")
-        problem = _check_pattern(pattern)
+        problem = globs.check(pattern)
         if problem is not None:
             raise ValueError(f"merge[{i}]: {problem}")
         if strategy not in STRATEGIES:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import pygit2
 from pygit2.enums import CheckoutStrategy, FileMode
 
+from memsync.util.fs import atomic_write
 from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:
@@ -57,15 +58,9 @@ def pending(git_dir: Path) -> bool:
 def begin(git: GitRepo, target: str, paths: list[str] | None) -> None:
     """Record the checkout of `target` over the current HEAD, before anything is written."""
     record = {"head": git.head_oid(), "target": target, "paths": paths, "held": git.held_back()}
-    target_file = git.git_dir / JOURNAL
-    tmp = target_file.with_name(f"{JOURNAL}.{os.getpid()}.tmp")
-    try:
-        import json  # not every command reads or writes JSON: imported where it does
-        tmp.write_text(json.dumps(record), encoding="utf-8")
-        os.replace(tmp, target_file)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    import json  # not every command reads or writes JSON: imported where it does
+
+    atomic_write(git.git_dir / JOURNAL, json.dumps(record).encode("utf-8"), durable=False)
 
 
 def finish(git: GitRepo) -> None:

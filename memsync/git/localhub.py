@@ -43,6 +43,7 @@ from memsync.git import engine, receivepack, transport
 from memsync.git.hub import HubUrl
 from memsync.git.repo import GitRepo
 from memsync.git.transport import NotFastForward, open_local_hub, translate
+from memsync.util.fs import atomic_write
 
 
 def branch_tip(hub: HubUrl, ref: str, opened: GitRepo | None = None) -> str | None:
@@ -309,16 +310,10 @@ def point_head(hub: Path, ref: str) -> bool:
         return False
     if not text.startswith("ref: refs/heads/") or local_tip(hub, text[5:]) is not None:
         return False
-    tmp = f"{head}.memsync-{os.getpid()}"
     try:
-        mode = os.stat(head).st_mode & 0o777  # as readable as before (a hub served as another user)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(f"ref: {ref}\n")
-        os.replace(tmp, head)
+        # as readable as before (a hub served as another user)
+        atomic_write(Path(head), f"ref: {ref}\n".encode("ascii"), keep_mode=True, durable=False)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         return False  # a read-only hub: only a plain clone's convenience is lost
     return True
 

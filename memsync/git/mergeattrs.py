@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+from pathlib import Path
 
 import pygit2
+
+from memsync.util.fs import atomic_write
 
 __all__ = ["BLOCK", "neutralize"]
 
@@ -37,14 +39,6 @@ def neutralize(repo: pygit2.Repository) -> None:
     if kept and not kept.endswith("\n"):
         kept += "\n"
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".attributes.", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(kept + BLOCK)
-        if os.path.isdir(path) and not os.path.islink(path):
-            raise OSError(f"{path} is a directory")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise OSError(f"{path} is a directory")
+    atomic_write(Path(path), (kept + BLOCK).encode("utf-8"), durable=False)

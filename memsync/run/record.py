@@ -186,7 +186,7 @@ class RunTrust:
         where = memsync_home() / "runs" / self.run_id / self.mem.name
         where.mkdir(parents=True, exist_ok=True)
         target = where / f"storage.yaml.{len(self.policy_kept) + 1}"
-        target.write_bytes(data)
+        atomic_write(target, data)
         self.policy_kept.append(str(target))
         return str(target)
 

@@ -74,3 +74,29 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path: Path) -> 
     assert done.stderr.strip() == f"refused: {errno.EFBIG}", done.stderr
     assert target.read_bytes() == b"old\n"
     assert sorted(p.name for p in folder.iterdir()) == ["state.json"]
+
+
+def test_memsyncs_other_writers_go_through_it(tmp_path: Path) -> None:
+    """The hub's HEAD (its mode kept), the merge attributes and the checkout journal: replaced
+    whole, a planted symlink replaced and never written through, nothing left beside them."""
+    import pygit2
+
+    from memsync.git import mergeattrs
+    from memsync.git.localhub import point_head
+
+    hub = tmp_path / "hub.git"
+    pygit2.init_repository(str(hub), bare=True, initial_head="main")
+    (hub / "HEAD").chmod(0o644)
+    assert point_head(hub, "refs/heads/memory/notes")
+    assert (hub / "HEAD").read_text() == "ref: refs/heads/memory/notes\n"
+    assert stat.S_IMODE((hub / "HEAD").stat().st_mode) == 0o644
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    attributes = hub / "info" / "attributes"
+    attributes.parent.mkdir(exist_ok=True)
+    attributes.symlink_to(victim)
+    mergeattrs.neutralize(pygit2.Repository(str(hub)))
+    assert victim.read_bytes() == b"precious\n" and not attributes.is_symlink()
+    assert attributes.read_text().endswith(mergeattrs.BLOCK)
+    assert not [p for p in attributes.parent.iterdir() if p.name.startswith(".")]
+    assert sorted(p.name for p in hub.iterdir() if p.name.startswith((".HEAD", "HEAD"))) == ["HEAD"]
