@@ -219,6 +219,13 @@ def _observe(root: Path, on_event: Callable[[Any], None]) -> Any:
         def on_any_event(self, event: FileSystemEvent) -> None:
             on_event(event)
 
+    import logging
+
+    # watchdog logs a stopped emitter's last read (logger.error); with no handler configured
+    # Python's last resort would print it into the output of the command the run watches
+    quiet = logging.getLogger("watchdog")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())
     observer = Observer()
     observer.daemon = True
     try:

@@ -73,3 +73,18 @@ def test_without_file_events_the_tree_is_polled(memory: Path, monkeypatch: pytes
         assert _wait_for(lambda: monitor.peek()[0])
     finally:
         monitor.stop()
+
+
+def test_watchdog_never_prints_into_the_commands_output(tmp_path: Path) -> None:
+    """A stopped emitter's last read is logged by watchdog at error level; with no handler of its
+    own, Python's last resort printed it on stderr in the middle of the watched command's output.
+    (pytest's own root handlers would hide that here: the handler itself is checked.)"""
+    import logging
+
+    from memsync.live import changes
+
+    observer = changes._observe(tmp_path, lambda event: None)
+    observer.stop()
+    observer.join(timeout=5)
+    handlers = logging.getLogger("watchdog").handlers
+    assert any(isinstance(h, logging.NullHandler) for h in handlers)
