@@ -10,6 +10,7 @@ import pygit2
 
 from memsync.git.join import join_unrelated
 from memsync.git.repo import GitRepo
+from tests.helpers.trees import tree_files
 
 WHO = pygit2.Signature("t", "t@example.com")
 
@@ -21,21 +22,6 @@ def _root_commit(repo: pygit2.Repository, files: dict[str, bytes]) -> str:
     return str(repo.create_commit(None, WHO, WHO, "start\n", index.write_tree(repo), []))
 
 
-def _files(repo: pygit2.Repository, oid: str) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
-
-    def walk(tree: pygit2.Tree, prefix: str) -> None:
-        for entry in tree:
-            obj = repo[entry.id]
-            if isinstance(obj, pygit2.Tree):
-                walk(obj, f"{prefix}{entry.name}/")
-            else:
-                found[f"{prefix}{entry.name}"] = obj.peel(pygit2.Blob).data
-    commit = repo[oid].peel(pygit2.Commit)
-    walk(commit.tree, "")
-    return found
-
-
 def test_both_sides_files_are_kept_and_theirs_parents_first(tmp_path: Path) -> None:
     git = GitRepo.bare(tmp_path / "repo.git", create=True)
     repo = pygit2.Repository(str(tmp_path / "repo.git"))
@@ -43,7 +29,7 @@ def test_both_sides_files_are_kept_and_theirs_parents_first(tmp_path: Path) -> N
     theirs = _root_commit(repo, {"summary.md": b"theirs\n", "same.md": b"same\n", "runs/r1.md": b"r1\n",
                                  "notes/deep.md": b"a folder there\n"})
     joined = join_unrelated(git, ours, theirs, "laptop", "join\n")
-    files = _files(repo, joined)
+    files = tree_files(repo, joined)
     assert files["summary.md"] == b"ours\n" and files["same.md"] == b"same\n" and files["runs/r1.md"] == b"r1\n"
     copies = {p: d for p, d in files.items() if ".conflict-laptop" in p}
     assert sorted(copies.values()) == [b"a folder there\n", b"theirs\n"]  # beside ours, never over
