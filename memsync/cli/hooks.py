@@ -30,95 +30,18 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
                         "a turn or the session ends.")
     app.add_typer(hooks)
 
-    @hooks.command("install")
-    @guard
-    def install(
-        agent: AgentArg,
-        memory: Annotated[str | None, typer.Option("--memory", help="Memory name (default: the agent's "
-                                                   "name; project and local scope: claude-<repository>-<id>, "
-                                                   "from the repository's remote URL or its own id).")] = None,
-        directory: Annotated[Path | None, typer.Option("--dir", help="The directory kept in the memory "
-                                                       "(default: the agent's home, of which only its "
-                                                       "memory files are synced; project scope: the "
-                                                       "project's auto-memory directory).")] = None,
-        scope: ScopeOpt = "user",
-        remote: Annotated[str | None, typer.Option("--remote", help="Hub URL (default: MEMSYNC_REMOTE, "
-                                                   "else the embedded hub).")] = None,
-        dream: Annotated[str, typer.Option("--dream", metavar="commit|propose", help="Claude Code's Auto Dream "
-                                           "rewrite: commit it to the memory (as `dream`), or make it a "
-                                           "proposal to review (`memsync review`).")] = "commit",
-    ) -> None:
-        """Add memsync's hooks to the agent's settings (other settings are kept; running it again
-        updates them, never duplicates them) and make the directory a memory now."""
-        _install(agent, memory, directory, scope, remote, dream)
-
-    @hooks.command("uninstall")
-    @guard
-    def uninstall(agent: AgentArg, scope: ScopeOpt = "user") -> None:
-        """Remove memsync's hooks from the agent's settings (nothing else is changed; the memory
-        directory stays as it is)."""
-        from memsync.agents import registry as agents
-
-        a = agents.agent(agent)
-        settings = agents.settings_path(a, scope, Path.cwd())
-        if agents.uninstall(settings):
-            out(f"Removed {a.label} hooks from {settings}")
-        else:
-            out(f"No memsync hooks in {settings}")
-
-    @hooks.command("status")
-    @guard
-    def status(json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False) -> None:
-        """Where memsync's hooks are installed, and the state of each memory they keep."""
-        from memsync.agents import hookstatus
-
-        found = hookstatus.collect(Path.cwd())
-        if json:
-            print_json(found)
-            return
-        if not found:
-            out("No memsync hooks installed (user settings, or this project's)")
-            return
-        for h in found:
-            if h.scope == "clone":
-                out(f"{h.agent or 'hooks'} (another folder whose hooks ran here): memory {h.memory} at {h.dir}: "
-                    f"{h.state}")
-                continue
-            out(f"{h.agent} ({h.scope}): {h.settings} [{', '.join(h.events)}]")
-            out(f"  memory {h.memory} at {h.dir}: {h.state}")
-            if h.moved_from:
-                out(f"  moved by autoMemoryDirectory from {h.moved_from} (that folder is no longer synced)")
-            if h.outdated:
-                warn(f"{h.settings}: these hooks run `python -m memsync`, which imports code from the project "
-                     "the agent runs in; run `memsync hooks install` again to replace them")
-
-    @hooks.command("run", hidden=True, context_settings={"ignore_unknown_options": True,
-                                                         "allow_extra_args": True})
-    def run(args: Annotated[list[str] | None, typer.Argument()] = None) -> None:
-        """What the agent's hooks call, with its hook JSON on stdin. Always exits 0."""
-        hookcall.run_hook(list(args or []))
+    hooks.command("install")(guard(install))
+    hooks.command("uninstall")(guard(uninstall))
+    hooks.command("status")(guard(status))
+    hooks.command("run", hidden=True,
+                  context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(run)
 
     completion = typer.Typer(name="completion", no_args_is_help=True, add_completion=False,
                              rich_markup_mode=None, help="Shell completion for bash, zsh and fish.")
     app.add_typer(completion)
 
-    @completion.command("show")
-    @guard
-    def show(shell: ShellArg = None) -> None:
-        """Print the completion script (to source it yourself, or to package it)."""
-        from memsync.cli import compat
-
-        sys.stdout.write(compat.completion_script(_shell(shell), "memsync", COMPLETE_VAR) + "\n")
-
-    @completion.command("install")
-    @guard
-    def install_completion(shell: ShellArg = None) -> None:
-        """Install the completion script for your shell (bash: ~/.bash_completions + ~/.bashrc;
-        zsh: ~/.zfunc + ~/.zshrc; fish: ~/.config/fish/completions)."""
-        from memsync.cli import compat
-
-        chosen, path = compat.install_completion(_shell(shell), "memsync", COMPLETE_VAR)
-        out(f"{chosen} completion installed in {path}; it takes effect in a new shell")
+    completion.command("show")(guard(show))
+    completion.command("install")(guard(install_completion))
 
 
 def _install(agent: str, memory: str | None, directory: Path | None, scope: str, remote: str | None,
@@ -207,3 +130,83 @@ def _shell(shell: str | None) -> str:
         raise UsageError(f"unsupported shell {chosen or '(none detected)'!r}",
                          f"name one: {', '.join(SHELLS)}, e.g. `memsync completion install bash`")
     return chosen
+
+
+def install(
+    agent: AgentArg,
+    memory: Annotated[str | None, typer.Option("--memory", help="Memory name (default: the agent's "
+                                               "name; project and local scope: claude-<repository>-<id>, "
+                                               "from the repository's remote URL or its own id).")] = None,
+    directory: Annotated[Path | None, typer.Option("--dir", help="The directory kept in the memory "
+                                                   "(default: the agent's home, of which only its "
+                                                   "memory files are synced; project scope: the "
+                                                   "project's auto-memory directory).")] = None,
+    scope: ScopeOpt = "user",
+    remote: Annotated[str | None, typer.Option("--remote", help="Hub URL (default: MEMSYNC_REMOTE, "
+                                               "else the embedded hub).")] = None,
+    dream: Annotated[str, typer.Option("--dream", metavar="commit|propose", help="Claude Code's Auto Dream "
+                                       "rewrite: commit it to the memory (as `dream`), or make it a "
+                                       "proposal to review (`memsync review`).")] = "commit",
+) -> None:
+    """Add memsync's hooks to the agent's settings (other settings are kept; running it again
+    updates them, never duplicates them) and make the directory a memory now."""
+    _install(agent, memory, directory, scope, remote, dream)
+
+
+def uninstall(agent: AgentArg, scope: ScopeOpt = "user") -> None:
+    """Remove memsync's hooks from the agent's settings (nothing else is changed; the memory
+    directory stays as it is)."""
+    from memsync.agents import registry as agents
+
+    a = agents.agent(agent)
+    settings = agents.settings_path(a, scope, Path.cwd())
+    if agents.uninstall(settings):
+        out(f"Removed {a.label} hooks from {settings}")
+    else:
+        out(f"No memsync hooks in {settings}")
+
+
+def status(json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False) -> None:
+    """Where memsync's hooks are installed, and the state of each memory they keep."""
+    from memsync.agents import hookstatus
+
+    found = hookstatus.collect(Path.cwd())
+    if json:
+        print_json(found)
+        return
+    if not found:
+        out("No memsync hooks installed (user settings, or this project's)")
+        return
+    for h in found:
+        if h.scope == "clone":
+            out(f"{h.agent or 'hooks'} (another folder whose hooks ran here): memory {h.memory} at {h.dir}: "
+                f"{h.state}")
+            continue
+        out(f"{h.agent} ({h.scope}): {h.settings} [{', '.join(h.events)}]")
+        out(f"  memory {h.memory} at {h.dir}: {h.state}")
+        if h.moved_from:
+            out(f"  moved by autoMemoryDirectory from {h.moved_from} (that folder is no longer synced)")
+        if h.outdated:
+            warn(f"{h.settings}: these hooks run `python -m memsync`, which imports code from the project "
+                 "the agent runs in; run `memsync hooks install` again to replace them")
+
+
+def run(args: Annotated[list[str] | None, typer.Argument()] = None) -> None:
+    """What the agent's hooks call, with its hook JSON on stdin. Always exits 0."""
+    hookcall.run_hook(list(args or []))
+
+
+def show(shell: ShellArg = None) -> None:
+    """Print the completion script (to source it yourself, or to package it)."""
+    from memsync.cli import compat
+
+    sys.stdout.write(compat.completion_script(_shell(shell), "memsync", COMPLETE_VAR) + "\n")
+
+
+def install_completion(shell: ShellArg = None) -> None:
+    """Install the completion script for your shell (bash: ~/.bash_completions + ~/.bashrc;
+    zsh: ~/.zfunc + ~/.zshrc; fish: ~/.config/fish/completions)."""
+    from memsync.cli import compat
+
+    chosen, path = compat.install_completion(_shell(shell), "memsync", COMPLETE_VAR)
+    out(f"{chosen} completion installed in {path}; it takes effect in a new shell")

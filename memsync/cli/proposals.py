@@ -21,143 +21,11 @@ _REMOTE = typer.Option("--remote", help="Hub URL (default: the memory's).")
 
 
 def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    _register_reading(app, guard)
-    _register_writing(app, guard)
-
-
-def _register_reading(app: typer.Typer, guard: CommandWrapper) -> None:
-    @app.command()
-    @guard
-    def proposals(
-        memory: Annotated[str | None, typer.Option("--memory", help="Another memory of the same hub "
-                                                   "(default: the memory in the current directory).")] = None,
-        all_: Annotated[bool, typer.Option("--all", help="Accepted and rejected ones too.")] = False,
-        json: Annotated[bool, _JSON] = False,
-        remote: Annotated[str | None, _REMOTE] = None,
-    ) -> None:
-        """The proposals waiting for review: id, run, base version, age, files, lines, flags,
-        and whether the memory moved since the base. In a memory's directory: that memory's;
-        elsewhere: every memory's on the hub (or NAME's)."""
-        from pathlib import Path
-
-        from memsync.core.config import find_root
-        from memsync.core.memory import open_memory
-        from memsync.sync.proposals import hub_wide, list_proposals, on_hub
-        from memsync.util.names import check_name
-
-        if memory is not None:
-            check_name(memory)
-        if find_root(Path.cwd()) is not None:
-            found = list_proposals(open_memory(Path.cwd(), remote), all_, memory)
-        elif memory is not None:  # no clone here: the hub's own word, through a cache
-            found = list_proposals(on_hub(memory, remote), all_)
-        else:
-            found = hub_wide(remote, all_)
-        if json:
-            print_json(found)
-            return
-        if not found:
-            err("no proposals" + ("" if all_ else " waiting (`--all`: closed ones too)"))
-            return
-        table(["ID", "MEMORY", "STATE", "BASE", "AGE", "FILES", "+/-", "MOVED", "FLAGS"],
-              [[p.id, p.memory, p.state, (p.base or "-")[:8], age(p.created), str(len(p.files)),
-                f"+{p.added}/-{p.removed}", "yes" if p.moved else "no", _flag_summary(p.flags)] for p in found])
-
-    @app.command()
-    @guard
-    def review(
-        pid: Annotated[str, typer.Argument(metavar="ID", help="The proposal (its run's id).")],
-        paths: Annotated[list[str] | None, typer.Argument(help="Only these paths, after --.")] = None,
-        stat: Annotated[bool, typer.Option("--stat", help="Files and line counts, no patch.")] = False,
-        forgotten: Annotated[bool, typer.Option("--forgotten", help="Also every line of the memory's "
-                                                "current version the proposal has nowhere.")] = False,
-        json: Annotated[bool, _JSON] = False,
-        remote: Annotated[str | None, _REMOTE] = None,
-    ) -> None:
-        """What accepting the proposal would change now, against the memory's current version
-        (what others wrote since its base included), flags first."""
-        from pathlib import Path
-
-        from memsync.core.memory import open_memory
-        from memsync.history.reviewing import review as core
-
-        result = core(open_memory(Path.cwd(), remote), pid, list(paths or []), patch=not stat,
-                      with_forgotten=forgotten)
-        if json:
-            print_json(result)
-            return
-        _show_review(result, stat)
-
-
-
-def _register_writing(app: typer.Typer, guard: CommandWrapper) -> None:
-    @app.command()
-    @guard
-    def accept(
-        pid: Annotated[str, typer.Argument(metavar="ID", help="The proposal (its run's id).")],
-        paths: Annotated[list[str] | None, typer.Argument(help="Accept only these paths, after --; the "
-                                                          "rest stays open.")] = None,
-        json: Annotated[bool, _JSON] = False,
-        remote: Annotated[str | None, _REMOTE] = None,
-    ) -> None:
-        """Merge the proposal into the memory as a new version (memsync's merge rules: what others
-        wrote meanwhile is kept, a conflict keeps both), and push it.
-
-        Exit code: 9 if its files hold likely secrets (secrets: block) or break a protect rule;
-        6 while a run owns the memory."""
-        from pathlib import Path
-
-        from memsync.core.memory import open_memory
-        from memsync.sync.accepting import accept as core
-
-        done = core(open_memory(Path.cwd(), remote), pid, list(paths or []))
-        if json:
-            print_json(done)
-            return
-        what = f"{count(len(done.paths), 'path')} of proposal {pid}" if done.paths else f"proposal {pid}"
-        out(f"Accepted {what}: version {(done.version or '')[:8]}" + (" (pushed)" if done.pushed else ""))
-        for line in done.conflicts:
-            out(f"  conflict kept both: {line}")
-        if done.flags:
-            out(f"  flags: {_flag_summary(done.flags)}")
-        if not done.closed:
-            out(f"  the rest stays open: `memsync review {pid}`")
-
-    @app.command()
-    @guard
-    def reject(
-        pid: Annotated[str, typer.Argument(metavar="ID", help="The proposal (its run's id).")],
-        reason: Annotated[str | None, typer.Option("--reason", help="Why, kept with the proposal.")] = None,
-        json: Annotated[bool, _JSON] = False,
-        remote: Annotated[str | None, _REMOTE] = None,
-    ) -> None:
-        """Close the proposal unaccepted; its history stays on the hub and it can be accepted later."""
-        from pathlib import Path
-
-        from memsync.core.memory import open_memory
-        from memsync.sync.accepting import reject as core
-
-        closed = core(open_memory(Path.cwd(), remote), pid, reason)
-        if json:
-            print_json(closed)
-            return
-        out(f"Rejected proposal {pid}; kept on the hub as refs/memsync/proposals/{closed.memory}/{pid}")
-
-    @app.command(context_settings={"allow_interspersed_args": False})
-    @guard
-    def consolidate(
-        command: Annotated[list[str] | None, typer.Argument(help="The consolidating command, after --.")] = None,
-        memory: Annotated[str | None, typer.Option("--memory", help="NAME[:PATH] (default: the memory in the "
-                                                   "current directory).")] = None,
-        run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: UTC time + random).")] = None,
-        remote: Annotated[str | None, _REMOTE] = None,
-        json: Annotated[bool, _JSON] = False,
-    ) -> None:
-        """Run CMD as a proposal (MEMSYNC_CONSOLIDATE=1 in its environment) and report what it
-        would forget: every line of the current memory found nowhere in the proposed tree.
-
-        Exit code: as `memsync run`."""
-        raise typer.Exit(_consolidate(list(command or []), memory, run_id, remote, json))
+    app.command()(guard(proposals))
+    app.command()(guard(review))
+    app.command()(guard(accept))
+    app.command()(guard(reject))
+    app.command(context_settings={"allow_interspersed_args": False})(guard(consolidate))
 
 
 def _consolidate(command: list[str], memory: str | None, run_id: str | None, remote: str | None,
@@ -254,3 +122,128 @@ def _show_forgetting(report: ForgettingReport) -> None:
             out(f"    ... {f.count - 20} more (`--json` lists up to 200)")
     out("exact for text files" + (f"; judged as whole files: {', '.join(report.inexact[:10])}"
                                   if report.inexact else ""))
+
+
+def proposals(
+    memory: Annotated[str | None, typer.Option("--memory", help="Another memory of the same hub "
+                                               "(default: the memory in the current directory).")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="Accepted and rejected ones too.")] = False,
+    json: Annotated[bool, _JSON] = False,
+    remote: Annotated[str | None, _REMOTE] = None,
+) -> None:
+    """The proposals waiting for review: id, run, base version, age, files, lines, flags,
+    and whether the memory moved since the base. In a memory's directory: that memory's;
+    elsewhere: every memory's on the hub (or NAME's)."""
+    from pathlib import Path
+
+    from memsync.core.config import find_root
+    from memsync.core.memory import open_memory
+    from memsync.sync.proposals import hub_wide, list_proposals, on_hub
+    from memsync.util.names import check_name
+
+    if memory is not None:
+        check_name(memory)
+    if find_root(Path.cwd()) is not None:
+        found = list_proposals(open_memory(Path.cwd(), remote), all_, memory)
+    elif memory is not None:  # no clone here: the hub's own word, through a cache
+        found = list_proposals(on_hub(memory, remote), all_)
+    else:
+        found = hub_wide(remote, all_)
+    if json:
+        print_json(found)
+        return
+    if not found:
+        err("no proposals" + ("" if all_ else " waiting (`--all`: closed ones too)"))
+        return
+    table(["ID", "MEMORY", "STATE", "BASE", "AGE", "FILES", "+/-", "MOVED", "FLAGS"],
+          [[p.id, p.memory, p.state, (p.base or "-")[:8], age(p.created), str(len(p.files)),
+            f"+{p.added}/-{p.removed}", "yes" if p.moved else "no", _flag_summary(p.flags)] for p in found])
+
+
+def review(
+    pid: Annotated[str, typer.Argument(metavar="ID", help="The proposal (its run's id).")],
+    paths: Annotated[list[str] | None, typer.Argument(help="Only these paths, after --.")] = None,
+    stat: Annotated[bool, typer.Option("--stat", help="Files and line counts, no patch.")] = False,
+    forgotten: Annotated[bool, typer.Option("--forgotten", help="Also every line of the memory's "
+                                            "current version the proposal has nowhere.")] = False,
+    json: Annotated[bool, _JSON] = False,
+    remote: Annotated[str | None, _REMOTE] = None,
+) -> None:
+    """What accepting the proposal would change now, against the memory's current version
+    (what others wrote since its base included), flags first."""
+    from pathlib import Path
+
+    from memsync.core.memory import open_memory
+    from memsync.history.reviewing import review as core
+
+    result = core(open_memory(Path.cwd(), remote), pid, list(paths or []), patch=not stat,
+                  with_forgotten=forgotten)
+    if json:
+        print_json(result)
+        return
+    _show_review(result, stat)
+
+
+def accept(
+    pid: Annotated[str, typer.Argument(metavar="ID", help="The proposal (its run's id).")],
+    paths: Annotated[list[str] | None, typer.Argument(help="Accept only these paths, after --; the "
+                                                      "rest stays open.")] = None,
+    json: Annotated[bool, _JSON] = False,
+    remote: Annotated[str | None, _REMOTE] = None,
+) -> None:
+    """Merge the proposal into the memory as a new version (memsync's merge rules: what others
+    wrote meanwhile is kept, a conflict keeps both), and push it.
+
+    Exit code: 9 if its files hold likely secrets (secrets: block) or break a protect rule;
+    6 while a run owns the memory."""
+    from pathlib import Path
+
+    from memsync.core.memory import open_memory
+    from memsync.sync.accepting import accept as core
+
+    done = core(open_memory(Path.cwd(), remote), pid, list(paths or []))
+    if json:
+        print_json(done)
+        return
+    what = f"{count(len(done.paths), 'path')} of proposal {pid}" if done.paths else f"proposal {pid}"
+    out(f"Accepted {what}: version {(done.version or '')[:8]}" + (" (pushed)" if done.pushed else ""))
+    for line in done.conflicts:
+        out(f"  conflict kept both: {line}")
+    if done.flags:
+        out(f"  flags: {_flag_summary(done.flags)}")
+    if not done.closed:
+        out(f"  the rest stays open: `memsync review {pid}`")
+
+
+def reject(
+    pid: Annotated[str, typer.Argument(metavar="ID", help="The proposal (its run's id).")],
+    reason: Annotated[str | None, typer.Option("--reason", help="Why, kept with the proposal.")] = None,
+    json: Annotated[bool, _JSON] = False,
+    remote: Annotated[str | None, _REMOTE] = None,
+) -> None:
+    """Close the proposal unaccepted; its history stays on the hub and it can be accepted later."""
+    from pathlib import Path
+
+    from memsync.core.memory import open_memory
+    from memsync.sync.accepting import reject as core
+
+    closed = core(open_memory(Path.cwd(), remote), pid, reason)
+    if json:
+        print_json(closed)
+        return
+    out(f"Rejected proposal {pid}; kept on the hub as refs/memsync/proposals/{closed.memory}/{pid}")
+
+
+def consolidate(
+    command: Annotated[list[str] | None, typer.Argument(help="The consolidating command, after --.")] = None,
+    memory: Annotated[str | None, typer.Option("--memory", help="NAME[:PATH] (default: the memory in the "
+                                               "current directory).")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Run id (default: UTC time + random).")] = None,
+    remote: Annotated[str | None, _REMOTE] = None,
+    json: Annotated[bool, _JSON] = False,
+) -> None:
+    """Run CMD as a proposal (MEMSYNC_CONSOLIDATE=1 in its environment) and report what it
+    would forget: every line of the current memory found nowhere in the proposed tree.
+
+    Exit code: as `memsync run`."""
+    raise typer.Exit(_consolidate(list(command or []), memory, run_id, remote, json))

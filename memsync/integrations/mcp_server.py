@@ -36,6 +36,7 @@ from memsync.errors import MemsyncError
 from memsync.integrations import arguments as argcheck
 from memsync.integrations.budget import MAX_RESULT_TOKENS, cut_to_tokens, tokens
 from memsync.integrations.files import MemoryFiles, Refused, Target, bound, failure_text
+from memsync.integrations.options import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_CHECKPOINT_WRITES
 from memsync.integrations.search import search as search_memory
 from memsync.integrations.session import MemorySession, SessionOptions, SessionReport
 from memsync.run.mounts import Mount
@@ -197,10 +198,16 @@ def build(memories: Memories) -> MemoryServer:
         "and `restore` reach any past version; `search` greps the files and, with history=true, what past "
         "versions held. Paths are relative to the memory. Served memories:\n" + memories.describe(),
     )
+    _file_tools(server, memories)
+    _history_tools(server, memories)
+    return server
+
+
+def _file_tools(server: MemoryServer, memories: Memories) -> None:
+    """The memory tool's file commands: view, read, create, str_replace, insert, delete, rename."""
     hub, writable = memories.reaches_hub, memories.writable
     adds = _writes(destructive=False, idempotent=False, hub=hub)
     changes = _writes(destructive=True, idempotent=False, hub=hub)
-    puts_back = _writes(destructive=True, idempotent=True, hub=hub)
 
     @server.memory_tool(READS)
     def view(path: str = "", memory: str | None = None, view_range: list[int] | None = None) -> str:
@@ -265,6 +272,11 @@ def build(memories: Memories) -> MemoryServer:
         return _call(lambda: (f := memories.get(memory)).rename(
             _target(f, old_path, follow=False), _target(f, new_path, follow=False), expected_sha256=expected_sha256))
 
+
+def _history_tools(server: MemoryServer, memories: Memories) -> None:
+    """What versions give: log, diff, restore and search (history=true reads past versions)."""
+    puts_back = _writes(destructive=True, idempotent=True, hub=memories.reaches_hub)
+
     @server.memory_tool(READS)
     def log(path: str | None = None, memory: str | None = None, run_id: str | None = None,
             flagged: bool = False, limit: int = 20) -> str:
@@ -277,7 +289,7 @@ def build(memories: Memories) -> MemoryServer:
         """What version `rev` changed (or from rev to rev2); a rev is a version, a ref or run:<id>."""
         return _call(lambda: _diff(memories.get(memory), [r for r in (rev, rev2) if r], path))
 
-    @server.memory_tool(puts_back, offered=writable)
+    @server.memory_tool(puts_back, offered=memories.writable)
     def restore(path: str, at: str, memory: str | None = None) -> str:
         """Put a file (or directory) back byte for byte as it was at version `at`, as a new version."""
         return _call(lambda: _restore(memories.get(memory), path, at))
@@ -288,8 +300,6 @@ def build(memories: Memories) -> MemoryServer:
         """Lines matching a regular expression in the current files; history=true adds lines that past
         versions held and the current files no longer do (with the version that held them)."""
         return _call(lambda: _search(memories.get(memory), pattern, path, history, ignore_case, limit))
-
-    return server
 
 
 def _part(path: str, text: str, offset: int, length: int | None) -> str:
@@ -364,7 +374,8 @@ def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_c
 
 
 def serve(mounts: list[Mount], *, remote: str | None = None, run_id: str | None = None, offline: bool = False,
-          checkpoint_writes: int = 20, checkpoint_seconds: float = 30.0, create: bool = False,
+          checkpoint_writes: int = DEFAULT_CHECKPOINT_WRITES,
+          checkpoint_seconds: float = DEFAULT_CHECKPOINT_SECONDS, create: bool = False,
           propose: bool = False) -> list[SessionReport]:
     """Open the memories, serve MCP on stdin/stdout until the client leaves, then push. A memory the
     hub does not have is refused unless `create`; with `propose`, each writable memory's versions

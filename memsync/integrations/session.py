@@ -17,11 +17,9 @@ from memsync.core.memory import Memory
 from memsync.core.snapshot import Snapshot, describe, take
 from memsync.errors import MemsyncError, RemoteError, UsageError
 from memsync.integrations import private
+from memsync.integrations.options import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_CHECKPOINT_WRITES
 from memsync.util.names import check_name, check_run_id, new_run_id, where_kept
 from memsync.util.records import field, recordclass
-
-DEFAULT_CHECKPOINT_WRITES = 20
-DEFAULT_CHECKPOINT_SECONDS = 30.0
 
 
 @recordclass
@@ -255,4 +253,4 @@ class MemorySession:
                     self._first_unpushed = time.monotonic()  # retry after another interval
 
 
-__all__ = ["DEFAULT_CHECKPOINT_SECONDS", "DEFAULT_CHECKPOINT_WRITES", "MemorySession", "SessionReport"]
+__all__ = ["MemorySession", "SessionReport"]
