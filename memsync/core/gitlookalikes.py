@@ -20,26 +20,27 @@ def unseen_git_folders(root: Path) -> list[str]:
     stack = [""]
     while stack and len(found) < _LIMIT:
         rel = stack.pop()
+        prefix = f"{rel}/" if rel else ""
+        odd: list[str] = []
+        folders: list[str] = []
+        nested = False
         try:
             with os.scandir(root / rel if rel else root) as it:
-                entries = list(it)
+                for entry in it:
+                    name = entry.name
+                    if len(name) == 4 and name.lower() == ".git":
+                        if name == ".git":
+                            nested = True
+                        else:
+                            odd.append(prefix + name)
+                    elif entry.is_dir(follow_symlinks=False) and (rel or name != ".vm0"):
+                        folders.append(prefix + name)
         except OSError:
             continue
-        if rel and any(e.name == ".git" for e in entries):
+        if nested and rel:
             continue  # a nested repository: reported as one folder by the scan
-        for entry in entries:
-            name = entry.name
-            if name.lower() == ".git":
-                if name != ".git":
-                    found.append(f"{rel}/{name}" if rel else name)
-                continue
-            if name == ".vm0" and not rel:
-                continue
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(f"{rel}/{name}" if rel else name)
-            except OSError:
-                continue
+        found += odd
+        stack += folders
     return sorted(found)
 
 

@@ -133,11 +133,12 @@ def end_processes(user: runas.RunAs | None, agent: processes.Agent | None, say: 
 
             left = runas.end_processes(user)
         else:
-            if agent is not None and (found := processes.survivors(agent)):
+            found = processes.survivors(agent) if agent is not None else []
+            if found:
                 what = "process" if len(found) == 1 else "processes"
                 say(f"the command left {len(found)} {what} running (pids "
                     f"{', '.join(map(str, found[:5]))}): ended before its files are saved")
-            left = processes.end(agent) if agent is not None else []
+            left = processes.end(agent, found=found) if agent is not None else []
     except OSError as exc:
         why = getattr(exc, "strerror", None) or exc
         say(f"warning: {f'--as-user {user.name}' if user else 'run'}: cannot end the command's processes ({why})")

@@ -158,11 +158,11 @@ def survivors(agent: Agent) -> list[int]:
     return sorted(found)
 
 
-def end(agent: Agent, grace: float = 2.0, within: float = 5.0) -> list[int]:
+def end(agent: Agent, grace: float = 2.0, within: float = 5.0, found: list[int] | None = None) -> list[int]:
     """End what is left of the run's command: SIGTERM, then SIGKILL after `grace` seconds, and
     wait (up to `within` more) until none is left; returns those still there (stuck in the kernel,
-    or another user's that this process may not signal)."""
-    left = survivors(agent)
+    or another user's that this process may not signal). `found`: `survivors(agent)` just read."""
+    left = survivors(agent) if found is None else found
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, within)):
         if not left:
             return []
