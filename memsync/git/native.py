@@ -19,8 +19,8 @@ import pygit2
 from pygit2.errors import check_error
 from pygit2.ffi import C, ffi
 
-__all__ = ["ERROR", "EUSER", "add_config_file", "address", "append_index", "callback", "checkout_tree",
-           "define_extern", "diff_index_to_workdir", "from_handle", "is_handle", "is_null",
+__all__ = ["ERROR", "EUSER", "IndexerError", "PackIndexer", "add_config_file", "address", "append_index",
+           "callback", "checkout_tree", "define_extern", "diff_index_to_workdir", "from_handle", "is_handle", "is_null",
            "own_ffi", "release_free_heap", "remote_heads", "text", "trim_push_heads"]
 
 ERROR = int(C.GIT_ERROR)  # a callback's refusal
@@ -244,3 +244,127 @@ def own_ffi(cdef: str) -> Any:  # a cffi.FFI
     made = cffi.FFI()
     made.cdef(cdef)
     return made
+
+
+# -- a received pack written through libgit2's indexer (git/fetchv2.py) ----------------------------
+_INDEXER_CDEF = """
+typedef struct git_indexer git_indexer;
+typedef struct git_odb git_odb;
+typedef struct git_repository git_repository;
+typedef struct { unsigned int total_objects; unsigned int indexed_objects; unsigned int received_objects;
+    unsigned int local_objects; unsigned int total_deltas; unsigned int indexed_deltas;
+    size_t received_bytes; } git_indexer_progress;
+typedef int (*git_indexer_progress_cb)(const git_indexer_progress *stats, void *payload);
+typedef struct { unsigned int version; git_indexer_progress_cb progress_cb; void *progress_cb_payload;
+    unsigned char verify; } git_indexer_options;
+typedef struct { char *message; int klass; } git_error;
+int git_indexer_options_init(git_indexer_options *opts, unsigned int version);
+int git_indexer_new(git_indexer **out, const char *path, unsigned int mode, git_odb *odb,
+    git_indexer_options *opts);
+int git_indexer_append(git_indexer *idx, const void *data, size_t size, git_indexer_progress *stats);
+int git_indexer_commit(git_indexer *idx, git_indexer_progress *stats);
+const char *git_indexer_name(const git_indexer *idx);
+void git_indexer_free(git_indexer *idx);
+int git_repository_odb(git_odb **out, git_repository *repo);
+void git_odb_free(git_odb *db);
+int git_odb_refresh(git_odb *db);
+const git_error *git_error_last(void);
+"""
+
+
+@functools.cache
+def _libgit2() -> tuple[Any, Any] | None:
+    """(an FFI declaring the indexer, libgit2 as this process loaded it for pygit2), or None where
+    that library cannot be found (pygit2 declares no indexer: its cdef lacks git_indexer_new).
+    The library is found among this process's mappings, so it is the one pygit2 uses."""
+    if tuple(pygit2.LIBGIT2_VER[:2]) != _LAYOUT_VERSION:
+        return None  # the options' layout above is libgit2 1.9's
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            paths = {line.split(None, 5)[-1].strip() for line in fh if "libgit2" in line}
+    except OSError:
+        return None
+    found = sorted(p for p in paths if p.startswith("/") and "/libgit2" in p)
+    if len(found) != 1:
+        return None
+    made = own_ffi(_INDEXER_CDEF)
+    try:
+        return made, made.dlopen(found[0])
+    except OSError:
+        return None
+
+
+class PackIndexer:
+    """libgit2's indexer (git_indexer_new / append / commit) writing a received pack into a
+    repository's pack folder: each object hashed as it comes, deltas resolved at `commit`
+    (thin packs completed from the repository's objects), every reference of an object in the
+    pack checked to be in the pack or the repository (`verify`). Until `commit` the pack is a
+    temporary file libgit2 removes on `close`; `available()` says whether this libgit2 is one
+    memsync can drive so."""
+
+    def __init__(self, repo: pygit2.Repository, busy: Callable[[], None]) -> None:
+        loaded = _libgit2()
+        if loaded is None:
+            raise RuntimeError("libgit2's indexer is not reachable")
+        self._ffi, self._lib = loaded
+        ffi_, lib = loaded
+        self.stats = ffi_.new("git_indexer_progress *")
+        self._busy = busy
+        self._failure: BaseException | None = None
+        self._callback = ffi_.callback("int(const git_indexer_progress *, void *)", self._progress,
+                                       error=-1, onerror=self._refused)
+        odb = ffi_.new("git_odb **")
+        self._check(lib.git_repository_odb(odb, ffi_.cast("git_repository *", address(repo._repo))))
+        self._odb = odb[0]
+        opts = ffi_.new("git_indexer_options *")
+        lib.git_indexer_options_init(opts, 1)
+        opts.progress_cb = self._callback
+        opts.verify = 1
+        out = ffi_.new("git_indexer **")
+        pack_dir = os.path.join(repo.path, "objects", "pack").encode()
+        error = lib.git_indexer_new(out, pack_dir, 0, self._odb, opts)
+        if error != 0:
+            lib.git_odb_free(self._odb)
+            self._check(error)
+        self._indexer = out[0]
+
+    @staticmethod
+    def available() -> bool:
+        return _libgit2() is not None
+
+    def append(self, data: bytes) -> None:
+        self._check(self._lib.git_indexer_append(self._indexer, data, len(data), self.stats))
+
+    def commit(self) -> str:
+        """Resolve the deltas, write the pack's index; the pack's name (its checksum)."""
+        self._check(self._lib.git_indexer_commit(self._indexer, self.stats))
+        self._lib.git_odb_refresh(self._odb)
+        return bytes(self._ffi.string(self._lib.git_indexer_name(self._indexer))).decode("ascii")
+
+    def close(self) -> None:
+        if self._indexer is not None:
+            self._lib.git_indexer_free(self._indexer)  # an uncommitted pack's file goes with it
+            self._lib.git_odb_free(self._odb)
+            self._indexer = None
+
+    def _progress(self, stats: Any, payload: Any) -> int:
+        self._busy()  # resolving deltas is the process's own progress (netlimits' minimum rate)
+        return 0
+
+    def _refused(self, exc_type: type, exc: BaseException, tb: Any) -> int:
+        self._failure = exc
+        return -1
+
+    def _check(self, error: int) -> None:
+        if error == 0:
+            return
+        if self._failure is not None:
+            raise self._failure
+        last = self._lib.git_error_last()
+        said = "unknown" if last == self._ffi.NULL or last.message == self._ffi.NULL else \
+            self._ffi.string(last.message).decode("utf-8", "replace")
+        raise IndexerError(said)
+
+
+class IndexerError(Exception):
+    """libgit2's indexer refused the pack (its message, which names no credential)."""
