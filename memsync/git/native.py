@@ -1,5 +1,6 @@
 """libgit2 where pygit2 does not reach: every call memsync makes through pygit2's private cffi
-handles (`pygit2.ffi`), or with a cffi FFI of its own.
+handles (`pygit2.ffi`), with a cffi FFI of its own, or through ctypes (the pack indexer, which
+pygit2 does not declare).
 
 pygit2 keeps these private, so a pygit2 release may move them; pyproject.toml pins pygit2 and
 this is the one module to adjust when the pin moves (tests/test_layers.py fails on such an
@@ -247,99 +248,115 @@ def own_ffi(cdef: str) -> Any:  # a cffi.FFI
 
 
 # -- a received pack written through libgit2's indexer (git/fetchv2.py) ----------------------------
-_INDEXER_CDEF = """
-typedef struct git_indexer git_indexer;
-typedef struct git_odb git_odb;
-typedef struct git_repository git_repository;
-typedef struct { unsigned int total_objects; unsigned int indexed_objects; unsigned int received_objects;
-    unsigned int local_objects; unsigned int total_deltas; unsigned int indexed_deltas;
-    size_t received_bytes; } git_indexer_progress;
-typedef int (*git_indexer_progress_cb)(const git_indexer_progress *stats, void *payload);
-typedef struct { unsigned int version; git_indexer_progress_cb progress_cb; void *progress_cb_payload;
-    unsigned char verify; } git_indexer_options;
-typedef struct { char *message; int klass; } git_error;
-int git_indexer_options_init(git_indexer_options *opts, unsigned int version);
-int git_indexer_new(git_indexer **out, const char *path, unsigned int mode, git_odb *odb,
-    git_indexer_options *opts);
-int git_indexer_append(git_indexer *idx, const void *data, size_t size, git_indexer_progress *stats);
-int git_indexer_commit(git_indexer *idx, git_indexer_progress *stats);
-const char *git_indexer_name(const git_indexer *idx);
-void git_indexer_free(git_indexer *idx);
-int git_repository_odb(git_odb **out, git_repository *repo);
-void git_odb_free(git_odb *db);
-int git_odb_refresh(git_odb *db);
-const git_error *git_error_last(void);
-"""
-
-
+# pygit2 declares no indexer (its cdef lacks git_indexer_new), and a cffi FFI of memsync's own
+# would parse a cdef (pycparser: ~25 ms of a pull); ctypes reaches the same libgit2 the process
+# loaded for pygit2. The structures are libgit2 1.9's (include/git2/indexer.h, errors.h).
 @functools.cache
-def _libgit2() -> tuple[Any, Any] | None:
-    """(an FFI declaring the indexer, libgit2 as this process loaded it for pygit2), or None where
-    that library cannot be found (pygit2 declares no indexer: its cdef lacks git_indexer_new).
-    The library is found among this process's mappings, so it is the one pygit2 uses."""
+def _libgit2() -> Any:
+    """(libgit2 as this process loaded it for pygit2, found among its mappings, with its indexer's
+    functions declared; the structures); None where it cannot be found, or is not the 1.9 whose
+    structures these are. ctypes is imported here, on a fetch's first use, not at start-up."""
     if tuple(pygit2.LIBGIT2_VER[:2]) != _LAYOUT_VERSION:
-        return None  # the options' layout above is libgit2 1.9's
+        return None
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
             paths = {line.split(None, 5)[-1].strip() for line in fh if "libgit2" in line}
     except OSError:
         return None
-    found = sorted(p for p in paths if p.startswith("/") and "/libgit2" in p)
+    found = [p for p in paths if p.startswith("/") and os.path.basename(p).startswith("libgit2")]
     if len(found) != 1:
         return None
-    made = own_ffi(_INDEXER_CDEF)
+    import ctypes
+
+    class Progress(ctypes.Structure):
+        _fields_ = [("total_objects", ctypes.c_uint), ("indexed_objects", ctypes.c_uint),
+                    ("received_objects", ctypes.c_uint), ("local_objects", ctypes.c_uint),
+                    ("total_deltas", ctypes.c_uint), ("indexed_deltas", ctypes.c_uint),
+                    ("received_bytes", ctypes.c_size_t)]
+
+    callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
+
+    class Options(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint), ("progress_cb", callback), ("progress_cb_payload", ctypes.c_void_p),
+                    ("verify", ctypes.c_ubyte)]
+
+    class Error(ctypes.Structure):
+        _fields_ = [("message", ctypes.c_char_p), ("klass", ctypes.c_int)]
+
+    p, out, progress = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Progress)
+    signatures: dict[str, tuple[Any, list[Any]]] = {
+        "git_indexer_options_init": (ctypes.c_int, [ctypes.POINTER(Options), ctypes.c_uint]),
+        "git_indexer_new": (ctypes.c_int, [out, ctypes.c_char_p, ctypes.c_uint, p, ctypes.POINTER(Options)]),
+        "git_indexer_append": (ctypes.c_int, [p, ctypes.c_char_p, ctypes.c_size_t, progress]),
+        "git_indexer_commit": (ctypes.c_int, [p, progress]),
+        "git_indexer_name": (ctypes.c_char_p, [p]),
+        "git_indexer_free": (None, [p]),
+        "git_repository_odb": (ctypes.c_int, [out, p]),
+        "git_odb_free": (None, [p]),
+        "git_odb_refresh": (ctypes.c_int, [p]),
+        "git_error_last": (ctypes.POINTER(Error), []),
+    }
     try:
-        return made, made.dlopen(found[0])
-    except OSError:
+        lib = ctypes.CDLL(found[0])
+        for name, (restype, argtypes) in signatures.items():
+            function = getattr(lib, name)
+            function.restype, function.argtypes = restype, argtypes
+    except (OSError, AttributeError):
         return None
+    return lib, ctypes, Progress, Options, callback
+
+
+class IndexerError(Exception):
+    """libgit2's indexer refused the pack (its message, which names no credential)."""
 
 
 class PackIndexer:
     """libgit2's indexer (git_indexer_new / append / commit) writing a received pack into a
     repository's pack folder: each object hashed as it comes, deltas resolved at `commit`
-    (thin packs completed from the repository's objects), every reference of an object in the
-    pack checked to be in the pack or the repository (`verify`). Until `commit` the pack is a
-    temporary file libgit2 removes on `close`; `available()` says whether this libgit2 is one
-    memsync can drive so."""
+    (thin packs completed from the repository's objects), every object a commit, tree or tag
+    of the pack names checked to be in the pack or the repository (`verify`). Until `commit`
+    the pack is a temporary file libgit2 removes on `close`. `available()`: whether this
+    libgit2 is one memsync can drive so."""
 
     def __init__(self, repo: pygit2.Repository, busy: Callable[[], None]) -> None:
         loaded = _libgit2()
         if loaded is None:
-            raise RuntimeError("libgit2's indexer is not reachable")
-        self._ffi, self._lib = loaded
-        ffi_, lib = loaded
-        self.stats = ffi_.new("git_indexer_progress *")
+            raise IndexerError("libgit2's indexer is not reachable")
+        lib, ctypes, progress, options, callback = loaded
+        self._lib, self._ctypes = lib, ctypes
+        self.stats = progress()
         self._busy = busy
+        self._committing = False
         self._failure: BaseException | None = None
-        self._callback = ffi_.callback("int(const git_indexer_progress *, void *)", self._progress,
-                                       error=-1, onerror=self._refused)
-        odb = ffi_.new("git_odb **")
-        self._check(lib.git_repository_odb(odb, ffi_.cast("git_repository *", address(repo._repo))))
-        self._odb = odb[0]
-        opts = ffi_.new("git_indexer_options *")
-        lib.git_indexer_options_init(opts, 1)
+        self._callback = callback(self._progress)  # kept: libgit2 holds only its address
+        odb = ctypes.c_void_p()
+        self._check(lib.git_repository_odb(ctypes.byref(odb), address(repo._repo)))
+        self._odb = odb
+        opts = options()
+        lib.git_indexer_options_init(ctypes.byref(opts), 1)
         opts.progress_cb = self._callback
         opts.verify = 1
-        out = ffi_.new("git_indexer **")
+        indexer = ctypes.c_void_p()
         pack_dir = os.path.join(repo.path, "objects", "pack").encode()
-        error = lib.git_indexer_new(out, pack_dir, 0, self._odb, opts)
+        error = lib.git_indexer_new(ctypes.byref(indexer), pack_dir, 0, odb, ctypes.byref(opts))
         if error != 0:
-            lib.git_odb_free(self._odb)
+            lib.git_odb_free(odb)
             self._check(error)
-        self._indexer = out[0]
+        self._indexer: Any = indexer
 
     @staticmethod
     def available() -> bool:
         return _libgit2() is not None
 
     def append(self, data: bytes) -> None:
-        self._check(self._lib.git_indexer_append(self._indexer, data, len(data), self.stats))
+        self._check(self._lib.git_indexer_append(self._indexer, data, len(data), self._ctypes.byref(self.stats)))
 
     def commit(self) -> str:
         """Resolve the deltas, write the pack's index; the pack's name (its checksum)."""
-        self._check(self._lib.git_indexer_commit(self._indexer, self.stats))
+        self._committing = True
+        self._check(self._lib.git_indexer_commit(self._indexer, self._ctypes.byref(self.stats)))
         self._lib.git_odb_refresh(self._odb)
-        return bytes(self._ffi.string(self._lib.git_indexer_name(self._indexer))).decode("ascii")
+        return bytes(self._lib.git_indexer_name(self._indexer)).decode("ascii")
 
     def close(self) -> None:
         if self._indexer is not None:
@@ -348,12 +365,16 @@ class PackIndexer:
             self._indexer = None
 
     def _progress(self, stats: Any, payload: Any) -> int:
-        self._busy()  # resolving deltas is the process's own progress (netlimits' minimum rate)
+        """Called per object as the pack arrives (the server's progress, which netlimits' minimum
+        rate measures on the socket) and per delta resolved at `commit` (the process's own)."""
+        if not self._committing:
+            return 0
+        try:
+            self._busy()
+        except BaseException as exc:  # ctypes would print and drop it: raised by _check instead
+            self._failure = exc
+            return -1
         return 0
-
-    def _refused(self, exc_type: type, exc: BaseException, tb: Any) -> int:
-        self._failure = exc
-        return -1
 
     def _check(self, error: int) -> None:
         if error == 0:
@@ -361,10 +382,5 @@ class PackIndexer:
         if self._failure is not None:
             raise self._failure
         last = self._lib.git_error_last()
-        said = "unknown" if last == self._ffi.NULL or last.message == self._ffi.NULL else \
-            self._ffi.string(last.message).decode("utf-8", "replace")
-        raise IndexerError(said)
-
-
-class IndexerError(Exception):
-    """libgit2's indexer refused the pack (its message, which names no credential)."""
+        said = last.contents.message if last and last.contents.message else b"unknown"
+        raise IndexerError(said.decode("utf-8", "replace"))
