@@ -30,6 +30,7 @@ from memsync.errors import RemoteError, RemoteUnreachable
 from memsync.git import netlimits
 from memsync.git.hub import HubUrl
 from memsync.git.pktline import Reader, capabilities, listing, pkt, request, seconds
+from memsync.git.sockets import ack_promptly
 
 
 class Session(Protocol):
@@ -108,7 +109,7 @@ class _GitSession:
         parts = urlsplit(hub.url)
         with socket.create_connection((host, port), timeout=seconds("MEMSYNC_CONNECT_TIMEOUT", 10)) as sock:
             sock.settimeout(seconds("MEMSYNC_IO_TIMEOUT", 60))
-            reader = Reader(lambda: sock.recv(65536), limits, hub.display, doing)
+            reader = Reader(lambda: _receive(sock), limits, hub.display, doing)
             hello = f"git-upload-pack {unquote(parts.path)}\0host={parts.netloc.rpartition('@')[2]}\0\0version=2\0"
             sock.sendall(pkt(hello.encode("utf-8", "surrogateescape")))
             offered = capabilities(reader)
@@ -117,3 +118,8 @@ class _GitSession:
     def command(self, body: bytes) -> Reader:
         self.sock.sendall(body)
         return self.reader
+
+
+def _receive(sock: socket.socket) -> bytes:
+    ack_promptly(sock)
+    return sock.recv(65536)

@@ -23,6 +23,7 @@ from memsync.errors import AuthFailed
 from memsync.git import netlimits
 from memsync.git.hub import HubUrl
 from memsync.git.pktline import Reader, capabilities, seconds
+from memsync.git.sockets import ack_promptly
 
 ADVERTISEMENT = "application/x-git-upload-pack-advertisement"
 RESULT = "application/x-git-upload-pack-result"
@@ -90,6 +91,8 @@ class HttpSession:
 
     def _read1(self) -> bytes:
         assert self._answer is not None
+        if self.conn.sock is not None:
+            ack_promptly(self.conn.sock)
         return self._answer.read1(65536)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -166,6 +167,24 @@ def test_an_endless_pack_stops_at_the_deadline(hub: Hub, monkeypatch: pytest.Mon
             yield _sideband(b"".join(b"\x38" + zlib.compress(b"%08d" % (n * 1000 + i)) for i in range(1000)))
 
     with git_server(_server(hub.new, endless)) as port, pytest.raises(NetLimitExceeded, match="MEMSYNC_NET_DEADLINE"):
+        _fetch(port, hub)
+    hub.unchanged()
+
+
+@pytest.mark.slow
+def test_a_trickling_pack_stops_at_the_minimum_rate(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """netlimits' watch measures the v2 fetch's own socket as it measures libgit2's."""
+    monkeypatch.setenv("MEMSYNC_LOW_SPEED_LIMIT", "100000")
+    monkeypatch.setenv("MEMSYNC_LOW_SPEED_TIME", "1")
+    pack = hub.pack(hub.new, f"^{hub.old}")
+
+    def trickle() -> Iterator[bytes]:
+        yield pkt("packfile\n")
+        for i in itertools.count():
+            time.sleep(0.05)
+            yield _sideband(pack[i % 8:i % 8 + 1], 2)  # a progress byte at a time
+
+    with git_server(_server(hub.new, trickle)) as port, pytest.raises(NetLimitExceeded, match="minimum rate"):
         _fetch(port, hub)
     hub.unchanged()
 
