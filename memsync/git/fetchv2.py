@@ -31,7 +31,7 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import SortMode
 
-from memsync.errors import RemoteError, RemoteUnreachable
+from memsync.errors import DiskFull, MemsyncError, RemoteError, RemoteUnreachable
 from memsync.git import lsrefs, native, netlimits
 from memsync.git.hub import HubUrl
 from memsync.git.packguard import StreamCheck
@@ -130,39 +130,57 @@ def _receive(git: GitRepo, hub: HubUrl, reader: Reader, guard: netlimits.Watch,
              progress: ProgressFn | None) -> list[Path]:
     """Read the answer to the fetch command into a pack written through libgit2's indexer; the
     files written that were not there before."""
-    reader.cap = math.inf  # the pack has no cap of its own; everything else is counted below
+    reader.cap = math.inf  # the pack has no cap of its own; everything else is counted here
     other = _to_pack(reader, hub, guard.limits)
     guard.advertised()  # the pack begins: the advertisement's cap no longer applies on the socket
     check = StreamCheck(git.object_bound, hub.display)
-    indexer = native.PackIndexer(git._repo, guard.busy)
+    indexer: native.PackIndexer | None = None
     try:
-        while (payload := reader.payload()) is not None:
-            guard.check()
-            band, data = payload[0], payload[1:]
-            if band == _PACK:
-                check.feed(data)
-                indexer.append(data)
-                if progress is not None:
-                    stats = indexer.stats
-                    progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
-                continue
-            other += len(payload) + 4
-            _over_cap(other, hub, guard.limits)
-            if band == _ERROR or payload.startswith(b"ERR "):
-                raise _server_error(hub, payload[1:] if band == _ERROR else payload[4:])
-            if band != _PROGRESS:
-                raise RemoteError(f"{DOING} {hub.display}: the hub's pack stream is malformed (band {band})",
-                                  _REFUSED_HINT)
-        if not reader.ended:
-            raise RemoteError(f"{DOING} {hub.display}: the hub's pack stream is malformed (a delim packet)",
-                              _REFUSED_HINT)
+        indexer = native.PackIndexer(git._repo, guard.busy)
+        _stream(reader, hub, guard, other, check, indexer, progress)
         guard.busy()
         return _commit(git, indexer)
     except native.IndexerError as exc:
-        raise RemoteError(f"{DOING} {hub.display}: refused the hub's pack ({netlimits.server_text(str(exc))})",
-                          _REFUSED_HINT) from exc
+        raise _refused(exc, hub, Path(git._repo.path)) from exc
     finally:
-        indexer.close()
+        if indexer is not None:
+            indexer.close()
+
+
+def _stream(reader: Reader, hub: HubUrl, guard: netlimits.Watch, other: int, check: StreamCheck,
+            indexer: native.PackIndexer, progress: ProgressFn | None) -> None:
+    """The packfile section: the pack (side-band 1) checked, then handed to the indexer, piece by
+    piece; progress (2) counted; an error (3) or ERR line raised; to its closing flush."""
+    while (payload := reader.payload()) is not None:
+        guard.check()
+        band, data = payload[0], payload[1:]
+        if band == _PACK:
+            check.feed(data)
+            indexer.append(data)
+            if progress is not None:
+                stats = indexer.stats
+                progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
+            continue
+        other += len(payload) + 4
+        _over_cap(other, hub, guard.limits)
+        if band == _ERROR or payload.startswith(b"ERR "):
+            raise _server_error(hub, payload[1:] if band == _ERROR else payload[4:])
+        if band != _PROGRESS:
+            raise RemoteError(f"{DOING} {hub.display}: the hub's pack stream is malformed (band {band})",
+                              _REFUSED_HINT)
+    if not reader.ended:
+        raise RemoteError(f"{DOING} {hub.display}: the hub's pack stream is malformed (a delim packet)",
+                          _REFUSED_HINT)
+
+
+def _refused(exc: native.IndexerError, hub: HubUrl, git_dir: Path) -> MemsyncError:
+    """The indexer's refusal: this machine's disk full (as transport.translate says it), else the pack's fault."""
+    text = netlimits.server_text(str(exc))
+    if any(m in text.lower() for m in ("no space left", "disk quota", "file too large")):
+        from memsync.git.diskfull import full_place
+
+        return DiskFull(full_place(text, [git_dir]), f"{DOING} {hub.display}: {text}")
+    return RemoteError(f"{DOING} {hub.display}: refused the hub's pack ({text})", _REFUSED_HINT)
 
 
 def _to_pack(reader: Reader, hub: HubUrl, limits: netlimits.Limits) -> int:

@@ -4,11 +4,14 @@ full memories alike; the v2 fetch writes no FETCH_HEAD (libgit2's does), which t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Cli, git, write
+from tests.helpers.servers import GitDaemon, make_bare_hub
+from tests.stories.test_reliability_checkout import fill, small_disk
 from tests.stories.test_v2_listing import _hub, _memory
 
 pytestmark = pytest.mark.server
@@ -73,3 +76,30 @@ def test_pull_run_and_clone_agree_with_the_switch_on_and_off(kind: str, cli: Cli
         v2 = [r for r in posts if r.header("Git-Protocol") == "version=2"]
         assert len(v2) >= 8, posts  # a listing and a fetch for each of the v2 copies' pulls and runs
         assert len(v2) < len(posts)  # and libgit2's own for the others
+
+
+def test_a_v2_fetch_into_a_full_disk_is_the_disk_full_error(git_daemon: GitDaemon, cli: Cli, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The indexer's write failing for want of space is the ordinary disk-full error, naming the
+    memory's disk, not a refused pack; once there is room the same pull brings the version."""
+    url = git_daemon.url("hub.git")
+    make_bare_hub(git_daemon.base_path / "hub.git")
+    disk = tmp_path / "disk"
+    with small_disk(disk, 16):
+        root = disk / "research"
+        root.mkdir()
+        assert cli("init", "--remote", url, cwd=root).code == 0
+        assert cli("push", cwd=root).code == 0
+        assert cli("clone", "research", str(tmp_path / "other"), "--remote", url).code == 0
+        write(tmp_path / "other", "big.bin", os.urandom(6_000_000))
+        assert cli("push", cwd=tmp_path / "other").code == 0
+        filler = fill(disk, 500_000)
+        done = cli("pull", cwd=root)
+        assert done.code != 0 and done.err.startswith(f"error: the disk is full: cannot write in {root / '.git'}"), \
+            done.err
+        assert not list((root / ".git" / "objects" / "pack").glob("pack_*"))  # no temporary pack left
+        filler.unlink()
+        (root / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
+        assert cli("pull", cwd=root).code == 0
+        assert (root / "big.bin").stat().st_size == 6_000_000
+        assert not (root / ".git" / "FETCH_HEAD").exists()  # fetched over v2
