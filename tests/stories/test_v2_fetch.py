@@ -1,4 +1,4 @@
-"""The protocol-v2 fetch (git/fetchv2.py) over a real `git daemon` and smart HTTP: `pull`, `run`
+"""The protocol-v2 fetch (git/fetchv2.py) over a real `git daemon` and smart HTTP(S): `pull`, `run`
 and `clone --full-history` end where libgit2's fetch (MEMSYNC_V2_FETCH=0) ends, in shallow and
 full memories alike; the v2 fetch writes no FETCH_HEAD (libgit2's does), which tells the two apart."""
 
@@ -39,7 +39,7 @@ def _each(cli: Cli, monkeypatch: pytest.MonkeyPatch, roots: dict[str, Path], *ar
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["git", "http"])
+@pytest.mark.parametrize("kind", ["git", "http", "https"])
 def test_pull_run_and_clone_agree_with_the_switch_on_and_off(kind: str, cli: Cli, tmp_path: Path,
                                                              request: pytest.FixtureRequest,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,6 +78,7 @@ def test_pull_run_and_clone_agree_with_the_switch_on_and_off(kind: str, cli: Cli
         assert len(v2) < len(posts)  # and libgit2's own for the others
 
 
+@pytest.mark.slow
 def test_a_v2_fetch_into_a_full_disk_is_the_disk_full_error(git_daemon: GitDaemon, cli: Cli, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The indexer's write failing for want of space is the ordinary disk-full error, naming the
