@@ -13,7 +13,7 @@ writes the pack and its index. The tracking ref moves only once the wanted commi
 a refused pack leaves nothing behind (its temporary file is removed; a pack written whose
 wanted commit is missing is deleted). Everything the server sends is untrusted and bounded as
 libgit2's fetch is: netlimits' deadline and minimum rate, MEMSYNC_MAX_ADVERTISEMENT for what is
-not the pack, git's largest pkt-line (docs/SECURITY.md, "The v2 ref listing and fetch").
+not the pack, git's largest pkt-line (docs/SECURITY.md, "The v2 ref listing ...": the v2 fetch).
 
 A server without v2 or without its `fetch` command, a hub in another object format, a libgit2
 whose indexer memsync cannot reach, or a refusal before the fetch command is answered: None,
