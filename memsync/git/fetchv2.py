@@ -164,7 +164,7 @@ def _stream(reader: Reader, hub: HubUrl, guard: netlimits.Watch, other: int, che
         other += len(payload) + 4
         _over_cap(other, hub, guard.limits)
         if band == _ERROR or payload.startswith(b"ERR "):
-            raise _server_error(hub, payload[1:] if band == _ERROR else payload[4:])
+            raise _server_error(hub, reader.shown(payload[1:] if band == _ERROR else payload[4:]))
         if band != _PROGRESS:
             raise RemoteError(f"{DOING} {hub.display}: the hub's pack stream is malformed (band {band})",
                               _REFUSED_HINT)
@@ -196,7 +196,7 @@ def _to_pack(reader: Reader, hub: HubUrl, limits: netlimits.Limits) -> int:
         other += len(line) + 5
         _over_cap(other, hub, limits)
         if line.startswith(b"ERR "):
-            raise _server_error(hub, line[4:])
+            raise _server_error(hub, reader.shown(line[4:]))
         if line == b"packfile":
             return other
 
@@ -239,8 +239,7 @@ def _over_cap(count: int, hub: HubUrl, limits: netlimits.Limits) -> None:
             "the server is broken or hostile; raise MEMSYNC_MAX_ADVERTISEMENT only for a trusted one")
 
 
-def _server_error(hub: HubUrl, said: bytes) -> RemoteError:
-    text = netlimits.server_text(said.decode("utf-8", "replace"))
+def _server_error(hub: HubUrl, text: str) -> RemoteError:
     return RemoteError(f"{DOING} {hub.display}: the server said: {text}", "check the hub and the memory's name")
 
 

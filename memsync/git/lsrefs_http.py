@@ -77,6 +77,15 @@ class HttpSession:
         answer.close()
         return cls(conn, hub, limits, doing, headers, offered)
 
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        """The credential sent (if the hub asked for one) in every form a server could echo."""
+        sent = self.headers.get("Authorization", "").removeprefix("Basic ")
+        if not sent:
+            return ()
+        account = base64.b64decode(sent).decode("utf-8", "replace")
+        return (sent, account, account.partition(":")[2])
+
     def command(self, body: bytes) -> Reader | None:
         if self._answer is not None:  # the previous command's answer, read to its end
             Reader(lambda: self._read1(), self.limits, self.hub.display, self.doing).drain()
@@ -87,7 +96,9 @@ class HttpSession:
         result = self._answer = self.conn.getresponse()
         if result.status != 200 or result.getheader("Content-Type", "") != RESULT:
             return None
-        return Reader(self._read1, self.limits, self.hub.display, self.doing)
+        reader = Reader(self._read1, self.limits, self.hub.display, self.doing)
+        reader.hidden = self.hidden
+        return reader
 
     def _read1(self) -> bytes:
         assert self._answer is not None

@@ -69,7 +69,7 @@ def listing(reader: Reader, wanted: set[str]) -> dict[str, str]:
         match = _REF_LINE.fullmatch(line)
         if match is None:
             raise _Malformed(f"{reader.doing} {reader.where}: the hub's ref listing is malformed "
-                             f"({netlimits.server_text(line[:80].decode('utf-8', 'replace'))!r})",
+                             f"({reader.shown(line)[:80]!r})",
                              "the server is not a git server, or a broken one; nothing was changed")
         name = match.group(2).decode("utf-8", "surrogateescape")
         if name in wanted and name not in found:  # a ref-prefix also matches longer names
@@ -90,6 +90,16 @@ class Reader:
         self.read = 0
         self.cap: float = limits.max_advertisement  # bytes read in all (a fetch's pack: counted by its reader)
         self.ended = False  # the last packet read was a flush (not a delim)
+        self.hidden: tuple[str, ...] = ()  # the credential sent on this connection, never shown
+
+    def shown(self, said: bytes) -> str:
+        """What the server said, as an error may quote it: the credential sent to it masked (a
+        hostile server may echo it), then folded to one short line (netlimits.server_text)."""
+        text = said.decode("utf-8", "replace")
+        for secret in self.hidden:
+            if secret:
+                text = text.replace(secret, "***")
+        return netlimits.server_text(text)
 
     def line(self) -> bytes | None:
         """The next pkt-line's payload without its newline; None for a flush or delim packet."""

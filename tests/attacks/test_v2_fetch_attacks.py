@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import itertools
 import socket
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -201,3 +203,75 @@ def test_a_server_without_a_v2_fetch_is_left_to_libgit2(caps: bytes, hub: Hub) -
     with git_server(serve) as port:
         assert _fetch(port, hub) is None
     hub.unchanged()
+
+
+# -- the same fetch over smart HTTP ------------------------------------------------------------------
+
+def _http_hub(hub: Hub, fetch_answer: bytes) -> tuple[ThreadingHTTPServer, list[tuple[str, str | None]]]:
+    """A smart HTTP server that asks for a credential, lists the memory's branch at `hub.new`, and
+    answers the fetch with `fetch_answer`; the requests it saw (path, Authorization)."""
+    seen: list[tuple[str, str | None]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self, body: bytes, content_type: str, status: int = 200) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            if status == 401:
+                self.send_header("WWW-Authenticate", 'Basic realm="hub"')
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("Authorization")))
+            if self.headers.get("Authorization") is None:
+                self._answer(b"", "text/plain", 401)
+                return
+            self._answer(pkt("# service=git-upload-pack\n") + b"0000" + CAPS,
+                         "application/x-git-upload-pack-advertisement")
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, self.headers.get("Authorization")))
+            listing = body.startswith(pkt("command=ls-refs\n"))
+            self._answer(pkt(f"{hub.new} {REF}\n") + b"0000" if listing else fetch_answer,
+                         "application/x-git-upload-pack-result")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
+@pytest.mark.parametrize("case", ["sound", "truncated", "ERR line"])
+def test_a_hostile_http_fetch_never_shows_the_credential(case: str, hub: Hub,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "s3cret-token-never-shown"
+    monkeypatch.setenv("MEMSYNC_TOKEN", token)
+    pack = hub.pack(hub.new, f"^{hub.old}")
+    answers = {"sound": pkt("packfile\n") + _sideband(pack) + b"0000",
+               "truncated": pkt("packfile\n") + _sideband(pack[:-30]) + b"0000",
+               "ERR line": pkt(f"ERR upload-pack: not our ref {hub.new} (token {token}?)\n")}
+    server, seen = _http_hub(hub, answers[case])
+    url = f"http://127.0.0.1:{server.server_address[1]}/hub.git"
+    try:
+        if case == "sound":
+            assert fetchv2.fetch(hub.repo, hubs.parse(url), REF, TRACKING) == fetchv2.Fetched(hub.new)
+            assert hub.repo.ref_oid(TRACKING) == hub.new
+        else:
+            with pytest.raises(RemoteError) as caught:
+                fetchv2.fetch(hub.repo, hubs.parse(url), REF, TRACKING)
+            said = str(caught.value) + (caught.value.hint or "")
+            assert "\n" not in str(caught.value) and token not in said, said  # even when the server echoes it
+            hub.unchanged()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [path for path, _ in seen] == ["/hub.git/info/refs?service=git-upload-pack"] * 2 + \
+        ["/hub.git/git-upload-pack"] * 2  # asked once without, then the GET, the listing, the fetch
+    assert seen[0][1] is None and all(auth and auth.startswith("Basic ") for _, auth in seen[1:])
