@@ -50,6 +50,9 @@ def session(hub: HubUrl, host: str, port: int, limits: netlimits.Limits,
 
 
 class HttpSession:
+    """One kept-alive connection to the hub: the capabilities read, then each command a POST
+    carrying the credential the capabilities' GET was asked for (if any)."""
+
     def __init__(self, conn: http.client.HTTPConnection, hub: HubUrl, limits: netlimits.Limits, doing: str,
                  headers: dict[str, str], offered: dict[str, str]) -> None:
         self.conn, self.hub, self.limits, self.doing = conn, hub, limits, doing

@@ -488,7 +488,7 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     versions, UNSHALLOW what a shallow one lacks."""
     repo = git._repo
     check_local(hub)
-    branch = _one_branch(git, refspecs, want, depth)
+    branch = _one_branch(refspecs, want, depth)
     fetched, listing = _fetch_v2(git, hub, branch, progress)
     if fetched is not None:
         return fetched.tip
@@ -511,7 +511,7 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     return tip
 
 
-def _one_branch(git: GitRepo, refspecs: list[str], want: str | None, depth: int) -> tuple[str, str] | None:
+def _one_branch(refspecs: list[str], want: str | None, depth: int) -> tuple[str, str] | None:
     """(the hub's ref, the tracking ref) of a fetch of one branch into its tracking ref with all
     its history, which a v2 listing or fetch can serve; None for any other fetch."""
     if want is None or depth != 0 or len(refspecs) != 1:
