@@ -3,6 +3,7 @@
     python bench/fleet.py                                # 20,000 and 100,000 memories, 3 rounds
     python bench/fleet.py --sizes 20000 --rounds 2 --transports file,git
     python bench/fleet.py --baseline /path/to/older/checkout   # before/after in the same run
+    python bench/fleet.py --off MEMSYNC_V2_FETCH --ops pull,status   # a switch on and off in the same run
 
 A crowded hub holds N memories (N-1 small ones, each its own commit, plus the measured one, 100
 files); the lone hub holds the measured memory alone. Each candidate (this checkout; with
@@ -138,6 +139,13 @@ class Bench:
         self.candidates = {"memsync": subject}
         if args.baseline:
             self.candidates = {"before": str(Path(args.baseline).resolve()), "memsync": subject}
+        self.switched: dict[str, str] = {}  # candidate -> the switch it runs with set to 0
+        for name in args.off:
+            self.candidates[f"{name}=0"] = subject
+            self.switched[f"{name}=0"] = name
+        self.loads: list[list[float]] = []
+        self.ops = [op for op in OPS if op in args.ops]
+        self.git_ops = [op for op in GIT_OPS if op in args.ops]  # the load average (1, 5, 15 min) after each round
         self.hubs: dict[str, Path] = {}
         self.daemon: procs.GitDaemon | None = None
         self.http: HttpGitServer | None = None
@@ -172,6 +180,8 @@ class Bench:
     def memsync_env(self, candidate: str, cell_home: Path) -> dict[str, str]:
         env = dict(self.env)
         env["PYTHONPATH"] = self.candidates[candidate]
+        if candidate in self.switched:
+            env[self.switched[candidate]] = "0"
         env["MEMSYNC_HOME"] = str(cell_home)
         env["MEMSYNC_MAX_REFS"] = str(max(100_000, 2 * max(self.args.sizes)))
         if self.http is not None:
@@ -254,13 +264,13 @@ class Bench:
             steps = {"pull": "git pull -q --ff-only",
                      "push": f"echo 'git {round_no}' >> note-001.md && git commit -qam 'one file' && git push -q",
                      "status": "git fetch -q && git status --porcelain -b"}
-            for op in GIT_OPS:
+            for op in self.git_ops:
                 sample = procs.timed(steps[op], d, self.env)
                 cell.samples.setdefault(op, []).append(sample.seconds)
             return
         env = self.memsync_env(cell.candidate, d.with_name(d.name + "-home"))
         ms = self.memsync(cell.candidate)
-        for op in OPS:
+        for op in self.ops:
             if op == "push":
                 with open(d / "note-001.md", "a", encoding="utf-8") as fh:
                     fh.write(f"{cell.candidate} {round_no}\n")
@@ -283,7 +293,9 @@ class Bench:
             started = time.perf_counter()
             for cell in order:
                 self.run_cell(cell, round_no)
-            print(f"round {round_no + 1}/{self.args.rounds}: {time.perf_counter() - started:.0f} s", flush=True)
+            self.loads.append([round(x, 2) for x in os.getloadavg()])
+            print(f"round {round_no + 1}/{self.args.rounds}: {time.perf_counter() - started:.0f} s, "
+                  f"load average {self.loads[-1]}", flush=True)
 
     # -- results ---------------------------------------------------------------------------
     def table(self) -> list[dict[str, object]]:
@@ -295,7 +307,7 @@ class Bench:
                     for candidate in [*self.candidates, "git"]:
                         lone = by_key[(transport, f"{layout}:lone", candidate)]
                         crowded = by_key[(transport, f"{layout}:{size}", candidate)]
-                        for op in (GIT_OPS if candidate == "git" else OPS):
+                        for op in (self.git_ops if candidate == "git" else self.ops):
                             rows.append(row(layout, transport, size, candidate, op, lone.samples[op],
                                             crowded.samples[op]))
         return rows
@@ -355,6 +367,11 @@ def main() -> int:
     parser.add_argument("--transports", default="file,git,http", type=lambda s: s.split(","))
     parser.add_argument("--baseline", help="another memsync checkout (its root) measured alongside")
     parser.add_argument("--subject", help="the memsync checkout measured (default: this one)")
+    parser.add_argument("--off", action="append", default=[], metavar="SWITCH",
+                        help="also measure the subject with this MEMSYNC_ switch set to 0, as a candidate "
+                             "of its own (e.g. MEMSYNC_V2_FETCH); repeatable")
+    parser.add_argument("--ops", default=",".join(OPS), type=lambda s: s.split(","),
+                        help=f"the operations measured (default {','.join(OPS)}; git runs those it has)")
     parser.add_argument("--workdir")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--layout", choices=("branches", "repos", "both"), default="branches",
@@ -394,7 +411,8 @@ def main() -> int:
               "layout": args.layout, "repos_store": args.repos_store, "files_in_memory": FILES,
               "rounds": args.rounds, "sizes": args.sizes,
               "transports": args.transports, "candidates": list(bench.candidates),
-              "baseline": args.baseline, "setup_seconds": bench.setup_seconds,
+              "baseline": args.baseline, "off": args.off, "ops": args.ops, "load_average": bench.loads,
+              "setup_seconds": bench.setup_seconds,
               "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip(),
               "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -15,56 +15,99 @@ import contextlib
 import http.client
 import os
 import ssl
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from memsync.errors import AuthFailed
 from memsync.git import netlimits
 from memsync.git.hub import HubUrl
-from memsync.git.pktline import Reader, listing, request, seconds, speaks_v2
+from memsync.git.pktline import Reader, capabilities, seconds
+from memsync.git.sockets import ack_promptly
 
 ADVERTISEMENT = "application/x-git-upload-pack-advertisement"
 RESULT = "application/x-git-upload-pack-result"
 
 
-def ask(hub: HubUrl, host: str, port: int, refs: list[str], limits: netlimits.Limits) -> dict[str, str] | None:
-    """The listing over HTTP(S); an answer that is not HTTP (a server cut off, a trickle the
-    watch shut down) is a ConnectionError, as on git://."""
-    try:
-        return _ask(hub, host, port, refs, limits)
-    except http.client.HTTPException as exc:
-        raise ConnectionResetError(f"not an HTTP answer ({type(exc).__name__})") from exc
-
-
-def _ask(hub: HubUrl, host: str, port: int, refs: list[str], limits: netlimits.Limits) -> dict[str, str] | None:
+@contextlib.contextmanager
+def session(hub: HubUrl, host: str, port: int, limits: netlimits.Limits,
+            doing: str) -> Iterator[HttpSession | None]:
+    """A v2 session over HTTP(S): the capabilities (GET), then a POST per command on the same
+    connection; None if the hub does not answer as a v2 server. An answer that is not HTTP (a
+    server cut off, a trickle the watch shut down) is a ConnectionError, as on git://."""
     parts = urlsplit(hub.url)
-    path = parts.path.rstrip("/")
     conn: http.client.HTTPConnection
     if parts.scheme.lower() == "https":
         conn = http.client.HTTPSConnection(host, port, timeout=seconds("MEMSYNC_CONNECT_TIMEOUT", 10),
                                            context=_tls())
     else:
         conn = http.client.HTTPConnection(host, port, timeout=seconds("MEMSYNC_CONNECT_TIMEOUT", 10))
-    with contextlib.closing(conn):
+    try:
+        with contextlib.closing(conn):
+            yield HttpSession.open(conn, hub, limits, doing)
+    except http.client.HTTPException as exc:
+        raise ConnectionResetError(f"not an HTTP answer ({type(exc).__name__})") from exc
+
+
+class HttpSession:
+    """One kept-alive connection to the hub: the capabilities read, then each command a POST
+    carrying the credential the capabilities' GET was asked for (if any)."""
+
+    def __init__(self, conn: http.client.HTTPConnection, hub: HubUrl, limits: netlimits.Limits, doing: str,
+                 headers: dict[str, str], offered: dict[str, str]) -> None:
+        self.conn, self.hub, self.limits, self.doing = conn, hub, limits, doing
+        self.headers, self.capabilities = headers, offered
+        self.path = urlsplit(hub.url).path.rstrip("/")
+        self._answer: http.client.HTTPResponse | None = None
+
+    @classmethod
+    def open(cls, conn: http.client.HTTPConnection, hub: HubUrl, limits: netlimits.Limits,
+             doing: str) -> HttpSession | None:
+        parts = urlsplit(hub.url)
         conn.connect()
         assert conn.sock is not None
         conn.sock.settimeout(seconds("MEMSYNC_IO_TIMEOUT", 60))
         headers = {"Git-Protocol": "version=2", "User-Agent": "git/2 (memsync)", "Pragma": "no-cache"}
-        answer = _get(conn, f"{path}/info/refs?service=git-upload-pack", headers, limits, hub, parts.username)
+        target = f"{parts.path.rstrip('/')}/info/refs?service=git-upload-pack"
+        answer = _get(conn, target, headers, limits, hub, parts.username)
         if answer is None:
             return None
-        reader = Reader(lambda: answer.read1(65536), limits, hub.display)
-        if not speaks_v2(reader):
+        reader = Reader(lambda: answer.read1(65536), limits, hub.display, doing)
+        offered = capabilities(reader)
+        if offered is None:
             return None
         reader.drain()  # the response's end: the connection carries the next request
         answer.close()
-        conn.request("POST", f"{path}/git-upload-pack", body=request(refs),
-                     headers={**headers, "Content-Type": "application/x-git-upload-pack-request", "Accept": RESULT})
-        result = conn.getresponse()
+        return cls(conn, hub, limits, doing, headers, offered)
+
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        """The credential sent (if the hub asked for one) in every form a server could echo."""
+        sent = self.headers.get("Authorization", "").removeprefix("Basic ")
+        if not sent:
+            return ()
+        account = base64.b64decode(sent).decode("utf-8", "replace")
+        return (sent, account, account.partition(":")[2])
+
+    def command(self, body: bytes) -> Reader | None:
+        if self._answer is not None:  # the previous command's answer, read to its end
+            Reader(lambda: self._read1(), self.limits, self.hub.display, self.doing).drain()
+            self._answer.close()
+        self.conn.request("POST", f"{self.path}/git-upload-pack", body=body,
+                          headers={**self.headers, "Content-Type": "application/x-git-upload-pack-request",
+                                   "Accept": RESULT})
+        result = self._answer = self.conn.getresponse()
         if result.status != 200 or result.getheader("Content-Type", "") != RESULT:
             return None
-        reader = Reader(lambda: result.read1(65536), limits, hub.display)
-        return listing(reader, set(refs))
+        reader = Reader(self._read1, self.limits, self.hub.display, self.doing)
+        reader.hidden = self.hidden
+        return reader
+
+    def _read1(self) -> bytes:
+        assert self._answer is not None
+        if self.conn.sock is not None:
+            ack_promptly(self.conn.sock)
+        return self._answer.read1(65536)
 
 
 def _get(conn: http.client.HTTPConnection, target: str, headers: dict[str, str], limits: netlimits.Limits,

@@ -1,5 +1,6 @@
 """libgit2 where pygit2 does not reach: every call memsync makes through pygit2's private cffi
-handles (`pygit2.ffi`), or with a cffi FFI of its own.
+handles (`pygit2.ffi`), with a cffi FFI of its own, or through ctypes (the pack indexer, which
+pygit2 does not declare).
 
 pygit2 keeps these private, so a pygit2 release may move them; pyproject.toml pins pygit2 and
 this is the one module to adjust when the pin moves (tests/test_layers.py fails on such an
@@ -19,8 +20,8 @@ import pygit2
 from pygit2.errors import check_error
 from pygit2.ffi import C, ffi
 
-__all__ = ["ERROR", "EUSER", "add_config_file", "address", "append_index", "callback", "checkout_tree",
-           "define_extern", "diff_index_to_workdir", "from_handle", "is_handle", "is_null",
+__all__ = ["ERROR", "EUSER", "IndexerError", "PackIndexer", "add_config_file", "address", "append_index",
+           "callback", "checkout_tree", "define_extern", "diff_index_to_workdir", "from_handle", "is_handle", "is_null",
            "own_ffi", "release_free_heap", "remote_heads", "text", "trim_push_heads"]
 
 ERROR = int(C.GIT_ERROR)  # a callback's refusal
@@ -244,3 +245,142 @@ def own_ffi(cdef: str) -> Any:  # a cffi.FFI
     made = cffi.FFI()
     made.cdef(cdef)
     return made
+
+
+# -- a received pack written through libgit2's indexer (git/fetchv2.py) ----------------------------
+# pygit2 declares no indexer (its cdef lacks git_indexer_new), and a cffi FFI of memsync's own
+# would parse a cdef (pycparser: ~25 ms of a pull); ctypes reaches the same libgit2 the process
+# loaded for pygit2. The structures are libgit2 1.9's (include/git2/indexer.h, errors.h).
+@functools.cache
+def _libgit2() -> Any:
+    """(libgit2 as this process loaded it for pygit2, found among its mappings, with its indexer's
+    functions declared; the structures); None where it cannot be found, or is not the 1.9 whose
+    structures these are. ctypes is imported here, on a fetch's first use, not at start-up."""
+    if tuple(pygit2.LIBGIT2_VER[:2]) != _LAYOUT_VERSION:
+        return None
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            paths = {line.split(None, 5)[-1].strip() for line in fh if "libgit2" in line}
+    except OSError:
+        return None
+    found = [p for p in paths if p.startswith("/") and os.path.basename(p).startswith("libgit2")]
+    if len(found) != 1:
+        return None
+    import ctypes
+
+    class Progress(ctypes.Structure):
+        _fields_ = [("total_objects", ctypes.c_uint), ("indexed_objects", ctypes.c_uint),
+                    ("received_objects", ctypes.c_uint), ("local_objects", ctypes.c_uint),
+                    ("total_deltas", ctypes.c_uint), ("indexed_deltas", ctypes.c_uint),
+                    ("received_bytes", ctypes.c_size_t)]
+
+    callback = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Progress), ctypes.c_void_p)
+
+    class Options(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint), ("progress_cb", callback), ("progress_cb_payload", ctypes.c_void_p),
+                    ("verify", ctypes.c_ubyte)]
+
+    class Error(ctypes.Structure):
+        _fields_ = [("message", ctypes.c_char_p), ("klass", ctypes.c_int)]
+
+    p, out, progress = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(Progress)
+    signatures: dict[str, tuple[Any, list[Any]]] = {
+        "git_indexer_options_init": (ctypes.c_int, [ctypes.POINTER(Options), ctypes.c_uint]),
+        "git_indexer_new": (ctypes.c_int, [out, ctypes.c_char_p, ctypes.c_uint, p, ctypes.POINTER(Options)]),
+        "git_indexer_append": (ctypes.c_int, [p, ctypes.c_char_p, ctypes.c_size_t, progress]),
+        "git_indexer_commit": (ctypes.c_int, [p, progress]),
+        "git_indexer_name": (ctypes.c_char_p, [p]),
+        "git_indexer_free": (None, [p]),
+        "git_repository_odb": (ctypes.c_int, [out, p]),
+        "git_odb_free": (None, [p]),
+        "git_odb_refresh": (ctypes.c_int, [p]),
+        "git_error_last": (ctypes.POINTER(Error), []),
+    }
+    try:
+        lib = ctypes.CDLL(found[0])
+        for name, (restype, argtypes) in signatures.items():
+            function = getattr(lib, name)
+            function.restype, function.argtypes = restype, argtypes
+    except (OSError, AttributeError):
+        return None
+    return lib, ctypes, Progress, Options, callback
+
+
+class IndexerError(Exception):
+    """libgit2's indexer refused the pack (its message, which names no credential)."""
+
+
+class PackIndexer:
+    """libgit2's indexer (git_indexer_new / append / commit) writing a received pack into a
+    repository's pack folder: each object hashed as it comes, deltas resolved at `commit`
+    (thin packs completed from the repository's objects), every object a commit, tree or tag
+    of the pack names checked to be in the pack or the repository (`verify`). Until `commit`
+    the pack is a temporary file libgit2 removes on `close`. `available()`: whether this
+    libgit2 is one memsync can drive so."""
+
+    def __init__(self, repo: pygit2.Repository, busy: Callable[[], None]) -> None:
+        loaded = _libgit2()
+        if loaded is None:
+            raise IndexerError("libgit2's indexer is not reachable")
+        lib, ctypes, progress, options, callback = loaded
+        self._lib, self._ctypes = lib, ctypes
+        self.stats = progress()
+        self._busy = busy
+        self._committing = False
+        self._failure: BaseException | None = None
+        self._callback = callback(self._progress)  # kept: libgit2 holds only its address
+        odb = ctypes.c_void_p()
+        self._check(lib.git_repository_odb(ctypes.byref(odb), address(repo._repo)))
+        self._odb = odb
+        opts = options()
+        lib.git_indexer_options_init(ctypes.byref(opts), 1)
+        opts.progress_cb = self._callback
+        opts.verify = 1
+        indexer = ctypes.c_void_p()
+        pack_dir = os.path.join(repo.path, "objects", "pack").encode()
+        error = lib.git_indexer_new(ctypes.byref(indexer), pack_dir, 0, odb, ctypes.byref(opts))
+        if error != 0:
+            lib.git_odb_free(odb)
+            self._check(error)
+        self._indexer: Any = indexer
+
+    @staticmethod
+    def available() -> bool:
+        return _libgit2() is not None
+
+    def append(self, data: bytes) -> None:
+        self._check(self._lib.git_indexer_append(self._indexer, data, len(data), self._ctypes.byref(self.stats)))
+
+    def commit(self) -> str:
+        """Resolve the deltas, write the pack's index; the pack's name (its checksum)."""
+        self._committing = True
+        self._check(self._lib.git_indexer_commit(self._indexer, self._ctypes.byref(self.stats)))
+        self._lib.git_odb_refresh(self._odb)
+        return bytes(self._lib.git_indexer_name(self._indexer)).decode("ascii")
+
+    def close(self) -> None:
+        if self._indexer is not None:
+            self._lib.git_indexer_free(self._indexer)  # an uncommitted pack's file goes with it
+            self._lib.git_odb_free(self._odb)
+            self._indexer = None
+
+    def _progress(self, stats: Any, payload: Any) -> int:
+        """Called per object as the pack arrives (the server's progress, which netlimits' minimum
+        rate measures on the socket) and per delta resolved at `commit` (the process's own)."""
+        if not self._committing:
+            return 0
+        try:
+            self._busy()
+        except BaseException as exc:  # ctypes would print and drop it: raised by _check instead
+            self._failure = exc
+            return -1
+        return 0
+
+    def _check(self, error: int) -> None:
+        if error == 0:
+            return
+        if self._failure is not None:
+            raise self._failure
+        last = self._lib.git_error_last()
+        said = last.contents.message if last and last.contents.message else b"unknown"
+        raise IndexerError(said.decode("utf-8", "replace"))

@@ -293,4 +293,44 @@ def _result_size(delta: bytes) -> int | None:
     return value
 
 
-__all__ = ["TREE_BYTES", "DeltaTooLarge", "PackWatch", "bound", "check_pack"]
+class StreamCheck:
+    """A pack read as it streams in (git/fetchv2.py), before a byte of it reaches the indexer:
+    `feed` each piece as it comes (DeltaTooLarge past the limit, as PackWatch). Only the bytes
+    not read yet are kept (an object's header cut by a piece's end)."""
+
+    def __init__(self, limit: int, hub: str) -> None:
+        self._tail = _Tail()
+        self._reader = _Reader(self._tail, limit, hub)  # type: ignore[arg-type]
+
+    def feed(self, data: bytes) -> None:
+        self._tail.append(data)
+        self._reader.advance()
+        if self._reader.count is not None:
+            self._tail.drop_before(self._reader.pos)
+
+
+class _Tail:
+    """The file-like end of a stream that _Reader reads (seek/read), from `base` on."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.base = 0  # the stream offset of data[0]
+        self.at = 0
+
+    def append(self, data: bytes) -> None:
+        self.data += data
+
+    def drop_before(self, offset: int) -> None:
+        if offset - self.base > 65536:
+            del self.data[:offset - self.base]
+            self.base = offset
+
+    def seek(self, offset: int) -> None:
+        self.at = offset
+
+    def read(self, n: int) -> bytes:
+        start = self.at - self.base
+        return bytes(self.data[start:start + n])
+
+
+__all__ = ["TREE_BYTES", "DeltaTooLarge", "PackWatch", "StreamCheck", "bound", "check_pack"]

@@ -42,16 +42,24 @@ def seconds(name: str, default: float) -> float:
 def speaks_v2(reader: Reader) -> bool:
     """Read the server's first answer: a v2 capability list offering ls-refs, or anything else
     (smart HTTP may put its `# service=` line and a flush first)."""
+    offered = capabilities(reader)
+    return offered is not None and "ls-refs" in offered
+
+
+def capabilities(reader: Reader) -> dict[str, str] | None:
+    """The server's v2 capabilities ({name: value, "" if none}) from its first answer; None for
+    anything else: a v0/v1 advertisement or an ERR line, libgit2's to read."""
     first = reader.line()
     if first is not None and first.startswith(b"# service="):
         while reader.line() is not None:
             pass
         first = reader.line()
     if first != b"version 2":
-        return False  # a v0/v1 advertisement (or an ERR line): libgit2's to read
-    offered = False
+        return None
+    offered: dict[str, str] = {}
     while (line := reader.line()) is not None:
-        offered = offered or line == b"ls-refs" or line.startswith(b"ls-refs=")
+        name, _, value = line.decode("utf-8", "replace").partition("=")
+        offered.setdefault(name, value)
     return offered
 
 
@@ -60,8 +68,8 @@ def listing(reader: Reader, wanted: set[str]) -> dict[str, str]:
     while (line := reader.line()) is not None:
         match = _REF_LINE.fullmatch(line)
         if match is None:
-            raise _Malformed(f"cannot list {reader.where}: the hub's ref listing is malformed "
-                             f"({netlimits.server_text(line[:80].decode('utf-8', 'replace'))!r})",
+            raise _Malformed(f"{reader.doing} {reader.where}: the hub's ref listing is malformed "
+                             f"({reader.shown(line)[:80]!r})",
                              "the server is not a git server, or a broken one; nothing was changed")
         name = match.group(2).decode("utf-8", "surrogateescape")
         if name in wanted and name not in found:  # a ref-prefix also matches longer names
@@ -73,24 +81,43 @@ class Reader:
     """pkt-lines from a connection (`receive`: its next bytes, b"" at its end), under the
     operation's deadline and byte cap."""
 
-    def __init__(self, receive: Callable[[], bytes], limits: netlimits.Limits, where: str) -> None:
-        self.receive, self.limits, self.where = receive, limits, where
+    def __init__(self, receive: Callable[[], bytes], limits: netlimits.Limits, where: str,
+                 doing: str = "cannot list") -> None:
+        self.receive, self.limits, self.where, self.doing = receive, limits, where, doing
         self.deadline = time.monotonic() + limits.deadline if limits.deadline else math.inf
         self.buffer = bytearray()
         self.at = 0  # where the next pkt-line starts in buffer
         self.read = 0
+        self.cap: float = limits.max_advertisement  # bytes read in all (a fetch's pack: counted by its reader)
+        self.ended = False  # the last packet read was a flush (not a delim)
+        self.hidden: tuple[str, ...] = ()  # the credential sent on this connection, never shown
+
+    def shown(self, said: bytes) -> str:
+        """What the server said, as an error may quote it: the credential sent to it masked (a
+        hostile server may echo it), then folded to one short line (netlimits.server_text)."""
+        text = said.decode("utf-8", "replace")
+        for secret in self.hidden:
+            if secret:
+                text = text.replace(secret, "***")
+        return netlimits.server_text(text)
 
     def line(self) -> bytes | None:
         """The next pkt-line's payload without its newline; None for a flush or delim packet."""
+        payload = self.payload()
+        return None if payload is None else payload.removesuffix(b"\n")
+
+    def payload(self) -> bytes | None:
+        """The next pkt-line's payload as it is; None for a flush or delim packet (`ended` says which)."""
         head = self._take(4)
         if head in (_FLUSH, _DELIM):
+            self.ended = head == _FLUSH
             return None
         size = int(head, 16) if _is_hex(head) else -1
         if not 4 <= size <= MAX_PKT:
-            raise _Malformed(f"cannot list {self.where}: the hub sent a malformed pkt-line "
+            raise _Malformed(f"{self.doing} {self.where}: the hub sent a malformed pkt-line "
                              f"(length {head.decode('ascii', 'replace')!r})",
                              "the server is not a git server, or a broken one; nothing was changed")
-        return self._take(size - 4).removesuffix(b"\n")
+        return self._take(size - 4)
 
     def _take(self, n: int) -> bytes:
         while len(self.buffer) - self.at < n:
@@ -111,16 +138,16 @@ class Reader:
     def _receive(self) -> None:
         if time.monotonic() > self.deadline:
             raise netlimits.NetLimitExceeded(
-                f"cannot list {self.where}: stopped after {self.limits.deadline:g} s, the limit for one "
+                f"{self.doing} {self.where}: stopped after {self.limits.deadline:g} s, the limit for one "
                 f"network operation (MEMSYNC_NET_DEADLINE={self.limits.deadline:g})",
                 "check the server; raise MEMSYNC_NET_DEADLINE for a slow but sound one")
         chunk = self.receive()
         if not chunk:
             raise ConnectionResetError("the server closed the connection")
         self.read += len(chunk)
-        if self.read > self.limits.max_advertisement:
+        if self.read > self.cap:
             raise netlimits.AdvertisementTooLarge(
-                f"cannot list {self.where}: the server sent more than {self.limits.max_advertisement:,} "
+                f"{self.doing} {self.where}: the server sent more than {self.limits.max_advertisement:,} "
                 "bytes of ref listing (MEMSYNC_MAX_ADVERTISEMENT)",
                 "the server is broken or hostile; raise MEMSYNC_MAX_ADVERTISEMENT only for a trusted one")
         self.buffer += chunk

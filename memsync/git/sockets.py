@@ -17,7 +17,9 @@ import os
 import socket
 import stat
 
-__all__ = ["peer_socket", "send_promptly"]
+__all__ = ["ack_promptly", "peer_socket", "send_promptly"]
+
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 _FD_DIR = "/dev/fd"  # Linux (-> /proc/self/fd) and macOS
 
@@ -71,3 +73,15 @@ def peer_socket(fd: int, port: int) -> socket.socket | None:
         pass
     sock.close()
     return None
+
+
+def ack_promptly(sock: socket.socket) -> None:
+    """Acknowledge what arrives on `sock` at once, before the next read (Linux's TCP_QUICKACK,
+    which the kernel clears again by itself: so before every read). The reverse case of
+    send_promptly: git's upload-pack writes a v2 fetch's answer in small pieces with Nagle's
+    algorithm on, so each piece after the first waits for the client's acknowledgement, which
+    delayed ACK holds ~40 ms: measured, 43 of a 48 ms fetch of one changed file from `git daemon`
+    (memsync's own v2 client, git/fetchv2.py). Best effort: elsewhere, nothing changes."""
+    if _QUICKACK is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)

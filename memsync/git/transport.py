@@ -35,7 +35,7 @@ from memsync.git.repo import GitRepo
 from memsync.util.records import recordclass
 
 if TYPE_CHECKING:  # the network's helpers load with the first transfer: a hub on this machine needs none
-    from memsync.git import netlimits
+    from memsync.git import fetchv2, netlimits
     from memsync.git.hostkeys import ServerIdentity
 
 ProgressFn = Callable[[str, int, int, int], None]  # (phase, objects done, objects total, bytes)
@@ -488,7 +488,11 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     versions, UNSHALLOW what a shallow one lacks."""
     repo = git._repo
     check_local(hub)
-    unchanged = _unchanged(git, hub, refspecs, want, depth)
+    branch = _one_branch(refspecs, want, depth)
+    fetched, listing = _fetch_v2(git, hub, branch, progress)
+    if fetched is not None:
+        return fetched.tip
+    unchanged = _unchanged(git, hub, branch) if listing else None
     if unchanged is not None:
         return unchanged
     remote = _anonymous(repo, hub)
@@ -507,14 +511,40 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     return tip
 
 
-def _unchanged(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None, depth: int) -> str | None:
-    """The tip of `want` if the fetch of it has nothing to bring: one refspec `[+]want:dst`, and
-    a v2 listing (_listed) says the hub's `want` is where `dst` is already. None: fetch."""
+def _one_branch(refspecs: list[str], want: str | None, depth: int) -> tuple[str, str] | None:
+    """(the hub's ref, the tracking ref) of a fetch of one branch into its tracking ref with all
+    its history, which a v2 listing or fetch can serve; None for any other fetch."""
     if want is None or depth != 0 or len(refspecs) != 1:
         return None
     source, _, destination = refspecs[0].lstrip("+").partition(":")
-    if source != want or not destination:
+    return (want, destination) if source == want and destination else None
+
+
+def _fetch_v2(git: GitRepo, hub: HubUrl, branch: tuple[str, str] | None,
+              progress: ProgressFn | None) -> tuple[fetchv2.Fetched | None, bool]:
+    """(the branch fetched over protocol v2 (fetchv2.py), or None: libgit2's to fetch; whether a
+    v2 listing is still worth a try before libgit2's fetch). MEMSYNC_V2_FETCH=0: libgit2 fetches."""
+    from memsync.util import envcheck
+
+    if branch is None or not envcheck.switch("MEMSYNC_V2_FETCH") or hub.kind not in ("git", "http") \
+            or not envcheck.switch("MEMSYNC_V2_LISTING"):
+        return None, branch is not None
+    _engage()
+    if rewritten(git, hub):
+        return None, False
+    from memsync.git import fetchv2, native
+
+    if not native.PackIndexer.available():
+        return None, True
+    return fetchv2.fetch(git, hub, branch[0], branch[1], progress), False
+
+
+def _unchanged(git: GitRepo, hub: HubUrl, branch: tuple[str, str] | None) -> str | None:
+    """The tip of the hub's branch if the fetch of it has nothing to bring: a v2 listing
+    (_listed) says the hub's branch is where the tracking ref is already. None: fetch."""
+    if branch is None:
         return None
+    want, destination = branch
     known = git.ref_oid(destination)
     if known is None:
         return None

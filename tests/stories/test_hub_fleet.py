@@ -239,9 +239,15 @@ def test_network_hub_with_thousands_of_refs(git_daemon: GitDaemon, cli: Cli, tmp
     assert r.code != 0 and "fleet-000012" in r.err, r.err
     monkeypatch.setenv("MEMSYNC_MAX_REFS", "100")  # the advertisement's cap still counts every ref:
     other_writer(hub, tmp_path, "c.md", "c\n")  # (a hub with nothing new is asked for the branch alone)
+    monkeypatch.setenv("MEMSYNC_V2_FETCH", "0")  # libgit2's fetch receives the whole advertisement
     r = cli("pull", cwd=root)  # a read of the memory's branch warns and goes on
     assert r.code == 0, r.err
     assert next(line for line in r.err.splitlines() if "MEMSYNC_MAX_REFS" in line).startswith("warning: ")
+    monkeypatch.delenv("MEMSYNC_V2_FETCH")
+    other_writer(hub, tmp_path, "d.md", "d\n")
+    r = cli("pull", cwd=root)  # the v2 fetch: no advertisement, nothing to warn about
+    assert r.code == 0 and "MEMSYNC_MAX_REFS" not in r.err, r.err
+    assert (root / "d.md").read_text() == "d\n"
     r = cli("list")  # a listing is refused
     assert r.code == 4 and "MEMSYNC_MAX_REFS" in r.err, r.err
     fsck(hub)

@@ -1,0 +1,256 @@
+"""A memory's branch fetched over git's protocol v2 from a git:// or smart HTTP(S) hub: the
+`ls-refs` listing of the branch alone and, when the hub's tip is new here, a `fetch` command on
+the same session (one git:// connection; over HTTP two POSTs on one kept-alive connection).
+libgit2 speaks protocol v0 only: its fetch receives the hub's whole ref advertisement first,
+~76 bytes per memory of a branch hub (docs/PERFORMANCE.md, "A pull over protocol v2").
+
+The fetch wants the listed tip, offers a bounded number of the memory's own commits as haves,
+says `done` at once (no negotiation rounds) and asks for no thin pack. The pack arrives in
+side-band 1 (progress in 2, an error in 3); each piece is read by packguard's StreamCheck before
+it is handed to libgit2's indexer (native.PackIndexer), which hashes every object, checks that
+every object a commit, tree or tag of the pack names is in the pack or the repository, and
+writes the pack and its index. The tracking ref moves only once the wanted commit is there;
+a refused pack leaves nothing behind (its temporary file is removed; a pack written whose
+wanted commit is missing is deleted). Everything the server sends is untrusted and bounded as
+libgit2's fetch is: netlimits' deadline and minimum rate, MEMSYNC_MAX_ADVERTISEMENT for what is
+not the pack, git's largest pkt-line (docs/SECURITY.md, "The v2 ref listing ...": the v2 fetch).
+
+A server without v2 or without its `fetch` command, a hub in another object format, a libgit2
+whose indexer memsync cannot reach, or a refusal before the fetch command is answered: None,
+and the caller fetches through libgit2 as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import SortMode
+
+from memsync.errors import DiskFull, MemsyncError, RemoteError, RemoteUnreachable
+from memsync.git import lsrefs, native, netlimits
+from memsync.git.hub import HubUrl
+from memsync.git.packguard import StreamCheck
+from memsync.git.pktline import Reader, pkt
+from memsync.git.repo import GitRepo
+from memsync.util.records import recordclass
+
+DOING = "cannot fetch from"
+HAVES = 64  # the memory's commits offered, newest first: its tips are what the hub knows
+_FLUSH, _DELIM = b"0000", b"0001"
+_PACK, _PROGRESS, _ERROR = 1, 2, 3
+_HEX = re.compile(r"[0-9a-f]{40}")
+ProgressFn = Callable[[str, int, int, int], None]  # as transport.ProgressFn
+_REFUSED_HINT = "the server is broken or hostile; nothing was changed (MEMSYNC_V2_FETCH=0 fetches through libgit2)"
+
+
+@recordclass(frozen=True)
+class Fetched:
+    tip: str | None  # the hub's tip of the branch (None: the hub has no such branch)
+
+
+class _NoV2(Exception):
+    """The server will not fetch over v2 here: libgit2's turn (nothing was changed)."""
+
+
+def fetch(git: GitRepo, hub: HubUrl, want: str, into: str,
+          progress: ProgressFn | None = None) -> Fetched | None:
+    """The hub's `want` fetched into the tracking ref `into`; None: fetch through libgit2."""
+    if hub.kind not in ("git", "http") or hub.port is None or not native.PackIndexer.available():
+        return None
+    with netlimits.watch(hub.port, hub.display, DOING, expects_pack=True) as guard:
+        sent, written = False, []
+        try:
+            with lsrefs.session(hub, guard.limits, DOING) as talk:
+                if talk is None or "fetch" not in talk.capabilities \
+                        or talk.capabilities.get("object-format", "sha1") not in ("", "sha1"):
+                    return None
+                listed = lsrefs.ls_refs(talk, [want])
+                if listed is None:
+                    return None
+                tip = listed.get(want)
+                if tip is None or git.ref_oid(into) == tip:
+                    return Fetched(tip)
+                if not git.has_object(tip):
+                    sent = True
+                    reader = talk.command(request(tip, haves(git._repo), shallow(git._repo)))
+                    if reader is None:
+                        raise _NoV2
+                    written = _receive(git, hub, reader, guard, progress)
+        except _NoV2:
+            return None
+        except (OSError, RemoteError) as exc:
+            if not sent:
+                lsrefs.unanswered(exc, hub, guard, DOING)
+                return None
+            raise _failed(exc, hub, guard) from exc
+    _settle(git, hub, tip, into, written)
+    return Fetched(tip)
+
+
+def request(tip: str, have: list[str], shallow: list[str]) -> bytes:
+    """The fetch command: no thin pack, no deepening (a shallow memory stays as shallow as it is:
+    the server is told where its history stops, as libgit2 tells it)."""
+    lines = [pkt(b"ofs-delta\n"), pkt(f"want {tip}\n".encode())]
+    lines += [pkt(f"shallow {oid}\n".encode()) for oid in shallow]
+    lines += [pkt(f"have {oid}\n".encode()) for oid in have]
+    return b"".join([pkt(b"command=fetch\n"), _DELIM, *lines, pkt(b"done\n"), _FLUSH])
+
+
+def haves(repo: pygit2.Repository) -> list[str]:
+    """Up to HAVES of the memory's commits, newest first, from every ref it holds."""
+    walker = repo.walk(None, SortMode.TIME)
+    for ref in repo.references.iterator():
+        target = ref.target
+        if isinstance(target, pygit2.Oid):
+            try:
+                walker.push(target)
+            except (pygit2.GitError, ValueError, KeyError):
+                continue  # a tag of a tree, a dangling ref: not a commit to offer
+    try:
+        return [str(commit.id) for commit in itertools.islice(walker, HAVES)]
+    except (pygit2.GitError, KeyError):
+        return []
+
+
+def shallow(repo: pygit2.Repository) -> list[str]:
+    """The commits at which a shallow memory's history stops (.git/shallow)."""
+    try:
+        text = (Path(repo.path) / "shallow").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.split() if _HEX.fullmatch(line)]
+
+
+def _receive(git: GitRepo, hub: HubUrl, reader: Reader, guard: netlimits.Watch,
+             progress: ProgressFn | None) -> list[Path]:
+    """Read the answer to the fetch command into a pack written through libgit2's indexer; the
+    files written that were not there before."""
+    reader.cap = math.inf  # the pack has no cap of its own; everything else is counted here
+    other = _to_pack(reader, hub, guard.limits)
+    guard.advertised()  # the pack begins: the advertisement's cap no longer applies on the socket
+    check = StreamCheck(git.object_bound, hub.display)
+    indexer: native.PackIndexer | None = None
+    try:
+        indexer = native.PackIndexer(git._repo, guard.busy)
+        _stream(reader, hub, guard, other, check, indexer, progress)
+        guard.busy()
+        return _commit(git, indexer)
+    except native.IndexerError as exc:
+        raise _refused(exc, hub, Path(git._repo.path)) from exc
+    finally:
+        if indexer is not None:
+            indexer.close()
+
+
+def _stream(reader: Reader, hub: HubUrl, guard: netlimits.Watch, other: int, check: StreamCheck,
+            indexer: native.PackIndexer, progress: ProgressFn | None) -> None:
+    """The packfile section: the pack (side-band 1) checked, then handed to the indexer, piece by
+    piece; progress (2) counted; an error (3) or ERR line raised; to its closing flush."""
+    while (payload := reader.payload()) is not None:
+        guard.check()
+        band, data = payload[0], payload[1:]
+        if band == _PACK:
+            check.feed(data)
+            indexer.append(data)
+            if progress is not None:
+                stats = indexer.stats
+                progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
+            continue
+        other += len(payload) + 4
+        _over_cap(other, hub, guard.limits)
+        if band == _ERROR or payload.startswith(b"ERR "):
+            raise _server_error(hub, reader.shown(payload[1:] if band == _ERROR else payload[4:]))
+        if band != _PROGRESS:
+            raise RemoteError(f"{DOING} {hub.display}: the hub's pack stream is malformed (band {band})",
+                              _REFUSED_HINT)
+    if not reader.ended:
+        raise RemoteError(f"{DOING} {hub.display}: the hub's pack stream is malformed (a delim packet)",
+                          _REFUSED_HINT)
+
+
+def _refused(exc: native.IndexerError, hub: HubUrl, git_dir: Path) -> MemsyncError:
+    """The indexer's refusal: this machine's disk full (as transport.translate says it), else the pack's fault."""
+    text = netlimits.server_text(str(exc))
+    if any(m in text.lower() for m in ("no space left", "disk quota", "file too large")):
+        from memsync.git.diskfull import full_place
+
+        return DiskFull(full_place(text, [git_dir]), f"{DOING} {hub.display}: {text}")
+    return RemoteError(f"{DOING} {hub.display}: refused the hub's pack ({text})", _REFUSED_HINT)
+
+
+def _to_pack(reader: Reader, hub: HubUrl, limits: netlimits.Limits) -> int:
+    """Read the answer's sections up to its `packfile` line; the bytes read so far."""
+    other = 0
+    while True:
+        line = reader.line()
+        if line is None:
+            if reader.ended:
+                raise RemoteError(f"{DOING} {hub.display}: the hub answered the fetch without a pack",
+                                  _REFUSED_HINT)
+            continue
+        other += len(line) + 5
+        _over_cap(other, hub, limits)
+        if line.startswith(b"ERR "):
+            raise _server_error(hub, reader.shown(line[4:]))
+        if line == b"packfile":
+            return other
+
+
+def _commit(git: GitRepo, indexer: native.PackIndexer) -> list[Path]:
+    """The pack's deltas resolved and its index written (the repository then reads it)."""
+    pack_dir = Path(git._repo.path) / "objects" / "pack"
+    before = set(_names(pack_dir))
+    name = indexer.commit()
+    written = [pack_dir / f"pack-{name}{ext}" for ext in (".pack", ".idx", ".rev")]
+    return [p for p in written if p.name not in before]
+
+
+def _settle(git: GitRepo, hub: HubUrl, tip: str, into: str, written: list[Path]) -> None:
+    """Move the tracking ref to `tip` once the commit is here; else remove the pack just written."""
+    try:
+        is_commit = isinstance(git._repo[tip], pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        is_commit = False
+    if not is_commit:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise RemoteError(f"{DOING} {hub.display}: the hub's pack does not hold the commit it listed "
+                          f"({tip[:8]}); nothing was changed", _REFUSED_HINT)
+    git.set_ref(into, tip, "fetch")
+
+
+def _names(folder: Path) -> list[str]:
+    try:
+        return [p.name for p in folder.iterdir()]
+    except OSError:
+        return []
+
+
+def _over_cap(count: int, hub: HubUrl, limits: netlimits.Limits) -> None:
+    if count > limits.max_advertisement:
+        raise netlimits.AdvertisementTooLarge(
+            f"{DOING} {hub.display}: the server sent more than {limits.max_advertisement:,} bytes besides the "
+            "pack (MEMSYNC_MAX_ADVERTISEMENT)",
+            "the server is broken or hostile; raise MEMSYNC_MAX_ADVERTISEMENT only for a trusted one")
+
+
+def _server_error(hub: HubUrl, text: str) -> RemoteError:
+    return RemoteError(f"{DOING} {hub.display}: the server said: {text}", "check the hub and the memory's name")
+
+
+def _failed(exc: OSError | RemoteError, hub: HubUrl, guard: netlimits.Watch) -> RemoteError:
+    """A failure once the fetch command was sent: a limit, memsync's refusal, or the connection lost."""
+    if guard.tripped is not None:
+        return guard.tripped
+    if isinstance(exc, RemoteError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return RemoteUnreachable(f"{DOING} {hub.display}: the server did not answer in time ({exc})",
+                                 "check the server; MEMSYNC_IO_TIMEOUT (seconds) sets the limit")
+    return RemoteUnreachable(f"{DOING} {hub.display}: the connection ended before the pack's end ({exc}); "
+                             "nothing was changed", "check the network and the server, then try again")
