@@ -36,6 +36,7 @@ from memsync.errors import MemsyncError
 from memsync.integrations import arguments as argcheck
 from memsync.integrations.budget import MAX_RESULT_TOKENS, cut_to_tokens, tokens
 from memsync.integrations.files import MemoryFiles, Refused, Target, bound, failure_text
+from memsync.integrations.search import MAX_VERSIONS
 from memsync.integrations.search import search as search_memory
 from memsync.integrations.session import MemorySession, SessionOptions, SessionReport
 from memsync.run.mounts import Mount
@@ -188,7 +189,9 @@ def _target(f: MemoryFiles, path: str, *, follow: bool = True) -> Target:
     return f.target(path.strip().lstrip("/"), path, follow=follow)
 
 
-def build(memories: Memories) -> MemoryServer:
+def build(memories: Memories, *, search_versions: int = MAX_VERSIONS) -> MemoryServer:
+    """The MCP server over `memories`. `search_versions`: how many past versions a history search
+    looks at (the newest; the answer names what it left out)."""
     server = MemoryServer(
         "memsync",
         version=__version__,
@@ -287,7 +290,8 @@ def build(memories: Memories) -> MemoryServer:
                ignore_case: bool = False, limit: int = 50) -> str:
         """Lines matching a regular expression in the current files; history=true adds lines that past
         versions held and the current files no longer do (with the version that held them)."""
-        return _call(lambda: _search(memories.get(memory), pattern, path, history, ignore_case, limit))
+        return _call(lambda: _search(memories.get(memory), pattern, path, history, ignore_case, limit,
+                                     search_versions))
 
     return server
 
@@ -351,10 +355,11 @@ def _restore(f: MemoryFiles, path: str, at: str) -> str:
     return f"restored {names} as at {outcome.source[:8]}: version {outcome.version[:8]}, {pushed}"
 
 
-def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_case: bool, limit: int) -> str:
+def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_case: bool, limit: int,
+            versions: int) -> str:
     under = _target(f, path).rel if path else ""
     found = search_memory(f.session.memory, pattern, under=under, past=past, ignore_case=ignore_case,
-                          limit=max(1, min(limit, 500)), root_id=f.session.root_id)
+                          limit=max(1, min(limit, 500)), max_versions=versions, root_id=f.session.root_id)
     lines = [(f"{h.version} " if h.version else "") + f"{h.path}:{h.line}: {h.text}" for h in found.hits]
     if found.cut:
         lines.append(f"… more matches; only the first {len(found.hits)} are shown")
