@@ -118,8 +118,7 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> World:
-    for key, value in (("MEMSYNC_CONNECT_TIMEOUT", "5"), ("MEMSYNC_IO_TIMEOUT", "15"), ("MEMSYNC_LOCK_TIMEOUT", "5"),
-                       ("MEMSYNC_NETWORK_TRIES", "2")):
+    for key, value in (("MEMSYNC_CONNECT_TIMEOUT", "5"), ("MEMSYNC_IO_TIMEOUT", "15"), ("MEMSYNC_NETWORK_TRIES", "2")):
         monkeypatch.setenv(key, value)  # what a hook sets: restored after the test
     return World(tmp_path, cli, monkeypatch, capsys)
 
