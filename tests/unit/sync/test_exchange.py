@@ -4,14 +4,15 @@ version. Retries and patience on a network hub: tests/servers/test_exchange_race
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
 from memsync.core import snapshot
 from memsync.core.attribution import operator
-from memsync.core.memory import open_memory
-from memsync.errors import RepoError
+from memsync.core.memory import Memory, open_memory
+from memsync.errors import RemoteUnreachable, RepoError
 from memsync.sync import exchange
 from tests.conftest import Cli, git, hub_path, hub_tree, write
 
@@ -85,3 +86,29 @@ def test_a_refused_version_never_reaches_the_work_tree(memory: Path, other: Path
     with pytest.raises(RepoError, match="refusing"):
         _sync(memory, accept=refuse)
     assert not (memory / "notes" / "theirs.md").exists()
+
+
+@pytest.mark.parametrize("tries", [1, 2])
+def test_an_unreachable_hub_is_tried_as_often_as_memsync_network_tries_says(
+        tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, tries: int) -> None:
+    """A hub nobody answers for (a port bound but not listening: refused at once) is tried
+    MEMSYNC_NETWORK_TRIES times (an agent's hook sets 2), then the failure is the command's."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as closed:
+        closed.bind(("127.0.0.1", 0))
+        root = tmp_path / "notes"
+        root.mkdir()
+        url = f"git://127.0.0.1:{closed.getsockname()[1]}/hub.git"
+        assert cli("init", "--name", "notes", "--remote", url, cwd=root).code == 0
+        _commit(root, "a.md", "a\n")
+        fetched: list[str] = []
+        real = exchange.fetch
+
+        def fetch(mem: Memory, *args: object) -> str | None:
+            fetched.append(mem.name)
+            return real(mem, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(exchange, "fetch", fetch)
+        monkeypatch.setenv("MEMSYNC_NETWORK_TRIES", str(tries))
+        with pytest.raises(RemoteUnreachable):
+            _sync(root, push=False)  # (no push first: each try is a fetch)
+    assert fetched == ["notes"] * tries
