@@ -41,6 +41,7 @@ def short_network() -> None:
     os.environ.setdefault("MEMSYNC_CONNECT_TIMEOUT", "5")
     os.environ.setdefault("MEMSYNC_IO_TIMEOUT", "15")
     os.environ.setdefault("MEMSYNC_LOCK_TIMEOUT", "5")
+    os.environ.setdefault("MEMSYNC_NETWORK_TRIES", "2")  # one retry: the agent is waiting
 
 
 @recordclass
@@ -76,9 +77,6 @@ def handle(verb: str, a: Agent, name: str, directory: Path, remote: str | None,
         raise UsageError(f"unknown --dream {dream_mode!r}", f"use one of: {', '.join(dream.MODES)}")
     check_name(name)
     short_network()
-    from memsync.sync import exchange
-
-    exchange.NETWORK_TRIES = 2  # one retry: the agent is waiting
     result = HookResult(verb, name)
     mem, result.adopted = ensure_memory(a, name, directory.expanduser(), remote)
     whole_home = mem.root.resolve() == a.home.resolve()

@@ -3,6 +3,8 @@
 It is written in parts of about PART_FILES files (top-level entries, in tree order, so a root
 .gitattributes is still written first): libgit2 holds a delta per file of a checkout on top of
 the index, and one call for 100,000 files peaked ~50 MB above the index alone.
+MEMSYNC_CHECKOUT_PART_FILES sets another part size, MEMSYNC_CHECKOUT_THREADS the number of threads
+(1: one thread, the parallel writing off), for tuning and for tests (docs/ENVIRONMENT.md).
 
 When no content filter can apply (filters.unneeded: no file's bytes depend on another file's
 attributes, so the order of writing does not matter) and the machine has more than one CPU, the
@@ -30,6 +32,7 @@ import pygit2
 from pygit2.enums import CheckoutStrategy
 
 from memsync.git import filters, native
+from memsync.util import envcheck
 
 __all__ = ["MIN_FILES_PER_WORKER", "PART_FILES", "WORKERS", "lean_cache", "write_all"]
 
@@ -43,16 +46,19 @@ _PLAIN = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")  # read as itself by libgit
 
 
 def write_all(repo: pygit2.Repository, tree: pygit2.Tree, totals: dict[str, tuple[int, int]], *,
-              filtered: bool) -> None:
+              filtered: bool, part_files: int | None = None, threads: int | None = None) -> None:
     """Check every file of `tree` out (SAFE) into a work tree with none, in parts, in parallel
-    when it can be. pygit2.GitError as a checkout raises it (the first failure of any thread)."""
+    when it can be. pygit2.GitError as a checkout raises it (the first failure of any thread).
+    `part_files`: files per libgit2 call (None: MEMSYNC_CHECKOUT_PART_FILES, else PART_FILES);
+    `threads`: how many write at once (None: MEMSYNC_CHECKOUT_THREADS, else by CPUs and size)."""
+    size = int(envcheck.number("MEMSYNC_CHECKOUT_PART_FILES", PART_FILES)) if part_files is None else part_files
     counted = _counted(tree, totals)
-    runs = [] if filtered or counted is None else _runs(counted, _workers(sum(n for _, n in counted)))
+    runs = [] if filtered or counted is None else _runs(counted, _workers(sum(n for _, n in counted), threads))
     if len(runs) < 2:
-        for part in _parts(counted):
+        for part in _parts(counted, size):
             filters.checkout(repo, tree, CheckoutStrategy.SAFE, part, filters=filtered)
         return
-    _write_runs(repo, tree, runs)
+    _write_runs(repo, tree, runs, size)
 
 
 @contextlib.contextmanager
@@ -67,10 +73,11 @@ def lean_cache() -> Iterator[None]:
         pygit2.settings.cache_max_size(previous)
 
 
-def _write_runs(repo: pygit2.Repository, tree: pygit2.Tree, runs: list[list[tuple[str, int]]]) -> None:
+def _write_runs(repo: pygit2.Repository, tree: pygit2.Tree, runs: list[list[tuple[str, int]]],
+                part_files: int) -> None:
     handles = [repo, *(pygit2.Repository(repo.path) for _ in runs[1:])]
     failures: list[BaseException | None] = [None] * len(runs)
-    size = max(1, PART_FILES // len(runs))  # the threads together hold one sequential part's deltas
+    size = max(1, part_files // len(runs))  # the threads together hold one sequential part's deltas
 
     def write_run(number: int) -> None:
         handle = handles[number]
@@ -113,11 +120,11 @@ def _join(threads: list[threading.Thread]) -> None:
         raise KeyboardInterrupt
 
 
-def _parts(counted: list[tuple[str, int]] | None) -> list[list[str] | None]:
-    """The top-level names in parts of about PART_FILES files; [None] (one call) when the tree
+def _parts(counted: list[tuple[str, int]] | None, size: int) -> list[list[str] | None]:
+    """The top-level names in parts of about `size` files; [None] (one call) when the tree
     is small, a top-level name is not plain (it could read as a pattern) or a folder was not
     counted (`totals`, from hubtree.tree_totals): `counted` is None."""
-    found = [] if counted is None else _split(counted)
+    found = [] if counted is None else _split(counted, size)
     return found if len(found) > 1 else [None]
 
 
@@ -133,8 +140,7 @@ def _counted(tree: pygit2.Tree, totals: dict[str, tuple[int, int]]) -> list[tupl
     return counted
 
 
-def _split(counted: list[tuple[str, int]], size: int | None = None) -> list[list[str] | None]:
-    limit = PART_FILES if size is None else size
+def _split(counted: list[tuple[str, int]], limit: int) -> list[list[str] | None]:
     groups: list[list[str] | None] = []
     current: list[str] = []
     count = 0
@@ -149,7 +155,11 @@ def _split(counted: list[tuple[str, int]], size: int | None = None) -> list[list
     return groups
 
 
-def _workers(files: int) -> int:
+def _workers(files: int, threads: int | None) -> int:
+    """`threads` when given, else MEMSYNC_CHECKOUT_THREADS when set, else by CPUs and `files`."""
+    chosen = envcheck.number("MEMSYNC_CHECKOUT_THREADS", 0) if threads is None else threads
+    if chosen:
+        return max(1, int(chosen))
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -45,6 +45,11 @@ from memsync.git.repo import GitRepo
 from memsync.git.transport import NotFastForward, open_local_hub, translate
 from memsync.util.fs import atomic_write
 
+# A hub whose packed-refs file is at most this big has its ref moved in process (libgit2 parses
+# the whole file, ~1 us a ref: ~2 ms at 4,000 memories); a bigger one by `git update-ref`, which
+# reads the one entry it needs but costs a process (~5-7 ms from memsync, whatever the size).
+IN_PROCESS_PACKED_REFS = 256 * 1024
+
 
 def branch_tip(hub: HubUrl, ref: str, opened: GitRepo | None = None) -> str | None:
     """The commit `ref` names on a hub on this machine, read from the hub alone (no listing of
@@ -76,10 +81,11 @@ def branch_tips(git: GitRepo, hub: HubUrl, refs: list[str]) -> dict[str, str]:
 
 
 def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None,
-         opened: GitRepo | None = None) -> int:
+         opened: GitRepo | None = None, *, in_process_packed_refs: int = IN_PROCESS_PACKED_REFS) -> int:
     """Make the hub's `ref` point at `new` (a commit of `git`), only if it points at `expected`
     now (None: only if it does not exist). Returns the number of objects written. The caller
-    holds the hub's lock (remote.LocalHub.lock) as for every memsync write to a hub here."""
+    holds the hub's lock (remote.LocalHub.lock) as for every memsync write to a hub here.
+    `in_process_packed_refs`: see _move_ref (-1: always by git where it is installed)."""
     hub_repo = (opened or open_local_hub(hub, "cannot push to"))._repo
     rules = receivepack.policy(Path(hub_repo.path))
     if rules:  # the hub's hooks and receive.* settings: through git's receive-pack, never around them
@@ -91,7 +97,7 @@ def push(git: GitRepo, hub: HubUrl, new: str, ref: str, expected: str | None,
                           "not a fast-forward", "memsync never rewinds a hub's branch; fetch and merge first")
     try:
         written = _send_objects(mine, hub_repo, new, expected)
-        _move_ref(hub_repo, ref, new, expected)
+        _move_ref(hub_repo, ref, new, expected, in_process_packed_refs)
     except NotFastForward:
         raise
     except (pygit2.GitError, OSError, ValueError) as exc:
@@ -136,25 +142,19 @@ def _add_tree(builder: pygit2.PackBuilder, repo: pygit2.Repository, tree: pygit2
         # a submodule's commit (ObjectType.COMMIT in a tree) is not this repository's object
 
 
-# A hub whose packed-refs file is at most this big has its ref moved in process (libgit2 parses
-# the whole file, ~1 us a ref: ~2 ms at 4,000 memories); a bigger one by `git update-ref`, which
-# reads the one entry it needs but costs a process (~5-7 ms from memsync, whatever the size).
-IN_PROCESS_PACKED_REFS = 256 * 1024
-
-
-def _move_ref(hub_repo: pygit2.Repository, ref: str, new: str, expected: str | None) -> None:
-    """Compare-and-swap of one ref: by libgit2 on a hub with few refs or where git is not
-    installed, else by git's `update-ref REF NEW OLD`. Both take the ref's lock file, check the
-    value under it and write; libgit2 parses the whole packed-refs file to do so (~45-95 ms on a
-    hub of 100,000 memories), git reads the one entry it needs (a few ms, the process's start
-    included)."""
+def _move_ref(hub_repo: pygit2.Repository, ref: str, new: str, expected: str | None, in_process: int) -> None:
+    """Compare-and-swap of one ref: by libgit2 on a hub whose packed-refs has at most `in_process`
+    bytes or where git is not installed, else by git's `update-ref REF NEW OLD`. Both take the
+    ref's lock file, check the value under it and write; libgit2 parses the whole packed-refs
+    file to do so (~45-95 ms on a hub of 100,000 memories), git reads the one entry it needs (a
+    few ms, the process's start included). `in_process` -1: git even with no packed-refs."""
     import shutil
 
     try:
-        small = os.stat(os.path.join(hub_repo.path, "packed-refs")).st_size <= IN_PROCESS_PACKED_REFS
+        packed = os.stat(os.path.join(hub_repo.path, "packed-refs")).st_size
     except OSError:
-        small = True  # no packed-refs: nothing to parse
-    exe = None if small else shutil.which("git")
+        packed = 0  # no packed-refs: nothing to parse
+    exe = None if packed <= in_process else shutil.which("git")
     if exe is None:
         _move_ref_libgit2(hub_repo, ref, new, expected)
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -155,13 +156,23 @@ def _clear_hiding_flags(git: GitRepo) -> list[indexflags.Hiding]:
     git.matched_head(None)
     return found
 
+# What became of each walk begun under the lock (git/earlyscan.py) that a scan of its repository
+# found: "used" (its deltas are the scan's) or "set aside" (the scan walked itself). Counted for
+# tests and debugging; nothing decides on it.
+EARLY_WALKS: Counter[str] = Counter()
+
+
 def _early_walk(git: GitRepo, flags: DiffOption,
                 meanwhile: Callable[[], None] | None = None) -> list[pygit2.DiffDelta] | None:
     """The deltas of the walk git/earlyscan.py began under the lock, if this is the scan it
     stands for: this repository's first look at its index (its rule, in that module)."""
     deltas = earlyscan.take(git.root, int(flags), meanwhile)
-    if hints.source is not None or not git.index_untouched:
+    if deltas is None:
         return None
+    if hints.source is not None or not git.index_untouched:
+        EARLY_WALKS["set aside"] += 1
+        return None
+    EARLY_WALKS["used"] += 1
     return deltas
 
 def _workdir_deltas(git: GitRepo, index: pygit2.Index, flags: DiffOption, full: bool) -> list[pygit2.DiffDelta]:

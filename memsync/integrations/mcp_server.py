@@ -37,6 +37,7 @@ from memsync.integrations import arguments as argcheck
 from memsync.integrations.budget import MAX_RESULT_TOKENS, cut_to_tokens, tokens
 from memsync.integrations.files import MemoryFiles, Refused, Target, bound, failure_text
 from memsync.integrations.options import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_CHECKPOINT_WRITES
+from memsync.integrations.search import MAX_VERSIONS
 from memsync.integrations.search import search as search_memory
 from memsync.integrations.session import MemorySession, SessionOptions, SessionReport
 from memsync.run.mounts import Mount
@@ -189,7 +190,9 @@ def _target(f: MemoryFiles, path: str, *, follow: bool = True) -> Target:
     return f.target(path.strip().lstrip("/"), path, follow=follow)
 
 
-def build(memories: Memories) -> MemoryServer:
+def build(memories: Memories, *, search_versions: int = MAX_VERSIONS) -> MemoryServer:
+    """The MCP server over `memories`. `search_versions`: how many past versions a history search
+    looks at (the newest; the answer names what it left out)."""
     server = MemoryServer(
         "memsync",
         version=__version__,
@@ -199,7 +202,7 @@ def build(memories: Memories) -> MemoryServer:
         "versions held. Paths are relative to the memory. Served memories:\n" + memories.describe(),
     )
     _file_tools(server, memories)
-    _history_tools(server, memories)
+    _history_tools(server, memories, search_versions)
     return server
 
 
@@ -273,7 +276,7 @@ def _file_tools(server: MemoryServer, memories: Memories) -> None:
             _target(f, old_path, follow=False), _target(f, new_path, follow=False), expected_sha256=expected_sha256))
 
 
-def _history_tools(server: MemoryServer, memories: Memories) -> None:
+def _history_tools(server: MemoryServer, memories: Memories, search_versions: int) -> None:
     """What versions give: log, diff, restore and search (history=true reads past versions)."""
     puts_back = _writes(destructive=True, idempotent=True, hub=memories.reaches_hub)
 
@@ -299,7 +302,8 @@ def _history_tools(server: MemoryServer, memories: Memories) -> None:
                ignore_case: bool = False, limit: int = 50) -> str:
         """Lines matching a regular expression in the current files; history=true adds lines that past
         versions held and the current files no longer do (with the version that held them)."""
-        return _call(lambda: _search(memories.get(memory), pattern, path, history, ignore_case, limit))
+        return _call(lambda: _search(memories.get(memory), pattern, path, history, ignore_case, limit,
+                                     search_versions))
 
 
 def _part(path: str, text: str, offset: int, length: int | None) -> str:
@@ -361,10 +365,11 @@ def _restore(f: MemoryFiles, path: str, at: str) -> str:
     return f"restored {names} as at {outcome.source[:8]}: version {outcome.version[:8]}, {pushed}"
 
 
-def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_case: bool, limit: int) -> str:
+def _search(f: MemoryFiles, pattern: str, path: str | None, past: bool, ignore_case: bool, limit: int,
+            versions: int) -> str:
     under = _target(f, path).rel if path else ""
     found = search_memory(f.session.memory, pattern, under=under, past=past, ignore_case=ignore_case,
-                          limit=max(1, min(limit, 500)), root_id=f.session.root_id)
+                          limit=max(1, min(limit, 500)), max_versions=versions, root_id=f.session.root_id)
     lines = [(f"{h.version} " if h.version else "") + f"{h.path}:{h.line}: {h.text}" for h in found.hits]
     if found.cut:
         lines.append(f"… more matches; only the first {len(found.hits)} are shown")

@@ -134,9 +134,9 @@ def compile_pattern(pattern: str, ignore_case: bool) -> regex.Pattern[str]:
 
 def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ignore_case: bool = False,
            limit: int = 50, seconds: float = TIME_BUDGET, max_bytes: int = MAX_SCAN_BYTES,
-           root_id: tuple[int, int] | None = None) -> Found:
+           max_versions: int = MAX_VERSIONS, root_id: tuple[int, int] | None = None) -> Found:
     """Matching lines (current files first, then past versions, newest first), and what was not
-    searched (past versions over MAX_BLOB_BYTES, versions past MAX_VERSIONS or never fetched).
+    searched (past versions over MAX_BLOB_BYTES, versions past `max_versions` or never fetched).
     Current files are read in pages through the memory's folder descriptors, never through a
     symlink (memtree.py), whatever their size; `root_id`: the (device, inode) the memory's folder
     must still have (a session's).
@@ -172,8 +172,8 @@ def search(mem: Memory, pattern: str, *, under: str = "", past: bool = False, ig
                                 "them out and the hub could not give them)")
     seen = set(current)
     for count, version in enumerate(history.walk(mem.git, head)):
-        if count >= MAX_VERSIONS:
-            found.unsearched.append(f"versions older than the newest {MAX_VERSIONS} (from {version.oid[:8]} back)")
+        if count >= max_versions:
+            found.unsearched.append(f"versions older than the newest {max_versions} (from {version.oid[:8]} back)")
             break
         for delta in version.deltas:
             if delta.kind == "deleted" or not _under(delta.path, under):

@@ -32,6 +32,7 @@ from memsync.git.remote import push_patience
 from memsync.git.trailers import compose, first, parse
 from memsync.git.transport import NotFastForward, ProgressFn
 from memsync.sync import shallow
+from memsync.util import envcheck
 from memsync.util.records import field, recordclass
 
 if TYPE_CHECKING:  # imported only when needed: a status merges nothing
@@ -43,7 +44,9 @@ if TYPE_CHECKING:  # imported only when needed: a status merges nothing
 MAX_ROUNDS = 20  # merges retried while files keep changing under them
 BUSY_WAIT = 0.1  # seconds between tries of a merge whose files are open elsewhere
 BACKOFF_BASE, BACKOFF_CAP = 0.02, 2.0
-NETWORK_TRIES = 4  # backoff 0.5, 1, 2 s (+ jitter): a blip is ridden out, a dead hub fails in ~4 s
+# tries of an exchange whose hub cannot be reached (MEMSYNC_NETWORK_TRIES; a hook sets 2): backoff
+# 0.5, 1, 2 s (+ jitter), so a blip is ridden out and a dead hub fails in ~4 s
+NETWORK_TRIES = 4
 
 
 @recordclass
@@ -266,7 +269,7 @@ def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], dea
             continue
         except RemoteUnreachable:
             network_failures += 1
-            if network_failures >= NETWORK_TRIES:
+            if network_failures >= envcheck.number("MEMSYNC_NETWORK_TRIES", NETWORK_TRIES):
                 raise
             import random
 

@@ -31,6 +31,9 @@ NUMERIC: dict[str, tuple[bool, float, str]] = {
     "MEMSYNC_TURN_TIMEOUT": (False, 0.0, "seconds a ticket may stay first in a hub's push queue"),
     "MEMSYNC_MAX_PROPOSALS": (True, 0.0, "open proposals one memory may have"),
     "MEMSYNC_PROPOSAL_DAYS": (False, 0.0, "days gc keeps a closed proposal on the hub"),
+    "MEMSYNC_NETWORK_TRIES": (True, 1.0, "tries of an exchange whose hub cannot be reached"),
+    "MEMSYNC_CHECKOUT_PART_FILES": (True, 1.0, "files a first checkout writes per libgit2 call"),
+    "MEMSYNC_CHECKOUT_THREADS": (True, 0.0, "threads a first checkout writes with (0: by CPUs)"),
 }
 
 # name: what `0` turns off (`1` leaves it on)

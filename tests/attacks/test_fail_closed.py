@@ -273,15 +273,14 @@ def test_ctrl_c_in_the_push_lease_check_sends_nothing(git_daemon, cli: Cli, tmp_
     figures.add("security attacks refused")
 
 
-def test_a_ctrl_c_while_objects_arrive_aborts_the_fetch(tmp_path: Path, git_daemon,  # type: ignore[no-untyped-def]
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no progress to show, libgit2 calls memsync's own do-nothing callback per object
-    (not pygit2's, which cost a quarter of a large fetch): a Ctrl-C landing there, the only
-    Python that runs while objects arrive, still stops the fetch and is still a Ctrl-C."""
+def test_a_ctrl_c_while_objects_arrive_aborts_the_fetch(tmp_path: Path, git_daemon) -> None:  # type: ignore[no-untyped-def]
+    """libgit2 calls back into Python per object received: a Ctrl-C landing there (here in the
+    progress shown, through pygit2's callback) still stops the fetch and is still a Ctrl-C.
+    memsync's own callbacks when no progress is shown: tests/unit/git/test_interrupts.py."""
     import pygit2
 
     from memsync.git import hub as hubmod
-    from memsync.git import interrupts, transport
+    from memsync.git import transport
     from memsync.git.repo import GitRepo
 
     bare = make_bare_hub(git_daemon.base_path / "hub.git")
@@ -296,18 +295,14 @@ def test_a_ctrl_c_while_objects_arrive_aborts_the_fetch(tmp_path: Path, git_daem
                    check=True)
     calls = []
 
-    def ctrl_c_at_the_20th() -> None:
+    def ctrl_c_at_the_20th(phase: str, done: int, total: int, received: int) -> None:
         calls.append(1)
         if len(calls) == 20:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(interrupts, "QUIET_PROGRESS", interrupts.quiet_progress(ctrl_c_at_the_20th))
-    watched = interrupts.received_bytes_progress  # what a fetch from a network hub gets instead
-    monkeypatch.setattr(interrupts, "received_bytes_progress",
-                        lambda report: watched(lambda n, o, t: (report(n, o, t), ctrl_c_at_the_20th())[0]))  # type: ignore[func-returns-value]
     dest = GitRepo.bare(tmp_path / "dest", create=True)
     hub = hubmod.resolve(git_daemon.url("hub.git"), None)
     with pytest.raises(KeyboardInterrupt):
-        transport.fetch(dest, hub, ["+refs/heads/memory/research:refs/hub/research"])
+        transport.fetch(dest, hub, ["+refs/heads/memory/research:refs/hub/research"], progress=ctrl_c_at_the_20th)
     assert len(calls) == 20
     assert "refs/hub/research" not in pygit2.Repository(str(tmp_path / "dest")).references

@@ -161,10 +161,8 @@ def test_a_slow_search_does_not_freeze_the_mcp_server(memory: Path, tmp_path: Pa
 
 
 def test_a_search_that_skipped_something_never_answers_no_matches(
-        served: tuple[MemoryServer, Memories], memory: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsync.integrations import search as search_module
-
-    server, _ = served
+        served: tuple[MemoryServer, Memories], memory: Path) -> None:
+    server, memories = served
     # a big file is read in pages, never skipped: the needle past 2 MB (and past a page) is found
     write(memory, "huge.md", "x" * 2_100_000 + "\nneedle at the end\n")
     err, text, _ = mcp_call(server, "search", pattern="needle")
@@ -172,7 +170,7 @@ def test_a_search_that_skipped_something_never_answers_no_matches(
     (memory / "huge.md").unlink()
     for n in range(3):  # versions 2-4; the needle is in the first only (summary.md)
         assert not mcp_call(server, "create", path=f"v{n}.md", file_text="v\n")[0]
-    monkeypatch.setattr(search_module, "MAX_VERSIONS", 2)
+    server = build(memories, search_versions=2)  # the same memories, a history search of 2 versions
     err, text, _ = mcp_call(server, "search", pattern="first line", history=True)
     assert not err and text.startswith("summary.md:3: first line\n… not searched: versions older than the newest 2")
     err, text, _ = mcp_call(server, "search", pattern="nowhere", history=True)

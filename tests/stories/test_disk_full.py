@@ -9,7 +9,9 @@ keeps its record: the next command commits what it left as that run's, never as 
 
 from __future__ import annotations
 
+import errno
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -190,3 +192,28 @@ def test_a_fetch_into_a_full_memory_disk_names_the_memorys_disk(tmp_path: Path) 
         filler.unlink()
         assert memsync_cmd("pull", cwd=root).returncode == 0
         assert (root / "big.bin").stat().st_size == 6_000_000
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path: Path) -> None:
+    """Writes past 1 KiB fail with EFBIG in a process of its own (RLIMIT_FSIZE), as a full disk
+    fails them with ENOSPC: the old content stays, and no temp file is left beside it."""
+    folder = tmp_path / "state"
+    folder.mkdir()
+    target = folder / "state.json"
+    target.write_bytes(b"old\n")
+    probe = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from memsync.util.fs import atomic_write\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))\n"
+        "try:\n"
+        "    atomic_write(Path(sys.argv[1]), b'x' * 100_000)\n"
+        "except OSError as exc:\n"
+        "    sys.exit(f'refused: {exc.errno}')\n"
+        "sys.exit('written')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(target)], capture_output=True, text=True, timeout=60)
+    assert done.stderr.strip() == f"refused: {errno.EFBIG}", done.stderr
+    assert target.read_bytes() == b"old\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["state.json"]

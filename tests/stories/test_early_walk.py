@@ -9,9 +9,13 @@ that the lock was taken once.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +28,7 @@ from memsync.git.repo import GitRepo
 from memsync.git.scan import scan
 from tests.conftest import Cli, fresh_for_a_minute, git, hub_tree, write
 
-Taken = list[bool]
-_ACQUIRE = locking._acquire  # (not the spy: a probe of the lock is no taking of it by memsync)
+Taken = Callable[[], dict[str, int]]
 
 
 @pytest.fixture(autouse=True)
@@ -36,45 +39,41 @@ def no_walk_left() -> Any:
 
 
 @pytest.fixture
-def taken(monkeypatch: pytest.MonkeyPatch) -> Taken:
-    """For each scan that found an early walk waiting: whether it took it (in order)."""
-    seen: Taken = []
-    real = scanmod._early_walk
-
-    def spy(git: GitRepo, flags: Any, meanwhile: Any = None) -> Any:
-        waiting = earlyscan._walk is not None
-        found = real(git, flags, meanwhile)
-        if waiting:
-            seen.append(found is not None)
-        return found
-
-    monkeypatch.setattr(scanmod, "_early_walk", spy)
-    return seen
+def taken() -> Taken:
+    """What became of the walks begun under the lock that scans found since the test began:
+    {"used": n, "set aside": m} (scan.EARLY_WALKS, what the scan counts)."""
+    before = Counter(scanmod.EARLY_WALKS)
+    return lambda: dict(scanmod.EARLY_WALKS - before)
 
 
 @pytest.fixture
-def acquired(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every time memsync.lock is taken from the kernel (not handed over)."""
-    seen: list[str] = []
-    real = locking._acquire
-
-    def spy(lock_file: Path, wait: float) -> Any:
-        if lock_file.name == "memsync.lock" and lock_file.parent.name == ".git":
-            seen.append(str(lock_file))
-        return real(lock_file, wait)
-
-    monkeypatch.setattr(locking, "_acquire", spy)
-    return seen
+def once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command that took the memory's lock a second time, rather than taking over the one taken
+    early (which this process still holds), would wait for itself: with no wait, it fails at once."""
+    monkeypatch.setenv("MEMSYNC_LOCK_TIMEOUT", "0")
 
 
 def _busy(lock_file: Path) -> bool:
-    """Whether another holder has `lock_file` (tried on a descriptor of its own)."""
+    """Whether some holder has `lock_file` (tried with flock(2) on a descriptor of the test's own)."""
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        release, _ = _ACQUIRE(lock_file, 0)
-    except TimeoutError:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         return True
-    release()
+    finally:
+        os.close(fd)  # (lets go of the probe's lock, if it got one)
     return False
+
+
+@contextmanager
+def _other_holder(lock_file: Path) -> Iterator[None]:
+    """Another holder of the memory's lock (flock(2) on a descriptor of its own)."""
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _index_stat(root: Path, rel: str) -> str:
@@ -82,18 +81,17 @@ def _index_stat(root: Path, rel: str) -> str:
     return next(line.split(":", 1)[1].strip() for line in lines if line.strip().startswith("mtime:"))
 
 
-def test_push_takes_the_lock_once_and_the_walk(memory: Path, cli: Cli, taken: Taken, acquired: list[str]) -> None:
+def test_push_takes_the_lock_once_and_the_walk(memory: Path, cli: Cli, taken: Taken, once: None) -> None:
     write(memory, "summary.md", "# Summary\n\nfirst line\nsecond line\n")
     write(memory, "new/deep/file.md", "a new file\n")
     (memory / "runs" / "first.md").unlink()
     lock_file = memory / ".git" / "memsync.lock"
     with lockfirst.walking(memory):
-        assert acquired == [str(lock_file)] and _busy(lock_file)  # taken first, before any import
+        assert _busy(lock_file)  # taken first, before any import
         r = cli("push", cwd=memory)
-        assert r.code == 0, r.err
-    assert acquired == [str(lock_file)]  # the command took it over: taken once
-    assert taken == [True]
-    assert not _busy(lock_file)
+        assert r.code == 0, r.err  # (taking it again would have failed: `once`)
+        assert not _busy(lock_file)  # the command took it over, and let it go at its end
+    assert taken() == {"used": 1}
     tree = hub_tree()
     assert tree["summary.md"].endswith(b"second line\n")
     assert tree["new/deep/file.md"] == b"a new file\n"
@@ -111,18 +109,14 @@ def test_the_walk_refreshes_the_index_under_the_lock(memory: Path, cli: Cli, tak
         assert _index_stat(memory, "fresh.md") != "0:0"  # refreshed by the walk, the lock held
         r = cli("status", cwd=memory)
         assert r.code == 0, r.err
-    assert taken == [True]
+    assert taken() == {"used": 1}
     assert "fresh.md" not in r.out
 
 
 def test_a_busy_lock_means_no_early_walk(memory: Path, cli: Cli, taken: Taken) -> None:
     lock_file = memory / ".git" / "memsync.lock"
-    release, _ = locking._acquire(lock_file, 0)  # another holder
-    try:
-        with lockfirst.walking(memory):
-            assert earlyscan._walk is None
-    finally:
-        release()
+    with _other_holder(lock_file), lockfirst.walking(memory):
+        assert earlyscan._walk is None
     write(memory, "notes.md", "after the other holder\n")
     with lockfirst.walking(memory):
         assert cli("push", cwd=memory).code == 0
@@ -153,14 +147,14 @@ def test_no_walk_after_a_holder_died(memory: Path) -> None:
         assert earlyscan._walk is None
 
 
-def test_switched_off_nothing_is_taken_early(memory: Path, cli: Cli, acquired: list[str],
+def test_switched_off_nothing_is_taken_early(memory: Path, cli: Cli, taken: Taken,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMSYNC_NO_EARLY_WALK", "1")
     write(memory, "notes.md", "walked by the scan itself\n")
     with lockfirst.walking(memory):
-        assert acquired == [] and earlyscan._walk is None
+        assert not _busy(memory / ".git" / "memsync.lock") and earlyscan._walk is None
         assert cli("push", cwd=memory).code == 0
-    assert len(acquired) == 1
+    assert taken() == {}
     assert hub_tree()["notes.md"] == b"walked by the scan itself\n"
 
 
@@ -179,7 +173,7 @@ def test_a_walk_is_taken_only_by_a_first_look_at_the_index(memory: Path, taken: 
         g = GitRepo.open(memory)
         g.index.read(force=False)  # this repository looked at its index before scanning
         changes = scan(g).changes
-    assert taken == [False]
+    assert taken() == {"set aside": 1}
     assert [c.path for c in changes] == ["notes.md"]
 
 
@@ -191,7 +185,7 @@ def test_a_walk_of_another_memory_is_not_taken(memory: Path, tmp_path: Path, cli
     write(memory, "ours.md", "ours\n")
     with lockfirst.walking(other):
         assert cli("push", cwd=memory).code == 0
-    assert taken == [False]
+    assert taken() == {}  # (the other memory's walk was never this scan's)
     assert hub_tree()["ours.md"] == b"ours\n"
     assert "theirs.md" not in hub_tree()
 
@@ -199,24 +193,20 @@ def test_a_walk_of_another_memory_is_not_taken(memory: Path, tmp_path: Path, cli
 @pytest.mark.slow
 def test_a_cold_push_process_takes_the_walk(memory: Path) -> None:
     """The command line takes the lock and begins the walk (fastpath): a real `memsync push` and
-    `status`, with the walk's use reported through a test hook, give the same result as without it."""
+    `status`, with the walk's use reported as the scan counted it, give the same result as without it."""
     write(memory, "cold.md", "pushed by a cold process\n")
     probe = memory.parent / "probe.py"
     probe.write_text(
         "import sys\n"
-        "from memsync.git import earlyscan\n"
-        "real = earlyscan.take\n"
-        "def take(*a, **k):\n"
-        "    w = real(*a, **k)\n"
-        "    sys.stderr.write(f'walk taken: {w is not None}\\n')\n"
-        "    return w\n"
-        "earlyscan.take = take\n"
         "from memsync.cli import fastpath\n"
-        "sys.exit(fastpath.dispatch(sys.argv[1:]))\n")
+        "code = fastpath.dispatch(sys.argv[1:])\n"
+        "from memsync.git import scan\n"
+        "sys.stderr.write(f'walks: {dict(scan.EARLY_WALKS)}\\n')\n"
+        "sys.exit(code)\n")
     for verb in ("push", "status"):
         done = subprocess.run([sys.executable, str(probe), verb], cwd=memory, env=dict(os.environ),
                               capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0 and "walk taken: True" in done.stderr, done.stderr
+        assert done.returncode == 0 and "walks: {'used': 1}" in done.stderr, done.stderr
     assert hub_tree()["cold.md"] == b"pushed by a cold process\n"
 
 

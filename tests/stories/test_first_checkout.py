@@ -43,8 +43,8 @@ def test_a_clone_checked_out_by_several_threads_is_exactly_one_checkouts(
         memory: Path, tmp_path: Path, cli: Cli, checkouts: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     _many(memory)
     assert cli("push", cwd=memory).code == 0
-    monkeypatch.setattr(firstcheckout, "PART_FILES", 7)
-    monkeypatch.setattr(firstcheckout, "_workers", lambda files: 3)
+    monkeypatch.setenv("MEMSYNC_CHECKOUT_PART_FILES", "7")
+    monkeypatch.setenv("MEMSYNC_CHECKOUT_THREADS", "3")
     dest = tmp_path / "copy"
     r = cli("clone", "research", str(dest), cwd=tmp_path)
     assert r.code == 0, r.err
@@ -75,16 +75,15 @@ def test_a_version_that_needs_filters_is_checked_out_by_one_thread(
     _many(memory)
     write(memory, ".gitattributes", "*.md text eol=crlf\n")  # a filter: the order of writing matters
     assert cli("push", cwd=memory).code == 0
-    monkeypatch.setattr(firstcheckout, "PART_FILES", 7)
-    monkeypatch.setattr(firstcheckout, "_workers", lambda files: 3)
+    monkeypatch.setenv("MEMSYNC_CHECKOUT_PART_FILES", "7")
+    monkeypatch.setenv("MEMSYNC_CHECKOUT_THREADS", "3")
     dest = tmp_path / "copy"
     assert cli("clone", "research", str(dest), cwd=tmp_path).code == 0
     assert set(checkouts) == {threading.main_thread().name} and len(checkouts) > 1
     assert (dest / "t03/sub/n2.md").read_bytes() == b"note 3.2\r\n"
 
 
-def test_a_thread_that_fails_fails_the_checkout_and_no_index_is_written(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_thread_that_fails_fails_the_checkout_and_no_index_is_written(tmp_path: Path) -> None:
     source = tmp_path / "source"
     source.mkdir()
     _many(source)
@@ -99,9 +98,8 @@ def test_a_thread_that_fails_fails_the_checkout_and_no_index_is_written(
     tree = repo.revparse_single("refs/remotes/src/main").peel(pygit2.Tree)
     totals: dict[str, tuple[int, int]] = {}
     tree_totals(repo, tree, totals)
-    monkeypatch.setattr(firstcheckout, "_workers", lambda files: 3)
     with pytest.raises(pygit2.GitError, match="conflict"):
-        firstcheckout.write_all(repo, tree, totals, filtered=False)
+        firstcheckout.write_all(repo, tree, totals, filtered=False, threads=3)
     assert (work / "t11/sub/n4.md").read_text() == "in the way\n"  # nothing overwritten
     assert not (work / ".git" / "index").exists()
     assert len(repo.index) == 0  # and nothing of the other threads' parts is left to be written later

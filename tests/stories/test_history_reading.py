@@ -10,7 +10,7 @@ import pygit2
 import pytest
 from pygit2.enums import FileMode, ObjectType
 
-from memsync.git import firstcheckout, history, treediff
+from memsync.git import filters, history, treediff
 from memsync.git.repo import GitRepo
 from tests.conftest import Cli, hub_tree, write
 
@@ -100,7 +100,7 @@ def test_streamed_messages_read_only_what_is_asked(tmp_path: Path) -> None:
 
 def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_path: Path, cli: Cli,  # type: ignore[no-untyped-def]
                                                             monkeypatch) -> None:
-    """A clone checks out in parts of PART_FILES files by top-level entry: names that share a
+    """A clone checks out in parts of MEMSYNC_CHECKOUT_PART_FILES files by top-level entry: names that share a
     prefix (`a`, `a.md`, `a-b`, `ab`), a root .gitattributes, nested folders and an executable
     all arrive, the index matches the work tree (nothing to commit), and a top-level name that
     is not plain makes it one checkout."""
@@ -110,19 +110,18 @@ def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_pa
         write(memory, rel, text)
     (memory / "tool.sh").chmod(0o755)
     assert cli("push", cwd=memory).code == 0
-    calls: list[object] = []
-    real = firstcheckout._parts
+    calls: list[object] = []  # the paths of each libgit2 checkout call (None: all of them)
+    real = filters.checkout
 
-    def parts(counted):  # type: ignore[no-untyped-def]
-        found = real(counted)
-        calls.append(found)
-        return found
+    def checkout(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[3])
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(firstcheckout, "PART_FILES", 2)
-    monkeypatch.setattr(firstcheckout, "_parts", parts)
+    monkeypatch.setenv("MEMSYNC_CHECKOUT_PART_FILES", "2")
+    monkeypatch.setattr(filters, "checkout", checkout)
     dest = tmp_path / "copy"
     assert cli("clone", "research", str(dest), cwd=tmp_path).code == 0
-    assert len(calls[0]) > 3 and None not in calls[0]  # type: ignore[arg-type,operator]
+    assert len(calls) > 3 and None not in calls
     on_hub = hub_tree()
     on_disk = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*")
                if p.is_file() and not p.relative_to(dest).as_posix().startswith((".git/", ".vm0/"))}
@@ -137,5 +136,5 @@ def test_first_checkout_in_parts_writes_exactly_the_version(memory: Path, tmp_pa
     calls.clear()
     dest2 = tmp_path / "copy2"
     assert cli("clone", "research", str(dest2), cwd=tmp_path).code == 0
-    assert calls == [[None]]
+    assert calls == [None]
     assert pygit2.Repository(str(dest2)).status() == {}

@@ -27,7 +27,6 @@ import pytest
 from memsync.agents import hookfail
 from memsync.agents.projectdir import auto_memory_dir
 from memsync.cli.hookcall import run_hook
-from memsync.sync import exchange
 from tests.conftest import Cli, git
 
 pytestmark = pytest.mark.slow
@@ -119,8 +118,7 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> World:
-    monkeypatch.setattr(exchange, "NETWORK_TRIES", exchange.NETWORK_TRIES)  # a hook lowers it: put back after
-    for key, value in (("MEMSYNC_CONNECT_TIMEOUT", "5"), ("MEMSYNC_IO_TIMEOUT", "15")):
+    for key, value in (("MEMSYNC_CONNECT_TIMEOUT", "5"), ("MEMSYNC_IO_TIMEOUT", "15"), ("MEMSYNC_NETWORK_TRIES", "2")):
         monkeypatch.setenv(key, value)  # what a hook sets: restored after the test
     return World(tmp_path, cli, monkeypatch, capsys)
 

@@ -124,19 +124,19 @@ def test_a_lost_race_is_refused_and_retried(memory: Path, cli: Cli, tmp_path: Pa
     hub = hub_path()
     crowd(hub, 500)
     git("config", "core.logAllRefUpdates", "always", cwd=hub)
-    real = localhub._move_ref
+    real = localhub.push
     raced: list[str] = []
     if not with_git:  # no git installed: libgit2 moves the ref
         monkeypatch.setattr(shutil, "which", lambda _name: None)
-    else:  # git moves it, however few refs the hub has
-        monkeypatch.setattr(localhub, "IN_PROCESS_PACKED_REFS", -1)
 
-    def racing(hub_repo, ref, new, expected):  # type: ignore[no-untyped-def]
+    def racing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        """The push as memsync's exchange calls it, once it read the hub's tip: the other writer
+        lands first. With git, git moves the ref however few refs the hub has."""
         if not raced:
             raced.append(other_writer(hub, tmp_path, "racer.md", "won the race\n"))
-        real(hub_repo, ref, new, expected)
+        return real(*args, **kwargs, in_process_packed_refs=-1 if with_git else localhub.IN_PROCESS_PACKED_REFS)
 
-    monkeypatch.setattr(localhub, "_move_ref", racing)
+    monkeypatch.setattr(localhub, "push", racing)
     write(memory, "mine.md", "mine\n")
     r = cli("push", cwd=memory)
     assert r.code == 0, r.err
@@ -167,18 +167,17 @@ def test_compare_and_swap_refuses_a_stale_expectation(memory: Path, tmp_path: Pa
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     if not with_git:
         monkeypatch.setattr(shutil, "which", lambda _name: None)
-    else:
-        monkeypatch.setattr(localhub, "IN_PROCESS_PACKED_REFS", -1)
+    limit = -1 if with_git else localhub.IN_PROCESS_PACKED_REFS  # -1: git moves it, however few refs
     hub = hub_path()
     url = HubUrl(str(hub), "file")
     before = git("rev-parse", BRANCH, cwd=hub).strip()
     repo, made = _repo_with_commits(tmp_path, hub)
     moved = other_writer(hub, tmp_path, "x.md", "x\n")
     with pytest.raises(NotFastForward):
-        localhub.push(repo, url, made[-1], f"refs/heads/{BRANCH}", before)
+        localhub.push(repo, url, made[-1], f"refs/heads/{BRANCH}", before, in_process_packed_refs=limit)
     assert git("rev-parse", BRANCH, cwd=hub).strip() == moved
     with pytest.raises(NotFastForward):  # "no such branch" is an expectation too
-        localhub.push(repo, url, made[-1], f"refs/heads/{BRANCH}", None)
+        localhub.push(repo, url, made[-1], f"refs/heads/{BRANCH}", None, in_process_packed_refs=limit)
     fsck(hub)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -120,3 +122,29 @@ def test_mcp_without_memory_is_a_usage_error(tmp_path: Path) -> None:
     proc = memsync_cmd("mcp", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("error: name the memories to serve") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_without_network(tmp_path: Path) -> None:
+    demo = Path(__file__).resolve().parents[2] / "demo" / "claude_memory_tool.py"
+    proc = subprocess.run([sys.executable, str(demo)], cwd=tmp_path, env=dict(os.environ), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ERROR Refused: this str_replace looks destructive" in proc.stdout
+    assert "run run-2" in proc.stdout and "run run-1" in proc.stdout and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_line_that_is_not_json_rpc_gets_an_error_answer(memory: Path, tmp_path: Path) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "t", "version": "1"}}}
+    stdin = "{not json\n" + json.dumps({"hello": "world"}) + "\n" + json.dumps(initialize) + "\n"
+    proc = subprocess.run([sys.executable, "-m", "memsync", "mcp", "--memory", f"research:{memory}", "--offline"],
+                          input=stdin, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert answers[0] == {"jsonrpc": "2.0", "id": None,
+                          "error": {"code": -32700, "message": "Parse error: the line is not valid JSON"}}
+    assert answers[1]["id"] is None and answers[1]["error"]["code"] == -32600
+    assert answers[2]["id"] == 1 and "result" in answers[2]  # the server goes on
+    assert "Traceback" not in proc.stderr

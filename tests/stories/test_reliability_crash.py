@@ -12,6 +12,7 @@ local repositories. CI size: 10 trials; `make stress`: 60. The seed is printed o
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import resource
@@ -27,6 +28,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from memsync.core import readonly
+from memsync.core.memory import open_memory
 from tests.conftest import git, hub_path, memsync_cmd, write
 from tests.helpers.figures import Figures, figures, size
 
@@ -313,3 +316,25 @@ def test_disk_full_is_a_clear_error_and_the_next_command_recovers(tmp_path: Path
         assert (parent / "copy" / "big.bin").read_bytes() == big
     figures.add("disk-full cases", 2)
     figures.add("disk-full cases handled", 2)
+
+
+def test_a_run_killed_before_its_undo_is_undone_by_the_next_open(memory: Path, tmp_path: Path) -> None:
+    """A process protects the memory, vandalises it and is killed; opening the memory undoes it."""
+    script = (
+        "import sys, os, pathlib\n"
+        "from memsync.core import readonly\n"
+        "from memsync.core.memory import open_memory\n"
+        "root = pathlib.Path(sys.argv[1])\n"
+        "readonly.protect(open_memory(root), 'ro-killed')\n"
+        "p = root / 'summary.md'; p.chmod(0o644); p.write_text('vandalised\\n')\n"
+        "(root / 'planted.md').write_text('x\\n')\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(memory)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -9, proc.stderr
+    mark = json.loads((memory / ".git" / readonly.MARK).read_text())
+    assert mark["run_id"] == "ro-killed"
+    open_memory(memory)  # any memsync command opens it first
+    assert (memory / "summary.md").read_text() == "# Summary\n\nfirst line\n"
+    assert not (memory / "planted.md").exists()
+    assert not (memory / ".git" / readonly.MARK).exists()

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git, hub_path, hub_tree, memsync_cmd, write
+from memsync import api
+from tests.conftest import Cli, git, hub_path, hub_tree, memsync_cmd, write
 
 AGENT = """\
 import os, pathlib, sys
@@ -504,3 +505,34 @@ def test_memsync_lines_never_land_inside_the_command_output(tmp_path: Path) -> N
     for line in proc.stderr.splitlines():
         assert line == "CHARS-FROM-THE-COMMAND" or line.startswith(("memsync:", "error:", "hint:")), line
     assert "checkpoint push failed" in proc.stderr
+
+
+def test_a_run_in_a_memory_holding_memsync_home_commits_only_its_files(tmp_path: Path, cli: Cli,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """MEMSYNC_HOME inside the memory (core/ownfolders.py): a run's commit holds the run's file,
+    nothing of the hub beside the notes, and reports nothing the operator's rules hide."""
+    root = tmp_path / "workspace"
+    root.mkdir()
+    monkeypatch.setenv("MEMSYNC_HOME", str(root / "state" / "memsync"))
+    assert cli("init", "--name", "research", cwd=root).code == 0
+    write(root, "notes.md", "one\n")
+    assert cli("push", cwd=root).code == 0
+    ran = cli("run", "--", sys.executable, "-c", "open('run.md', 'w').write('ran')", cwd=root)
+    assert ran.code == 0, ran.err  # nothing the operator's rules hide is reported: memsync's own folder
+    assert git("ls-tree", "-r", "--name-only", "HEAD", cwd=root).split() == ["notes.md", "run.md"]
+    assert "/state/memsync" in (root / ".git" / "info" / "exclude").read_text().splitlines()
+
+
+def test_api_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    api.init(notes, name="research")
+    api.push(notes)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code = "import os; open(os.environ['MEMSYNC_MEMORY_DIR'] + '/x.md', 'w').write('x')"
+    report = api.run([sys.executable, "-c", code], [api.Mount("research", work / "mem")],
+                     api.RunOptions(run_id="api-run", checkpoint=0))
+    assert report.status == 0 and report.memories[0].pushed
+    assert hub_tree()["x.md"] == b"x"

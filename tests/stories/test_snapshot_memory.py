@@ -12,28 +12,29 @@ from pathlib import Path
 
 import pytest
 
-from memsync.core import snapshot
 from memsync.git import engine
 from memsync.git.repo import GitRepo
+from memsync.util.dirfd import Tree
 from tests.conftest import Cli, git, hub_path, hub_tree, write
 
 TOKEN = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"  # well-formed, fake, built at run time
 
 
 def _record(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """The order in which the snapshot reads files and writes blobs (the real functions run)."""
+    """The order in which files' bytes are read from the work tree (through its folder
+    descriptors, util/dirfd.Tree) and written as blobs (GitRepo.store_blob): the real methods run."""
     events: list[tuple[str, str]] = []
-    read, store = snapshot._read, GitRepo.store_blob
+    read, store = Tree.read, GitRepo.store_blob
 
-    def reading(mem, tree, change, *args):  # type: ignore[no-untyped-def]
-        events.append(("read", change.path))
-        return read(mem, tree, change, *args)
+    def reading(self: Tree, rel: str, limit: int) -> object:
+        events.append(("read", rel))
+        return read(self, rel, limit)
 
     def storing(self: GitRepo, path: str, data: bytes) -> str:
         events.append(("store", path))
         return store(self, path, data)
 
-    monkeypatch.setattr(snapshot, "_read", reading)
+    monkeypatch.setattr(Tree, "read", reading)
     monkeypatch.setattr(GitRepo, "store_blob", storing)
     return events
 

@@ -192,3 +192,24 @@ def test_a_log_of_versions_that_recorded_their_numbers_opens_no_cache(memory: Pa
     neither diffs the trees nor opens the kept summaries (history/summaries.py, SQLite)."""
     found = imported("log", "-n", "5", cwd=memory)
     assert "pygit2" in found and "sqlite3" not in found
+
+
+def test_masking_a_plain_command_line_compiles_no_rule(tmp_path: object) -> None:
+    """`memsync run -- true` records its command line masked; with nothing there that any rule
+    starts with, the scanner's rules are not compiled (~10 ms of a cold run)."""
+    code = (
+        "import re, memsync.checks.secret_rules as r, memsync.run.cmdline as c\n"
+        "from memsync.util.lazyre import LazyRe\n"
+        "assert c.shown_command(['sh', '-c', 'echo done > notes.md']) == \"sh -c 'echo done > notes.md'\"\n"
+        "lazy = [v for v in vars(r).values() if isinstance(v, LazyRe)]\n"
+        "lazy += [x for rule in r._TOKEN_RULES for x in rule if isinstance(x, LazyRe)]\n"
+        "lazy += [x for rule in r._KEYWORD_RES for x in rule if isinstance(x, LazyRe)]\n"
+        "print(len(lazy), sum(x.compiled for x in lazy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ),
+                         timeout=60, check=True).stdout.split()
+    assert int(out[0]) > 40 and out[1] == "0", out
+    masked = subprocess.run([sys.executable, "-c", "import memsync.run.cmdline as c; "
+                             "print(c.shown_command(['curl', '-H', 'Authorization: Bearer abc.def']))"],
+                            capture_output=True, text=True, env=dict(os.environ), timeout=60, check=True).stdout
+    assert "abc.def" not in masked and "<redacted>" in masked

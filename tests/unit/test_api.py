@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from memsync import api
 from memsync.errors import MemoryNotFound, NotAMemory
-from tests.conftest import hub_tree, write
+from tests.conftest import write
 
 
 def test_api_round_trip(tmp_path: Path) -> None:
@@ -32,21 +31,6 @@ def test_api_round_trip(tmp_path: Path) -> None:
     assert (report.ahead, report.behind, report.uncommitted) == (0, 0, [])
     hub, memories = api.list_memories()
     assert hub.endswith("hub.git") and [m.name for m in memories] == ["research"]
-
-
-def test_api_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    notes = tmp_path / "notes"
-    notes.mkdir()
-    api.init(notes, name="research")
-    api.push(notes)
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    code = "import os; open(os.environ['MEMSYNC_MEMORY_DIR'] + '/x.md', 'w').write('x')"
-    report = api.run([sys.executable, "-c", code], [api.Mount("research", work / "mem")],
-                     api.RunOptions(run_id="api-run", checkpoint=0))
-    assert report.status == 0 and report.memories[0].pushed
-    assert hub_tree()["x.md"] == b"x"
 
 
 def test_api_raises_typed_errors(tmp_path: Path) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import random
-import subprocess
 from pathlib import Path
 
 from memsync.checks.appendmerge import merge_appends
+from tests.conftest import git
 
 
 def test_both_appended_keeps_ours_then_theirs() -> None:
@@ -38,7 +38,7 @@ def test_git_union_repeats_what_append_keeps_once(tmp_path: Path) -> None:
     base, ours, theirs = b"L\n", b"L\nh0\na1\na2\n", b"L\na1\nh0\nh1\n"
     for name, data in (("base", base), ("ours", ours), ("theirs", theirs)):
         (tmp_path / name).write_bytes(data)
-    subprocess.run(["git", "merge-file", "--union", "ours", "base", "theirs"], cwd=tmp_path, check=False)
+    git("merge-file", "--union", "ours", "base", "theirs", cwd=tmp_path)  # git itself, the reference
     union = (tmp_path / "ours").read_bytes().splitlines()
     assert union.count(b"a1") == 2 and union.count(b"h0") == 2
     merged = merge_appends(base, ours, theirs).splitlines()

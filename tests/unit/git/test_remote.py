@@ -4,7 +4,6 @@ and written in place through it (real repositories, a real bare hub)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ BRANCH = "memory/research"
 
 
 def _bare(path: Path) -> Path:
-    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
+    git("init", "-q", "--bare", str(path), cwd=path.parent)
     return path
 
 

@@ -5,9 +5,6 @@ a file of any size."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -95,19 +92,3 @@ def test_search_pages_through_a_big_file(memory: Path) -> None:
     finally:
         memories.close()
     assert not err and text == "huge.md:180001: the needle is here", text
-
-
-@pytest.mark.slow
-def test_a_line_that_is_not_json_rpc_gets_an_error_answer(memory: Path, tmp_path: Path) -> None:
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                             "clientInfo": {"name": "t", "version": "1"}}}
-    stdin = "{not json\n" + json.dumps({"hello": "world"}) + "\n" + json.dumps(initialize) + "\n"
-    proc = subprocess.run([sys.executable, "-m", "memsync", "mcp", "--memory", f"research:{memory}", "--offline"],
-                          input=stdin, capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
-    assert answers[0] == {"jsonrpc": "2.0", "id": None,
-                          "error": {"code": -32700, "message": "Parse error: the line is not valid JSON"}}
-    assert answers[1]["id"] is None and answers[1]["error"]["code"] == -32600
-    assert answers[2]["id"] == 1 and "result" in answers[2]  # the server goes on
-    assert "Traceback" not in proc.stderr

@@ -1,18 +1,18 @@
-"""The exchange loop itself (memsync/sync/exchange.py: sync), called directly on real memories and
-a real embedded hub: fast-forward, a lost race merged once, retries folded into one merge, fetch
-without push, a refused version, and patience running out with the version kept."""
+"""The exchange loop itself (memsync/sync/exchange.py: converge), called directly on real memories
+and a real embedded hub: fast-forward, a lost race merged once, fetch without push, a refused
+version. Retries and patience on a network hub: tests/servers/test_exchange_races.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import socket
 from pathlib import Path
 
 import pytest
 
 from memsync.core import snapshot
 from memsync.core.attribution import operator
-from memsync.core.memory import open_memory
-from memsync.errors import RepoError
+from memsync.core.memory import Memory, open_memory
+from memsync.errors import RemoteUnreachable, RepoError
 from memsync.sync import exchange
 from tests.conftest import Cli, git, hub_path, hub_tree, write
 
@@ -37,30 +37,6 @@ def _sync(root: Path, **options: object) -> exchange.Exchange:
     mem = open_memory(root)
     with mem.locked():
         return exchange.converge(mem, operator("sync"), lambda: None, **options)  # type: ignore[arg-type]
-
-
-def _rivals_before_each_push(monkeypatch: pytest.MonkeyPatch, memory: Path, other: Path,
-                             names: Iterator[str]) -> None:
-    """Before each push attempt of `memory` (the first, leased one and every later one), another
-    writer lands a version of its own on the hub, while names last."""
-    real_ahead, real_push = exchange._push_ahead, exchange._push_once
-
-    def rival_lands(mem: object) -> None:
-        name = next(names, None) if mem.root == memory else None  # type: ignore[attr-defined]
-        if name is not None:
-            _commit(other, f"notes/{name}.md", f"{name}\n")
-            assert _sync(other).pushed
-
-    def ahead_after_a_rival(*args: object, **kwargs: object) -> str | None:
-        rival_lands(args[0])
-        return real_ahead(*args, **kwargs)  # type: ignore[arg-type]
-
-    def push_after_a_rival(*args: object, **kwargs: object) -> None:
-        rival_lands(args[0])
-        real_push(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(exchange, "_push_ahead", ahead_after_a_rival)
-    monkeypatch.setattr(exchange, "_push_once", push_after_a_rival)
 
 
 @pytest.fixture
@@ -89,23 +65,6 @@ def test_a_lost_race_is_merged_once_and_both_sides_arrive(memory: Path, other: P
     assert tree["notes/theirs.md"] == b"theirs\n" and tree["notes/mine.md"] == b"mine\n"
 
 
-def test_retries_fold_into_one_merge(daemon_hub: Path, memory: Path, other: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Another writer lands a version right before each of our first two pushes: the exchange
-    retries, and the hub gets one merge commit for our work, not one per retry. (On a git daemon:
-    on a hub on this machine a retry holds the hub's lock, so nobody can land in between.)"""
-    monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "60")
-    _commit(memory, "notes/mine.md", "mine\n")
-    _rivals_before_each_push(monkeypatch, memory, other, iter(["first", "second"]))
-    result = _sync(memory)
-    assert result.pushed
-    merges = git("rev-list", "--merges", BRANCH, cwd=daemon_hub).split()
-    assert len(merges) == 1, merges
-    tree = hub_tree(hub=daemon_hub)
-    assert {tree["notes/first.md"], tree["notes/second.md"], tree["notes/mine.md"]} == {b"first\n", b"second\n",
-                                                                                          b"mine\n"}
-
-
 def test_without_push_the_hub_is_only_read(memory: Path, other: Path) -> None:
     _commit(other, "notes/theirs.md", "theirs\n")
     assert _sync(other).pushed
@@ -129,12 +88,27 @@ def test_a_refused_version_never_reaches_the_work_tree(memory: Path, other: Path
     assert not (memory / "notes" / "theirs.md").exists()
 
 
-def test_patience_running_out_keeps_the_version_local(daemon_hub: Path, memory: Path, other: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "0")
-    mine = _commit(memory, "notes/mine.md", "mine\n")
-    _rivals_before_each_push(monkeypatch, memory, other, (f"rival-{n}" for n in range(1000)))
-    with pytest.raises(RepoError, match="kept moving"):
-        _sync(memory)
-    assert "notes/mine.md" not in hub_tree(hub=daemon_hub)
-    assert git("merge-base", "--is-ancestor", mine, "HEAD", cwd=memory) == ""  # still here, merged locally
+@pytest.mark.parametrize("tries", [1, 2])
+def test_an_unreachable_hub_is_tried_as_often_as_memsync_network_tries_says(
+        tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch, tries: int) -> None:
+    """A hub nobody answers for (a port bound but not listening: refused at once) is tried
+    MEMSYNC_NETWORK_TRIES times (an agent's hook sets 2), then the failure is the command's."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as closed:
+        closed.bind(("127.0.0.1", 0))
+        root = tmp_path / "notes"
+        root.mkdir()
+        url = f"git://127.0.0.1:{closed.getsockname()[1]}/hub.git"
+        assert cli("init", "--name", "notes", "--remote", url, cwd=root).code == 0
+        _commit(root, "a.md", "a\n")
+        fetched: list[str] = []
+        real = exchange.fetch
+
+        def fetch(mem: Memory, *args: object) -> str | None:
+            fetched.append(mem.name)
+            return real(mem, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(exchange, "fetch", fetch)
+        monkeypatch.setenv("MEMSYNC_NETWORK_TRIES", str(tries))
+        with pytest.raises(RemoteUnreachable):
+            _sync(root, push=False)  # (no push first: each try is a fetch)
+    assert fetched == ["notes"] * tries

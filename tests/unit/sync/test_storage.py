@@ -1,9 +1,12 @@
 """A push reads its storage.yaml once, opens its repository once and binds its hub once.
 
 Counted by wrapping the real functions (the storage loader, pygit2's Repository constructor)
-during an in-process push of a real memory to a real bare hub (the embedded one). The pack
-builder's own handle (engine.for_packing: packing settings, a heap given back first) is not the
-command's repository and is not counted."""
+during an in-process push of a real memory to a real bare hub (the embedded one); each wrapper
+calls the real one. The constructor is counted, rather than a counter memsync would keep in its
+own opener, because the claim is about every open: one that goes around memsync's opener (a
+`pygit2.Repository(path)` anywhere in git/) must count too, and only the constructor sees it. The
+pack builder's own handle (engine.for_packing: packing settings, a heap given back first) is not
+the command's repository and is not counted."""
 
 from __future__ import annotations
 
