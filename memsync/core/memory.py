@@ -34,7 +34,7 @@ class Memory:
     # of its own for a hub given with --remote, so a push to a mirror never stands in for it
     tracking: str = "origin"
     # a run's final commit could not be made (a full disk): its mark stays when the run ends, so
-    # the next command commits what the run left as that run's (unverified.settle), never the operator's
+    # the next command commits what the run left as that run's (unverified.vet), never the operator's
     run_unrecorded: int | None = None  # the run's exit code
     own_hub: HubUrl | None = None  # the memory's own hub, when `hub` is a mirror given with --remote
 

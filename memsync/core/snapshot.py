@@ -77,7 +77,7 @@ class _Staged:
     data: bytes | None
     mode: int
     old: bytes | None
-    st: os.stat_result | None = None  # the file's stat for the index (see _settled)
+    st: os.stat_result | None = None  # the file's stat for the index (see _cacheable_stat)
     blob: str | None = None  # already checked and stored (_store): `data` and `old` are dropped
     stamp: bytes | None = None  # then `st` is dropped too: repo.stat_stamp(st), a tenth of its size
     judged: bool = False  # its integrity flag, if any, was taken when it was stored
@@ -210,7 +210,7 @@ def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float
             target = tree.readlink(path)
             if _leaves(mem.root, mem.root / path, target):
                 snap.outside_links.append((path, os.fsdecode(target)))
-            return _Staged(change, target, file_mode(st), old, _settled(st, _lstat(tree, path)))
+            return _Staged(change, target, file_mode(st), old, _cacheable_stat(st, _lstat(tree, path)))
         got = tree.read(path, mem.config.max_file_size)
     except OSError as exc:
         if is_outside(exc):  # replaced by a symlink (ELOOP) or removed since the lstat
@@ -221,7 +221,7 @@ def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float
         snap.skipped.append(Skipped(path, "not a regular file, or it grew past max_file_size while read"))
         return None
     data, after = got
-    return _Staged(change, data, file_mode(after), old, _settled(st, after))
+    return _Staged(change, data, file_mode(after), old, _cacheable_stat(st, after))
 
 
 def _refused(path: str, snap: Snapshot, reason: str | None = None) -> bool:
@@ -269,17 +269,17 @@ def _leaves(root: Path, link: Path, target: bytes) -> bool:
 
 # A file last changed this long ago gets a later timestamp from any further write, even on file
 # systems with 1-2 s timestamps, so its stat data can vouch for the bytes just read.
-SETTLED_NS = 2_000_000_000
+FRESH_NS = 2_000_000_000
 
 
-def _settled(before: os.stat_result, after: os.stat_result | None) -> os.stat_result | None:
+def _cacheable_stat(before: os.stat_result, after: os.stat_result | None) -> os.stat_result | None:
     """`before` if it still describes the file after the read and the file is not fresh; else
     None, and the next scan re-hashes the file rather than trust a stat a same-tick write
     could leave unchanged (git's "racy clean" problem)."""
     if after is None or (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) != (
             after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns):
         return None
-    if time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < SETTLED_NS:
+    if time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < FRESH_NS:
         return None
     return before
 

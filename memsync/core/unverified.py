@@ -42,7 +42,7 @@ class Unverified:
         return ", ".join(c.short for c in self.commits[:5]) + (" ..." if len(self.commits) > 5 else "")
 
 
-def settle(mem: Memory, *, refuse: bool = True, by: str = "push") -> Unverified:
+def vet(mem: Memory, *, refuse: bool = True, by: str = "push") -> Unverified:
     """Deal with unpushed commits memsync did not make (caller holds the lock); see the module.
     `refuse=False` (pull, which pushes nothing): only a dead run's leftovers are dealt with."""
     git = mem.git
@@ -130,4 +130,4 @@ def _scan(mem: Memory, found: Unverified, hub: str | None, head: str) -> None:
         found.violations = [f"{v.path}: {v.reason}" for v in violations]
 
 
-__all__ = ["Unverified", "settle"]
+__all__ = ["Unverified", "vet"]

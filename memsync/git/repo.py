@@ -380,7 +380,7 @@ class GitRepo(VersionReading):
     # -- committing ----------------------------------------------------------------------------
     def stage(self, path: str, data: bytes, mode: int, st: os.stat_result | None = None) -> None:
         """Stage `data` at `path`. `st`: the file's stat when `data` was read (see
-        snapshot._settled), so the next scan trusts the entry instead of re-hashing the file."""
+        snapshot._cacheable_stat), so the next scan trusts the entry instead of re-hashing the file."""
         self.stage_stored(path, self.store_blob(path, data), mode, None if st is None else stat_stamp(st))
 
     def store_blob(self, path: str, data: bytes) -> str:

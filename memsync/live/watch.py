@@ -102,7 +102,7 @@ class Watcher:
         self.heartbeat = heartbeat
         self.status = WatchStatus(version=mem.git.head_oid())
         self.monitor = ChangeMonitor(mem.root, lambda m: self._say(m, "warning"))
-        self.checkpointer = Checkpointer([self.monitor], self._on_settled, quiet=debounce,
+        self.checkpointer = Checkpointer([self.monitor], self._on_quiet, quiet=debounce,
                                          max_interval=max(30.0, 10 * debounce),
                                          on_error=self._on_unexpected, extra=self._on_tick)
         self._next_poll = 0.0  # the first tick runs a full cycle: changes made while not watching
@@ -151,7 +151,7 @@ class Watcher:
             if stop.wait(max(0.0, self._retry_at - time.monotonic())):
                 return False
 
-    def _on_settled(self, monitor: ChangeMonitor, overdue: bool = False) -> bool:
+    def _on_quiet(self, monitor: ChangeMonitor, overdue: bool = False) -> bool:
         """Checkpointer action: files changed and then stayed quiet for --debounce seconds (or
         keep changing: `overdue` takes them as they are)."""
         if time.monotonic() < self._retry_at:

@@ -33,7 +33,7 @@ def _quiet() -> float:
     return float(os.environ.get("MEMSYNC_QUIET", "2.0"))
 
 
-def _settle() -> float:
+def _settle_seconds() -> float:
     """How recent a write is still settling (MEMSYNC_SETTLE), read when a run starts."""
     return float(os.environ.get("MEMSYNC_SETTLE", "0.5"))
 
@@ -187,7 +187,7 @@ class RunSession:
                           (("Memsync-Command", self.shown), ("Memsync-Checkpoint", str(m.checkpoints))))
         with mem.locked():
             trust.check(self.say)
-            snap = take(mem, who, settle=0.0 if overdue else _settle(), run_base=m.base,
+            snap = take(mem, who, settle=0.0 if overdue else _settle_seconds(), run_base=m.base,
                         run_flags=trust.run_flags(final=False))
             trust.committed(snap)
             if snap.commit is None:

@@ -244,12 +244,12 @@ def push(path: Path, options: PushOptions | None = None, *, progress: ProgressFn
     mem = open_memory(path, remote, first_push=True)  # a memory's first push binds it to its hub (hubbind.py)
     who = operator(message or "Update memory from the operator")
     from memsync.core.snapshot import take
-    from memsync.core.unverified import settle
+    from memsync.core.unverified import vet
 
     with mem.locked():
         refuse_during_run(mem, "push")
         _prepare(mem)
-        found = settle(mem)
+        found = vet(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         try:
             exchange = converge(mem, who, lambda: _resnap(mem, who), progress=progress)
@@ -293,12 +293,12 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     mem = open_memory(path, remote)
     who = operator("Save local changes before pulling")
     from memsync.core.snapshot import take
-    from memsync.core.unverified import settle
+    from memsync.core.unverified import vet
 
     with mem.locked():
         refuse_during_run(mem, "pull")
         _prepare(mem)
-        settle(mem, refuse=False, by="pull")  # a dead run's leftovers are that run's, not the operator's
+        vet(mem, refuse=False, by="pull")  # a dead run's leftovers are that run's, not the operator's
         snap = take(mem, who)
         exchange = converge(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
                         push=False, progress=progress)
