@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memsync.checks import guard
+from memsync.checks import guard, protect
 from memsync.checks.merge_policy import is_rule_file
 from memsync.checks.pathnames import refused_path
 from memsync.core.attribution import Attribution, change_trailers
@@ -50,7 +50,7 @@ class Snapshot:
     skipped: list[Skipped] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     flags: list[guard.Flag] = field(default_factory=list)
-    violations: list[guard.Violation] = field(default_factory=list)
+    violations: list[protect.Violation] = field(default_factory=list)
     secrets: list[secretscan.Finding] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block` or a refused name; printable
     refused: list[Skipped] = field(default_factory=list)  # a name no version may hold (checks/pathnames.py)
@@ -112,7 +112,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     found = scanned.changes
     snap.index_flags = [(h.path, h.what) for h in scanned.unhidden_flags]
     snap.skipped += _released_fifos(mem.root)
-    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    rules = protect.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
     judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
     # a run's changes to `mode: review` paths wait for review: kept out here, proposed at its end
@@ -124,7 +124,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
                 continue
             if change.kind != "deleted" and _refused(change.path, snap):
                 continue
-            if reviewed and guard.for_review(change.path, rules):
+            if reviewed and protect.for_review(change.path, rules):
                 snap.for_review.append(change.path)
                 continue
             item = _read(mem, tree, change, now, settle, snap)
@@ -330,7 +330,7 @@ def _store(mem: Memory, item: _Staged, run_base: str | None,
 
 
 def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Staged],
-                    snap: Snapshot, rules: list[guard.ProtectRule]) -> list[_Staged]:
+                    snap: Snapshot, rules: list[protect.ProtectRule]) -> list[_Staged]:
     """A change that breaks a protect rule keeps the previous content at its path; the new
     version is kept beside it as a conflict-style copy. Nothing is lost either way. A file named
     like a conflict copy is checked like any other; a protected folder replaced by a file or a
@@ -340,9 +340,9 @@ def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Sta
     if not rules:
         return staged
     changes = [guard.FileChange(s.change.path, s.old, s.data) for s in staged]
-    violations = guard.policy_violations(changes, rules)
-    if who.actor == "operator" and any(v.reason == guard.SEEDING_REASON for v in violations):
-        violations = guard.allow_seeding(violations, mem.git.tracked_paths())
+    violations = protect.policy_violations(changes, rules)
+    if who.actor == "operator" and any(v.reason == protect.SEEDING_REASON for v in violations):
+        violations = protect.allow_seeding(violations, mem.git.tracked_paths())
     if not violations:
         return staged
     violations += _in_the_way(staged, violations)
@@ -396,10 +396,10 @@ def _old_mode(mem: Memory, path: str) -> int:
     return found[1] if found else 0o100644
 
 
-def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> list[guard.Violation]:
+def _in_the_way(staged: list[_Staged], violations: list[protect.Violation]) -> list[protect.Violation]:
     """A new file or symlink at a path where a protected folder was (its files come back)."""
     restored = [v for v in violations if any(s.change.path == v.path and s.old is not None for s in staged)]
-    extra: list[guard.Violation] = []
+    extra: list[protect.Violation] = []
     flagged = {v.path for v in violations}
     for item in staged:
         path = item.change.path
@@ -408,7 +408,7 @@ def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> lis
         under = next((v for v in restored if v.path.startswith(path + "/")), None)
         if under is not None:
             kind = "a symlink" if item.mode == LINK_MODE else "a file"
-            extra.append(guard.Violation(path, under.rule, f"{under.rule.mode}: protected folder replaced by {kind}"))
+            extra.append(protect.Violation(path, under.rule, f"{under.rule.mode}: protected folder replaced by {kind}"))
     return extra
 
 

@@ -17,7 +17,7 @@ run. They are never relabelled as the operator's:
 
 from __future__ import annotations
 
-from memsync.checks import guard
+from memsync.checks import guard, protect
 from memsync.core.attribution import Attribution
 from memsync.core.memory import RUN_MARKER, Memory, run_in_progress
 from memsync.core.snapshot import Snapshot, take
@@ -115,7 +115,7 @@ def _fold(mem: Memory, found: Unverified, run_id: str, exit_code: int | None, ba
 
 
 def _scan(mem: Memory, found: Unverified, hub: str | None, head: str) -> None:
-    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    rules = protect.parse_protect(mem.config.protect) if mem.config.protect else []
     if mem.config.secrets != "block" and not rules:
         return  # nothing could refuse them: their content is not read
     changes = ownership.changed_files(mem.git, hub, ownership.tree_of(mem.git, head))
@@ -126,7 +126,7 @@ def _scan(mem: Memory, found: Unverified, hub: str | None, head: str) -> None:
             if new is not None:
                 found.secrets += [f"{f.path}:{f.line} ({f.rule})" for f in secretscan.scan_bytes(path, new)]
     if rules:
-        violations = guard.policy_violations([guard.FileChange(p, o, n) for p, o, n in changes], rules)
+        violations = protect.policy_violations([guard.FileChange(p, o, n) for p, o, n in changes], rules)
         found.violations = [f"{v.path}: {v.reason}" for v in violations]
 
 

@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from memsync.checks import guard
+from memsync.checks import guard, protect
 from memsync.checks.pathnames import refused_path
 from memsync.errors import MemsyncError, UsageError
 from memsync.integrations.budget import MAX_RESULT_TOKENS, bound, cut_to_tokens, tokens
@@ -408,8 +408,8 @@ class MemoryFiles:
 
     def _policies(self, changes: list[guard.FileChange], t: Target) -> None:
         raw = self.session.memory.config.protect
-        rules = guard.parse_protect(raw) if raw else []
-        violations = guard.policy_violations(changes, rules) if rules else []
+        rules = protect.parse_protect(raw) if raw else []
+        violations = protect.policy_violations(changes, rules) if rules else []
         if violations:
             v = violations[0]
             raise Refused(f"Refused by this memory's protect policy: {v.path} is {v.reason} (rule "
