@@ -24,11 +24,11 @@ RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push
                                                "(default: the memory's).")]
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    hot_command(app, guard, "log")
-    app.command(cls=_PathsAfterDashes)(guard(diff))
-    app.command()(guard(restore))
-    app.command()(guard(revert))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    hot_command(app, wrap, "log")
+    app.command(cls=_PathsAfterDashes)(wrap(diff))
+    app.command()(wrap(restore))
+    app.command()(wrap(revert))
 
 
 def diff(

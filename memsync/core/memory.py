@@ -112,9 +112,9 @@ def open_memory(start: Path, remote: str | None = None, *, first_push: bool = Fa
     """The memory `start` is in, its storage.yaml read and its repository opened once, its hub
     resolved and bound once (hubbind.bind_memory). `first_push`: a memory that records no hub
     records the one this push goes to."""
-    from memsync.util import fifoguard
+    from memsync.util import fiforelease
 
-    fifoguard.watch()  # libgit2 opens files by path, blocking: a FIFO swapped in must not hold it for ever
+    fiforelease.watch()  # libgit2 opens files by path, blocking: a FIFO swapped in must not hold it for ever
     root = find(start)
     config = cfgmod.load(root)
     git = GitRepo.open(root)

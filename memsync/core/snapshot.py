@@ -249,12 +249,12 @@ def _staged(mem: Memory, item: _Staged, snap: Snapshot) -> bool:
 
 
 def _released_fifos(root: Path) -> list[Skipped]:
-    """FIFOs git's own reads met in this tree (swapped in while it read: util/fifoguard.py)."""
-    from memsync.util import fifoguard
+    """FIFOs git's own reads met in this tree (swapped in while it read: util/fiforelease.py)."""
+    from memsync.util import fiforelease
 
     base = os.path.realpath(root) + os.sep
     return [Skipped(path[len(base):], "a FIFO swapped in while git read the tree: released, never read")
-            for path in fifoguard.drain() if path.startswith(base)]
+            for path in fiforelease.drain() if path.startswith(base)]
 
 
 def _leaves(root: Path, link: Path, target: bytes) -> bool:

@@ -157,7 +157,7 @@ class Watcher:
         if time.monotonic() < self._retry_at:
             return True  # still backing off: keep the changes pending
         settle = 0.0 if overdue else self.settle
-        snap = self._guarded(lambda: self._commit(push=not self._offline, settle=settle))
+        snap = self._reporting_failures(lambda: self._commit(push=not self._offline, settle=settle))
         return snap is None or bool(snap.pending)
 
     def _on_tick(self) -> None:
@@ -167,7 +167,7 @@ class Watcher:
         if now < max(self._next_poll, self._retry_at):
             return
         self._next_poll = now + self.poll
-        self._guarded(self._poll)
+        self._reporting_failures(self._poll)
 
     def _on_unexpected(self, monitor: ChangeMonitor, exc: Exception) -> None:
         self._fail("failing", f"unexpected {type(exc).__name__}: {exc}")
@@ -274,7 +274,7 @@ class Watcher:
         return head is not None and head != self.mem.git.ref_oid(self.mem.tracking_ref)
 
     # -- failures: one report per state, retries with backoff ----------------------------------------
-    def _guarded(self, op: Callable[[], Snapshot | None]) -> Snapshot | None:
+    def _reporting_failures(self, op: Callable[[], Snapshot | None]) -> Snapshot | None:
         try:
             return op()
         except LockBusy as exc:

@@ -36,13 +36,13 @@ if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memor
 def undo_read_only(mounted: list[Mounted], say: Say) -> None:
     """Put every read-only memory back as the run found it; name what the command changed there."""
     for m in mounted:
-        if m.guard is None:
+        if m.protection is None:
             continue
         mem, outcome = m.mem, m.outcome
         from memsync.core import readonly
 
         try:
-            done = readonly.undo(mem, m.guard)
+            done = readonly.undo(mem, m.protection)
         except (OSError, MemsyncError) as exc:  # the writable memories are saved all the same
             outcome.read_only_changes = ["(not checked: the undo failed)"]
             say(f"read-only memory {mem.name!r}: cannot undo the run's changes "

@@ -82,7 +82,7 @@ class Mounted:
     outcome: MemoryOutcome
     base: str | None = None  # writable: the branch's version when the command started
     trust: RunTrust | None = None  # writable: the run's record and its checks (record.py)
-    guard: readonly.Protection | None = None  # read-only: the state the undo puts back
+    protection: readonly.Protection | None = None  # read-only: the state the undo puts back
     lent: runas.Lent | None = None  # --as-user: what was handed over
     checkpoints: int = 0
     last_who: Attribution | None = None  # the author of its last checkpoint (a deferred push's)
