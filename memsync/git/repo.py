@@ -192,7 +192,7 @@ class GitRepo(VersionReading):
         if _EXCLUDE_MARK not in current:
             exclude.parent.mkdir(parents=True, exist_ok=True)
             sep = "" if not current or current.endswith("\n") else "\n"
-            exclude.write_text(current + sep + EXCLUDES, encoding="utf-8")
+            atomic_write(exclude, (current + sep + EXCLUDES).encode("utf-8"), keep_mode=True, durable=False)
         ref = f"refs/heads/{branch}"
         if self._repo.head_is_unborn:
             self._repo.set_head(ref)
