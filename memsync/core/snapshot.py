@@ -55,7 +55,7 @@ class Snapshot:
     blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block` or a refused name; printable
     refused: list[Skipped] = field(default_factory=list)  # a name no version may hold (checks/pathnames.py)
     for_review: list[str] = field(default_factory=list)  # a run's changes to `mode: review` paths, kept out
-    run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
+    run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (run/record.py)
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) of symlinks leaving the memory
     rule_files: list[str] = field(default_factory=list)  # .gitattributes/.gitignore this commit changes
@@ -98,7 +98,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     `check_integrity=False`: no guard flags, for deliberate operator rewrites (a restore or a
     revert is recorded by its own trailers; flagging it would bury the damage it repairs).
     `run_flags(tree, flags)`: further flags for the tree about to be committed (a run's record,
-    see trust.py); a commit is made to carry them even if no file changed.
+    see run/record.py); a commit is made to carry them even if no file changed.
     `full_scan`: never narrowed by a change tracker's hint (a merge found the tree other than the
     tracker said: a change no file event reported, through a memory map or a hard link)."""
     snap = Snapshot()
@@ -506,6 +506,12 @@ def describe(snap: Snapshot) -> list[str]:
     lines += [f"index flag cleared: {display_path(path)} was marked {what} (git then looks away from the "
               "file); a run's record sees every change" for path, what in snap.index_flags]
     return lines
+
+
+def warn_each(snap: Snapshot, memory: str, say: Callable[[str], None]) -> None:
+    """describe()'s lines as warnings naming the memory, each through `say` (run, watch)."""
+    for line in describe(snap):
+        say(f"warning: {memory}: {line}")
 
 
 def _shown(path: str) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory
-from memsync.core.snapshot import Snapshot, describe, take
+from memsync.core.snapshot import take, warn_each
 from memsync.errors import (
     Interrupted,
     MemsyncError,
@@ -90,7 +90,7 @@ def finish_run(report: RunReport, writable: list[Mounted], no_push: bool, say: S
                 outcome.left_out = snap.left_out
                 outcome.ignored = snap.ignored
                 outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags
-                report_snapshot(snap, mem, say)
+                warn_each(snap, mem.name, say)
                 outcome.version = mem.git.head_oid()
                 if no_push or abandoned:
                     if abandoned:
@@ -192,9 +192,4 @@ def _resnap(mem: Memory, who: Attribution) -> None:
     take(mem, who)
 
 
-def report_snapshot(snap: Snapshot, mem: Memory, say: Say) -> None:
-    for line in describe(snap):
-        say(f"warning: {mem.name}: {line}")
-
-
-__all__ = ["deliver", "finish_run", "report_snapshot", "undo_read_only"]
+__all__ = ["deliver", "finish_run", "undo_read_only"]

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from memsync.core import pacing
 from memsync.core.attribution import Attribution
-from memsync.core.snapshot import take
+from memsync.core.snapshot import take, warn_each
 from memsync.errors import (
     MemsyncError,
 )
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
-from memsync.run.finish import deliver, report_snapshot, undo_read_only
+from memsync.run.finish import deliver, undo_read_only
 from memsync.run.outcome import Mounted
 from memsync.util import envcheck, processes
 
@@ -193,7 +193,7 @@ class RunSession:
                 m.checkpoints -= 1
             else:
                 m.outcome.checkpoints = m.checkpoints
-                report_snapshot(snap, mem, self.say)
+                warn_each(snap, mem.name, self.say)
                 m.last_who = who
                 if not self.options.no_push and self.pacer.may_push(m.name):  # else with a later push
                     deliver(mem, who, m.outcome, self.say, quiet_failure=True, trust=trust, live=True)
