@@ -1,6 +1,6 @@
 """Unpushed commits memsync did not make, met by `push` (and by `run` before its command starts).
 
-A run folds its agent's commits itself (trust.py). Commits that are still unpushed and that
+A run folds its agent's commits itself (run/record.py). Commits that are still unpushed and that
 memsync did not make come from elsewhere: the operator's own `git commit`, or an agent whose
 run was killed before its final commit (its run marker is left behind), or one that outlived its
 run. They are never relabelled as the operator's:

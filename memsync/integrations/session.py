@@ -87,7 +87,6 @@ class MemorySession:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
-        self._push_error: str | None = None
         self.root_id: tuple[int, int] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -227,13 +226,11 @@ class MemorySession:
         try:
             exchange = converge(mem, who, lambda: self._resnap(who))
         except RemoteError as exc:
-            self._push_error = exc.message
             return f"not pushed yet (kept locally, retried at the next checkpoint): {exc.message}"
         for c in exchange.conflicts:
             self.notices.append(f"conflict in {c.path}: kept this session's version, the other {where_kept(c.copy)}")
         self._unpushed_writes = 0
         self._first_unpushed = None
-        self._push_error = None
         return None
 
     def _resnap(self, who: Attribution) -> None:
