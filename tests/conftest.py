@@ -106,7 +106,7 @@ def write(root: Path, rel: str, text: str | bytes) -> Path:
 
 def fresh_for_a_minute(path: Path) -> Path:
     """Give `path` an mtime a minute ahead: memsync's 2-second rule for fresh files
-    (core/snapshot.py, SETTLED_NS) then holds for it however slowly a loaded machine runs the test."""
+    (core/snapshot.py, FRESH_NS) then holds for it however slowly a loaded machine runs the test."""
     ahead = time.time_ns() + 60 * 10**9
     os.utime(path, ns=(ahead, ahead), follow_symlinks=False)
     return path

@@ -160,7 +160,7 @@ def test_the_checker_sees_function_level_and_relative_imports(tmp_path: Path) ->
 # FFI of memsync's own) goes through one module; ctypes elsewhere only for libc (util/sealed.py).
 NATIVE_ONLY = {"pygit2.ffi": (), "pygit2._libgit2": (), "cffi": (), "_cffi_backend": (),
                # ctypes for libc (mlock, prctl, a blocked open's path), never for libgit2
-               "ctypes": ("memsync.util.sealed", "memsync.util.processes", "memsync.util.fifoguard")}
+               "ctypes": ("memsync.util.sealed", "memsync.util.processes", "memsync.util.fiforelease")}
 
 
 def _imported_names(path: Path) -> Iterator[tuple[str, int]]:

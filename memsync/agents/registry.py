@@ -104,11 +104,6 @@ def default_target(a: Agent, scope: str, project: Path) -> tuple[str, Path]:
     return a.key, a.home
 
 
-def project_target(a: Agent, project: Path) -> tuple[str, Path]:
-    """The memory name and folder of the project holding `project`, on this machine."""
-    return default_target(a, "project", project)
-
-
 def project_memory_name(label: str, key: str) -> str:
     """claude-<repository name>-<8 hex digits of its identity>: readable, and distinct for two
     repositories of the same name."""

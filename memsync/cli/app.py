@@ -1,7 +1,7 @@
 """The `memsync` app: the typer application the verb modules attach their commands to (verbs.py),
 and `main`, which runs one command line through it.
 
-Exit codes are decided in failures.call_guarded, from the error classes in errors.py;
+Exit codes are decided in failures.call_command, from the error classes in errors.py;
 `handle_errors` carries them to typer, and `main` returns them to the entry point (entry.py),
 the one caller of sys.exit.
 """
@@ -20,7 +20,7 @@ import typer
 
 from memsync import __version__
 from memsync.cli import compat
-from memsync.cli.failures import Stop, call_guarded, interrupt, unexpected
+from memsync.cli.failures import Stop, call_command, interrupt, unexpected
 from memsync.cli.output import err, warn
 from memsync.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemsyncError
 
@@ -44,7 +44,7 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return call_guarded(func, *args, **kwargs)
+            return call_command(func, *args, **kwargs)
         except Stop as stop:
             raise typer.Exit(stop.code) from None
 

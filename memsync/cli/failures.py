@@ -11,7 +11,7 @@ from typing import Any
 from memsync.cli.output import err, warn
 from memsync.errors import EXIT_FAILURE, EXIT_INTERRUPTED, Interrupted, MemsyncError
 
-__all__ = ["Stop", "call_guarded", "disk_full", "interrupt", "unexpected"]
+__all__ = ["Stop", "call_command", "disk_full", "interrupt", "unexpected"]
 
 
 class Stop(Exception):
@@ -22,7 +22,7 @@ class Stop(Exception):
         self.code = code
 
 
-def call_guarded(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def call_command(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a command body; its errors become `error:`/`hint:` lines and a `Stop` with the exit code."""
     from memsync.util import notices
 

@@ -115,7 +115,7 @@ def dispatch(words: list[str]) -> int | None:
             return None
         from memsync.cli.hookcall import run_hook
 
-        return _call(run_hook, {"args": args}, guarded=False)
+        return _call(run_hook, {"args": args}, report_failures=False)
     verb = HOT.get(words[0])
     if verb is None:
         return None
@@ -133,10 +133,10 @@ def dispatch(words: list[str]) -> int | None:
     return _call(body, verb.arguments(given))
 
 
-def _call(body: Callable[..., Any], params: dict[str, Any], guarded: bool = True) -> int:
+def _call(body: Callable[..., Any], params: dict[str, Any], report_failures: bool = True) -> int:
     """As app.main runs a typer command: Ctrl-C as a memsync error while it runs, failures as
     `error:`/`hint:` lines and exit codes (failures.py)."""
-    from memsync.cli.failures import Stop, call_guarded, interrupt, unexpected
+    from memsync.cli.failures import Stop, call_command, interrupt, unexpected
     from memsync.cli.output import err
     from memsync.errors import EXIT_INTERRUPTED, MemsyncError
     from memsync.util.startup import resume_gc
@@ -145,7 +145,7 @@ def _call(body: Callable[..., Any], params: dict[str, Any], guarded: bool = True
     previous = signal.signal(signal.SIGINT, interrupt) if threading.current_thread() is threading.main_thread() \
         else None
     try:
-        result = call_guarded(body, **params) if guarded else body(**params)
+        result = call_command(body, **params) if report_failures else body(**params)
     except Stop as stop:
         return stop.code
     except MemsyncError as exc:  # raised outside a command body

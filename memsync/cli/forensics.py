@@ -11,12 +11,12 @@ from memsync.cli.base import CommandWrapper
 from memsync.cli.compat import TyperCommand
 from memsync.cli.hotverbs import hot_command
 from memsync.cli.output import err, out, styled, unified_diff, warn
+from memsync.cli.syncing import report_snapshot
 from memsync.util.names import where_kept
 from memsync.util.textsafe import display_path
 from memsync.util.wording import count
 
 if TYPE_CHECKING:  # the core is imported by each command when it runs (start-up stays lean)
-    from memsync.core.snapshot import Snapshot
     from memsync.git.history import FilePatch
     from memsync.history.forensics import Outcome
 
@@ -24,11 +24,11 @@ RemoteOpt = Annotated[str | None, typer.Option("--remote", help="Hub URL to push
                                                "(default: the memory's).")]
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    hot_command(app, guard, "log")
-    app.command(cls=_PathsAfterDashes)(guard(diff))
-    app.command()(guard(restore))
-    app.command()(guard(revert))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    hot_command(app, wrap, "log")
+    app.command(cls=_PathsAfterDashes)(wrap(diff))
+    app.command()(wrap(restore))
+    app.command()(wrap(revert))
 
 
 def diff(
@@ -73,7 +73,7 @@ def restore(
     result = forensics.restore(Path.cwd(), paths, at, force=force, remote=remote, conflict=conflict)
     if result.saved_first:
         err(f"saved your uncommitted changes first as version {result.saved_first[:8]}")
-    _report_snapshot(result.snapshot)
+    report_snapshot(result.snapshot)
     if result.version is None:
         out(f"Already as at {result.source[:8]}: nothing to restore")
     else:
@@ -96,7 +96,7 @@ def revert(
     from memsync.history import forensics
 
     result = forensics.revert(Path.cwd(), rev, remote=remote)
-    _report_snapshot(result.snapshot)
+    report_snapshot(result.snapshot)
     what = result.source if result.source.startswith("run:") else result.source[:8]
     if result.version is None:
         out(f"Nothing to revert: the changes of {what} are already undone")
@@ -141,13 +141,6 @@ def _print_stat(patches: list[FilePatch]) -> None:
 
 
 # -- restore / revert --------------------------------------------------------------------------
-def _report_snapshot(snap: Snapshot) -> None:
-    from memsync.core.snapshot import describe
-
-    for line in describe(snap):
-        warn(line)
-
-
 def _report_push(result: Outcome) -> None:
     if result.merged:
         err(f"merged {result.merged} newer remote version{'' if result.merged == 1 else 's'} before pushing")

@@ -23,16 +23,16 @@ ScopeOpt = Annotated[str, typer.Option("--scope", help="user (~/.claude/settings
 ShellArg = Annotated[str | None, typer.Argument(help="bash, zsh or fish (default: from $SHELL).")]
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
     hooks = typer.Typer(name="hooks", no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                         help="Keep a coding agent's own memory files (Claude Code, Codex) in a memory: "
                         "pulled when a session starts, committed and pushed as the session's run when "
                         "a turn or the session ends.")
     app.add_typer(hooks)
 
-    hooks.command("install")(guard(install))
-    hooks.command("uninstall")(guard(uninstall))
-    hooks.command("status")(guard(status))
+    hooks.command("install")(wrap(install))
+    hooks.command("uninstall")(wrap(uninstall))
+    hooks.command("status")(wrap(status))
     hooks.command("run", hidden=True,
                   context_settings={"ignore_unknown_options": True, "allow_extra_args": True})(run)
 
@@ -40,8 +40,8 @@ def register(app: typer.Typer, guard: CommandWrapper) -> None:
                              rich_markup_mode=None, help="Shell completion for bash, zsh and fish.")
     app.add_typer(completion)
 
-    completion.command("show")(guard(show))
-    completion.command("install")(guard(install_completion))
+    completion.command("show")(wrap(show))
+    completion.command("install")(wrap(install_completion))
 
 
 def _install(agent: str, memory: str | None, directory: Path | None, scope: str, remote: str | None,

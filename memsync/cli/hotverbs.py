@@ -15,11 +15,11 @@ from memsync.cli.options import HOT, REST, WORD, Verb
 __all__ = ["hot_command", "typer_command"]
 
 
-def hot_command(app: typer.Typer, guard: CommandWrapper, name: str) -> None:
+def hot_command(app: typer.Typer, wrap: CommandWrapper, name: str) -> None:
     """Attach the hot verb `name` as its declaration says (options.py)."""
     verb = HOT[name]
     settings = {} if verb.interspersed else {"context_settings": {"allow_interspersed_args": False}}
-    app.command(name, **settings)(guard(typer_command(verb)))  # type: ignore[arg-type]
+    app.command(name, **settings)(wrap(typer_command(verb)))  # type: ignore[arg-type]
 
 
 def typer_command(verb: Verb) -> Callable[..., Any]:

@@ -12,8 +12,8 @@ from memsync.cli.output import err
 from memsync.integrations.options import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_CHECKPOINT_WRITES
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    app.command()(guard(mcp))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    app.command()(wrap(mcp))
 
 
 def mcp(

@@ -20,12 +20,12 @@ _JSON = typer.Option("--json", help="Print JSON instead of text.")
 _REMOTE = typer.Option("--remote", help="Hub URL (default: the memory's).")
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    app.command()(guard(proposals))
-    app.command()(guard(review))
-    app.command()(guard(accept))
-    app.command()(guard(reject))
-    app.command(context_settings={"allow_interspersed_args": False})(guard(consolidate))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    app.command()(wrap(proposals))
+    app.command()(wrap(review))
+    app.command()(wrap(accept))
+    app.command()(wrap(reject))
+    app.command(context_settings={"allow_interspersed_args": False})(wrap(consolidate))
 
 
 def _consolidate(command: list[str], memory: str | None, run_id: str | None, remote: str | None,

@@ -16,8 +16,8 @@ if TYPE_CHECKING:  # imported by the command when it runs
     from memsync.history.redact import Plan
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    app.command()(guard(redact))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    app.command()(wrap(redact))
 
 
 def redact(

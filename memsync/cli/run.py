@@ -11,9 +11,9 @@ from memsync.cli.hotverbs import hot_command
 from memsync.cli.output import out
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    hot_command(app, guard, "run")
-    app.command()(guard(contract))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    hot_command(app, wrap, "run")
+    app.command()(wrap(contract))
 
 
 def contract(

@@ -23,8 +23,8 @@ def default_socket() -> Path:
     return ensure_home() / "serve.sock"
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    app.command()(guard(serve))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    app.command()(wrap(serve))
 
 
 def serve(

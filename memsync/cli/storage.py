@@ -17,14 +17,14 @@ RemoteOpt = Annotated[str | None, typer.Option(*options.REMOTE.spellings, help=o
 JsonOpt = Annotated[bool, typer.Option(*options.JSON.spellings, help=options.JSON.help)]
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    app.command()(guard(init))
-    hot_command(app, guard, "push")
-    hot_command(app, guard, "pull")
-    app.command()(guard(clone))
-    app.command()(guard(gc))
-    hot_command(app, guard, "status")
-    app.command("list")(guard(list_))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    app.command()(wrap(init))
+    hot_command(app, wrap, "push")
+    hot_command(app, wrap, "pull")
+    app.command()(wrap(clone))
+    app.command()(wrap(gc))
+    hot_command(app, wrap, "status")
+    app.command("list")(wrap(list_))
 
 
 def init(

@@ -10,8 +10,8 @@ from memsync.cli.base import CommandWrapper
 from memsync.cli.output import err, out
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    app.command()(guard(ui))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    app.command()(wrap(ui))
 
 
 def ui(

@@ -22,15 +22,15 @@ OCCASIONAL = {"redact": "redact", "hooks": "hooks", "completion": "hooks", "mcp"
 _registered: set[str] = set()
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
     """Attach the core verbs to `app`; the occasional ones come with `register_for`."""
     from memsync.cli import forensics, run, storage, watch
 
     for module in (storage, run, forensics, watch):
-        module.register(app, guard)
+        module.register(app, wrap)
 
 
-def register_for(app: typer.Typer, guard: CommandWrapper, words: list[str]) -> None:
+def register_for(app: typer.Typer, wrap: CommandWrapper, words: list[str]) -> None:
     """Attach what the command line `words` needs: its occasional verb, or every verb when it
     names none that is known (help, a typo: the whole app answers)."""
     import importlib
@@ -44,4 +44,4 @@ def register_for(app: typer.Typer, guard: CommandWrapper, words: list[str]) -> N
     for name in dict.fromkeys(OCCASIONAL.values()):
         if name in wanted and name not in _registered:
             _registered.add(name)
-            importlib.import_module(f"memsync.cli.{name}").register(app, guard)
+            importlib.import_module(f"memsync.cli.{name}").register(app, wrap)

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from memsync.live.watch import Report, WatchEvent, WatchStatus, WatchSummary
 
 
-def register(app: typer.Typer, guard: CommandWrapper) -> None:
-    app.command()(guard(watch))
+def register(app: typer.Typer, wrap: CommandWrapper) -> None:
+    app.command()(wrap(watch))
 
 
 def watch(

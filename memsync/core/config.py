@@ -157,8 +157,8 @@ def from_mapping(data: dict[Any, Any], where: str) -> StorageConfig:
     size = data.get("max_file_size", DEFAULT_MAX_FILE_SIZE)
     cfg.max_file_size = parse_size(size, where)
     protect = data.get("protect") or []
-    if protect:  # (only then: the guard's code is not imported for nothing)
-        from memsync.checks.guard import parse_protect
+    if protect:  # (only then: the rules' code is not imported for nothing)
+        from memsync.checks.protect import parse_protect
 
         try:
             parse_protect(protect)

@@ -7,7 +7,7 @@ command waits for it as it always does), and the command's own `held` of it take
 (core/locking.py): it is taken once. Nothing is walked early when the command will write the
 index or the work tree before its first scan: when the lock's last holder died (its git lock
 files are cleared first), or the repository holds an index.lock, an interrupted checkout, a
-read-only guard or a run's marker (each recovered from first, and the scan then walks itself).
+read-only protection or a run's marker (each recovered from first, and the scan then walks itself).
 `MEMSYNC_NO_EARLY_WALK=1` turns all of it off: the lock is taken when the command asks for it.
 """
 

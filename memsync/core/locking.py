@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memsync.errors import LockBusy, RepoError
-from memsync.util import holders
+from memsync.util import envcheck, holders
 from memsync.util.records import recordclass
 
 DEFAULT_TIMEOUT = 30.0
@@ -64,10 +64,8 @@ class Tenure:
 
 
 def lock_timeout() -> float:
-    try:
-        return float(os.environ.get("MEMSYNC_LOCK_TIMEOUT", DEFAULT_TIMEOUT))
-    except ValueError:
-        return DEFAULT_TIMEOUT
+    """Seconds to wait for a busy memory (MEMSYNC_LOCK_TIMEOUT, as util/envcheck.py checked it)."""
+    return envcheck.number("MEMSYNC_LOCK_TIMEOUT", DEFAULT_TIMEOUT)
 
 
 @contextmanager

@@ -34,7 +34,7 @@ class Memory:
     # of its own for a hub given with --remote, so a push to a mirror never stands in for it
     tracking: str = "origin"
     # a run's final commit could not be made (a full disk): its mark stays when the run ends, so
-    # the next command commits what the run left as that run's (unverified.settle), never the operator's
+    # the next command commits what the run left as that run's (unverified.vet), never the operator's
     run_unrecorded: int | None = None  # the run's exit code
     own_hub: HubUrl | None = None  # the memory's own hub, when `hub` is a mirror given with --remote
 
@@ -112,9 +112,9 @@ def open_memory(start: Path, remote: str | None = None, *, first_push: bool = Fa
     """The memory `start` is in, its storage.yaml read and its repository opened once, its hub
     resolved and bound once (hubbind.bind_memory). `first_push`: a memory that records no hub
     records the one this push goes to."""
-    from memsync.util import fifoguard
+    from memsync.util import fiforelease
 
-    fifoguard.watch()  # libgit2 opens files by path, blocking: a FIFO swapped in must not hold it for ever
+    fiforelease.watch()  # libgit2 opens files by path, blocking: a FIFO swapped in must not hold it for ever
     root = find(start)
     config = cfgmod.load(root)
     git = GitRepo.open(root)

@@ -26,7 +26,7 @@ def reclaim(root: Path, mark_file: Path, name: str, data: dict[str, Any]) -> Non
     """End the processes and take back the tree `root` of the dead --as-user run whose mark
     `data` (in `mark_file`) is (caller holds the memory's lock and checked that the run's memsync
     is gone; root only). The mark stays, without its --as-user record: what the run left is still
-    that run's (core/unverified.settle)."""
+    that run's (core/unverified.vet)."""
     user = data.get("as_user")
     if not isinstance(user, dict) or os.geteuid() != 0:
         return

@@ -31,7 +31,7 @@ from memsync.util.records import field, recordclass
 
 
 class Memory(Protocol):
-    """What the read-only guard needs of a memory (core/memory.py's Memory). A protocol, not an
+    """What the read-only protection needs of a memory (core/memory.py's Memory). A protocol, not an
     import: opening a memory finishes a killed run's undo (memory.open_memory calls recover)."""
 
     root: Path
@@ -51,7 +51,7 @@ class Memory(Protocol):
 
 __all__ = ["Protection", "Undone", "check_same_folder", "chmod_nofollow", "protect", "recover", "undo"]
 
-MARK = "memsync-ro-guard.json"
+MARK = "memsync-ro-guard.json"  # its old name, kept: a marker an older memsync left is still found
 _OWN = (".git", ".vm0")
 _WRITE = 0o222
 
@@ -149,21 +149,22 @@ def protect(mem: Memory, run_id: str) -> Protection:
     with mem.locked():
         before = {c.path: file_blob_id(mem.root / c.path) for c in scan(mem.git, full=True).changes}
     st = mem.root.lstat()
-    guard = Protection(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before,
-                  (st.st_dev, st.st_ino))
+    protection = Protection(run_id, mem.name, mem.root, mem.branch, mem.git.head_oid(), _walk(mem.root), before,
+                            (st.st_dev, st.st_ino))
     (memsync_home() / "runs").mkdir(mode=0o700, parents=True, exist_ok=True)  # what is kept there is private
-    _save_before(guard)
+    _save_before(protection)
     for rel in _own_files(mem):
-        (guard.own / rel).parent.mkdir(parents=True, exist_ok=True)
-        _copy(mem.root / rel, guard.own / rel)
-    guard.record.parent.mkdir(parents=True, exist_ok=True)
-    _write_json(guard.record, {"run_id": run_id, "name": guard.name, "root": str(guard.root),
-                               "branch": guard.branch, "head": guard.head, "modes": guard.modes,
-                               "before": guard.before, "ident": list(guard.ident)})
+        (protection.own / rel).parent.mkdir(parents=True, exist_ok=True)
+        _copy(mem.root / rel, protection.own / rel)
+    protection.record.parent.mkdir(parents=True, exist_ok=True)
+    _write_json(protection.record, {"run_id": run_id, "name": protection.name, "root": str(protection.root),
+                                    "branch": protection.branch, "head": protection.head,
+                                    "modes": protection.modes, "before": protection.before,
+                                    "ident": list(protection.ident)})
     _write_json(mem.git.git_dir / MARK, {"run_id": run_id, "pid": os.getpid()})
-    for rel, mode in sorted(guard.modes.items(), reverse=True):  # files before their folders, root last
+    for rel, mode in sorted(protection.modes.items(), reverse=True):  # files before their folders, root last
         chmod_nofollow(mem.root / rel, stat.S_IMODE(mode) & ~_WRITE)
-    return guard
+    return protection
 
 
 def _own_files(mem: Memory) -> list[str]:
@@ -176,42 +177,42 @@ def _own_files(mem: Memory) -> list[str]:
     return [rel for rel in found if (mem.root / rel).is_file() and not (mem.root / rel).is_symlink()]
 
 
-def _put_back_own(mem: Memory, guard: Protection) -> list[str]:
+def _put_back_own(mem: Memory, protection: Protection) -> list[str]:
     """storage.yaml, .git/config, info/exclude and hooks as they were: a changed or new one is kept
     aside (an exclude pattern would hide new files from the undo, a hook would run later)."""
     changed: list[str] = []
     for folder in (".vm0", ".git/info", ".git/hooks"):  # a symlink here would lead the writes outside
         path = mem.root / folder
         if os.path.lexists(path) and not stat.S_ISDIR(path.lstat().st_mode):
-            _move(path, guard.aside / folder)
+            _move(path, protection.aside / folder)
             changed.append(folder)
-    saved = {p.relative_to(guard.own).as_posix() for p in guard.own.rglob("*") if not p.is_dir()} \
-        if guard.own.exists() else set()
+    saved = {p.relative_to(protection.own).as_posix() for p in protection.own.rglob("*") if not p.is_dir()} \
+        if protection.own.exists() else set()
     hooks = mem.root / ".git" / "hooks"
     now = set(_own_files(mem)) | ({f".git/hooks/{p.name}" for p in hooks.iterdir()}
                                   if hooks.is_dir() and not hooks.is_symlink() else set())
     for rel in sorted(saved | now):
-        path, copy = mem.root / rel, guard.own / rel
+        path, copy = mem.root / rel, protection.own / rel
         same = rel in saved and path.is_file() and not path.is_symlink() and path.read_bytes() == copy.read_bytes()
         if same:
             continue
         changed.append(rel)
         if os.path.lexists(path):
-            _move(path, guard.aside / rel)
+            _move(path, protection.aside / rel)
         if rel in saved:
             path.parent.mkdir(parents=True, exist_ok=True)
             _copy(copy, path)
     return changed
 
 
-def _save_before(guard: Protection) -> None:
+def _save_before(protection: Protection) -> None:
     """The operator's own uncommitted files, copied aside: the undo puts them back as they were."""
-    for rel, blob in guard.before.items():
+    for rel, blob in protection.before.items():
         if blob is None:
             continue
-        dst = guard.saved / rel
+        dst = protection.saved / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        _copy(guard.root / rel, dst)
+        _copy(protection.root / rel, dst)
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -227,45 +228,45 @@ def _write_json(path: Path, data: object) -> None:
     atomic_write(path, json.dumps(data).encode("utf-8"))
 
 
-def undo(mem: Memory, guard: Protection) -> Undone:
+def undo(mem: Memory, protection: Protection) -> Undone:
     """Put the memory back as it was when the run started; what the command made is kept aside.
     RepoError if the memory's folder itself was replaced (moved away, a symlink put in its place):
     nothing is touched then, as the path may now lead anywhere."""
-    check_same_folder(mem.root, guard.ident)
-    for rel, mode in sorted(guard.modes.items()):  # folders writable again first, root first
+    check_same_folder(mem.root, protection.ident)
+    for rel, mode in sorted(protection.modes.items()):  # folders writable again first, root first
         if stat.S_ISDIR(mode):
             chmod_nofollow(mem.root / rel, stat.S_IMODE(mode) | 0o700)
     done = Undone()
     with mem.locked():
-        own = _put_back_own(mem, guard)
+        own = _put_back_own(mem, protection)
         tip = mem.git.ref_oid(mem.local_ref)
-        moved = tip != guard.head or mem.git.head_target() != mem.local_ref
+        moved = tip != protection.head or mem.git.head_target() != mem.local_ref
         if moved:
-            done.dropped_commit = tip if tip != guard.head else None
-            mem.git.reset_branch(guard.branch, guard.head)
+            done.dropped_commit = tip if tip != protection.head else None
+            mem.git.reset_branch(protection.branch, protection.head)
         now = {c.path: file_blob_id(mem.root / c.path) for c in scan(mem.git, full=True).changes}
-        changed = sorted(p for p in set(now) | set(guard.before)
-                         if (p in now) != (p in guard.before) or now.get(p) != guard.before.get(p))
+        changed = sorted(p for p in set(now) | set(protection.before)
+                         if (p in now) != (p in protection.before) or now.get(p) != protection.before.get(p))
         for rel in changed:
-            _put_back(mem, guard, rel)
-        new_dirs = _newcomers(mem.root, guard.modes)  # folders, and files git does not show (ignored)
+            _put_back(mem, protection, rel)
+        new_dirs = _newcomers(mem.root, protection.modes)  # folders, and files git does not show (ignored)
         for rel in new_dirs:
-            _keep_aside(guard, rel)
-        for rel, mode in sorted(guard.modes.items(), reverse=True):
+            _keep_aside(protection, rel)
+        for rel, mode in sorted(protection.modes.items(), reverse=True):
             path = mem.root / rel
             if stat.S_ISDIR(mode) and not os.path.lexists(path) and real_folders(mem.root, rel):
                 path.mkdir(parents=True)
             chmod_nofollow(path, stat.S_IMODE(mode))
         if changed or moved or own:
             scan(mem.git, full=True)  # the index's stat cache, after the files were written
-    done.changed = own + changed + [f"{d}/" if (guard.aside / d).is_dir() else d for d in new_dirs]
-    if guard.aside.exists() and any(guard.aside.iterdir()):
-        done.kept_in = str(guard.aside)
+    done.changed = own + changed + [f"{d}/" if (protection.aside / d).is_dir() else d for d in new_dirs]
+    if protection.aside.exists() and any(protection.aside.iterdir()):
+        done.kept_in = str(protection.aside)
     (mem.git.git_dir / MARK).unlink(missing_ok=True)
-    guard.record.unlink(missing_ok=True)
-    for scratch in (guard.own, guard.saved):  # only the undo needed them
+    protection.record.unlink(missing_ok=True)
+    for scratch in (protection.own, protection.saved):  # only the undo needed them
         shutil.rmtree(scratch, ignore_errors=True)
-    for empty in (guard.aside, guard.record.parent, guard.record.parent.parent):
+    for empty in (protection.aside, protection.record.parent, protection.record.parent.parent):
         with contextlib.suppress(OSError):
             empty.rmdir()  # only when nothing was kept there
     return done
@@ -307,12 +308,12 @@ def _newcomers(root: Path, modes: dict[str, int]) -> list[str]:
     return found
 
 
-def _keep_aside(guard: Protection, rel: str) -> None:
+def _keep_aside(protection: Protection, rel: str) -> None:
     """Move what is at `rel` (file, symlink or folder, never followed) out of the memory."""
-    src = guard.root / rel
-    if not real_folders(guard.root, rel) or not os.path.lexists(src):
+    src = protection.root / rel
+    if not real_folders(protection.root, rel) or not os.path.lexists(src):
         return
-    _move(src, guard.aside / rel)
+    _move(src, protection.aside / rel)
 
 
 def _move(src: Path, dst: Path) -> None:
@@ -331,24 +332,24 @@ def _move(src: Path, dst: Path) -> None:
     shutil.move(str(src), str(dst))
 
 
-def _put_back(mem: Memory, guard: Protection, rel: str) -> None:
+def _put_back(mem: Memory, protection: Protection, rel: str) -> None:
     """`rel` as it was when the run started; what is there now is kept aside first."""
-    if rel in guard.before:
-        blob = guard.before[rel]
-        source: Path | tuple[bytes, int] | None = guard.saved / rel if blob is not None else None
+    if rel in protection.before:
+        blob = protection.before[rel]
+        source: Path | tuple[bytes, int] | None = protection.saved / rel if blob is not None else None
     else:
-        source = history.blob_at(mem.git, guard.head, rel) if guard.head else None
+        source = history.blob_at(mem.git, protection.head, rel) if protection.head else None
     if source is None:
-        _keep_aside(guard, rel)
+        _keep_aside(protection, rel)
         return
     here = PurePosixPath()
     for part in PurePosixPath(rel).parts[:-1]:  # a folder on the way replaced by a file or a symlink
         here = here / part
-        path = guard.root / here
+        path = protection.root / here
         if os.path.lexists(path) and not stat.S_ISDIR(path.lstat().st_mode):
-            _keep_aside(guard, here.as_posix())
-    _keep_aside(guard, rel)
-    target = guard.root / rel
+            _keep_aside(protection, here.as_posix())
+    _keep_aside(protection, rel)
+    target = protection.root / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(source, Path):
         _copy(source, target)
@@ -371,17 +372,17 @@ def recover(mem: Memory) -> Undone | None:
         return None  # that run is still going
     try:
         rec = json.loads((memsync_home() / "runs" / run_id / "ro" / f"{mem.name}.json").read_text(encoding="utf-8"))
-        guard = Protection(run_id, mem.name, Path(rec["root"]), str(rec["branch"]), rec["head"],
-                      {str(k): int(v) for k, v in rec["modes"].items()},
-                      {str(k): (None if v is None else str(v)) for k, v in rec["before"].items()},
-                      (int(rec["ident"][0]), int(rec["ident"][1])))
+        protection = Protection(run_id, mem.name, Path(rec["root"]), str(rec["branch"]), rec["head"],
+                                {str(k): int(v) for k, v in rec["modes"].items()},
+                                {str(k): (None if v is None else str(v)) for k, v in rec["before"].items()},
+                                (int(rec["ident"][0]), int(rec["ident"][1])))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         mark.unlink(missing_ok=True)
         return None
-    if guard.root.resolve() != mem.root.resolve() or guard.branch != mem.branch:
+    if protection.root.resolve() != mem.root.resolve() or protection.branch != mem.branch:
         return None  # a record for another memory: not ours to apply
     try:
-        return undo(mem, guard)
+        return undo(mem, protection)
     except OSError as exc:
         from memsync.errors import RepoError
 

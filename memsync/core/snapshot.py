@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memsync.checks import guard
+from memsync.checks import guard, protect
 from memsync.checks.merge_policy import is_rule_file
 from memsync.checks.pathnames import refused_path
 from memsync.core.attribution import Attribution, change_trailers
@@ -50,12 +50,12 @@ class Snapshot:
     skipped: list[Skipped] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     flags: list[guard.Flag] = field(default_factory=list)
-    violations: list[guard.Violation] = field(default_factory=list)
+    violations: list[protect.Violation] = field(default_factory=list)
     secrets: list[secretscan.Finding] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)  # kept out by `secrets: block` or a refused name; printable
     refused: list[Skipped] = field(default_factory=list)  # a name no version may hold (checks/pathnames.py)
     for_review: list[str] = field(default_factory=list)  # a run's changes to `mode: review` paths, kept out
-    run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (trust.py)
+    run_flags: list[str] = field(default_factory=list)  # flags about the run as a whole (run/record.py)
     ignored: list[str] = field(default_factory=list)  # new files hidden by ignore rules (.gitignore)
     outside_links: list[tuple[str, str]] = field(default_factory=list)  # (path, target) of symlinks leaving the memory
     rule_files: list[str] = field(default_factory=list)  # .gitattributes/.gitignore this commit changes
@@ -77,7 +77,7 @@ class _Staged:
     data: bytes | None
     mode: int
     old: bytes | None
-    st: os.stat_result | None = None  # the file's stat for the index (see _settled)
+    st: os.stat_result | None = None  # the file's stat for the index (see _cacheable_stat)
     blob: str | None = None  # already checked and stored (_store): `data` and `old` are dropped
     stamp: bytes | None = None  # then `st` is dropped too: repo.stat_stamp(st), a tenth of its size
     judged: bool = False  # its integrity flag, if any, was taken when it was stored
@@ -98,7 +98,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     `check_integrity=False`: no guard flags, for deliberate operator rewrites (a restore or a
     revert is recorded by its own trailers; flagging it would bury the damage it repairs).
     `run_flags(tree, flags)`: further flags for the tree about to be committed (a run's record,
-    see trust.py); a commit is made to carry them even if no file changed.
+    see run/record.py); a commit is made to carry them even if no file changed.
     `full_scan`: never narrowed by a change tracker's hint (a merge found the tree other than the
     tracker said: a change no file event reported, through a memory map or a hard link)."""
     snap = Snapshot()
@@ -112,7 +112,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     found = scanned.changes
     snap.index_flags = [(h.path, h.what) for h in scanned.unhidden_flags]
     snap.skipped += _released_fifos(mem.root)
-    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    rules = protect.parse_protect(mem.config.protect) if mem.config.protect else []
     stored_flags: list[guard.Flag] = []
     judge = (lambda c: guard.integrity_flags([c], who.actor)) if check_integrity else None
     # a run's changes to `mode: review` paths wait for review: kept out here, proposed at its end
@@ -124,7 +124,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
                 continue
             if change.kind != "deleted" and _refused(change.path, snap):
                 continue
-            if reviewed and guard.for_review(change.path, rules):
+            if reviewed and protect.for_review(change.path, rules):
                 snap.for_review.append(change.path)
                 continue
             item = _read(mem, tree, change, now, settle, snap)
@@ -210,7 +210,7 @@ def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float
             target = tree.readlink(path)
             if _leaves(mem.root, mem.root / path, target):
                 snap.outside_links.append((path, os.fsdecode(target)))
-            return _Staged(change, target, file_mode(st), old, _settled(st, _lstat(tree, path)))
+            return _Staged(change, target, file_mode(st), old, _cacheable_stat(st, _lstat(tree, path)))
         got = tree.read(path, mem.config.max_file_size)
     except OSError as exc:
         if is_outside(exc):  # replaced by a symlink (ELOOP) or removed since the lstat
@@ -221,7 +221,7 @@ def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float
         snap.skipped.append(Skipped(path, "not a regular file, or it grew past max_file_size while read"))
         return None
     data, after = got
-    return _Staged(change, data, file_mode(after), old, _settled(st, after))
+    return _Staged(change, data, file_mode(after), old, _cacheable_stat(st, after))
 
 
 def _refused(path: str, snap: Snapshot, reason: str | None = None) -> bool:
@@ -249,12 +249,12 @@ def _staged(mem: Memory, item: _Staged, snap: Snapshot) -> bool:
 
 
 def _released_fifos(root: Path) -> list[Skipped]:
-    """FIFOs git's own reads met in this tree (swapped in while it read: util/fifoguard.py)."""
-    from memsync.util import fifoguard
+    """FIFOs git's own reads met in this tree (swapped in while it read: util/fiforelease.py)."""
+    from memsync.util import fiforelease
 
     base = os.path.realpath(root) + os.sep
     return [Skipped(path[len(base):], "a FIFO swapped in while git read the tree: released, never read")
-            for path in fifoguard.drain() if path.startswith(base)]
+            for path in fiforelease.drain() if path.startswith(base)]
 
 
 def _leaves(root: Path, link: Path, target: bytes) -> bool:
@@ -269,17 +269,17 @@ def _leaves(root: Path, link: Path, target: bytes) -> bool:
 
 # A file last changed this long ago gets a later timestamp from any further write, even on file
 # systems with 1-2 s timestamps, so its stat data can vouch for the bytes just read.
-SETTLED_NS = 2_000_000_000
+FRESH_NS = 2_000_000_000
 
 
-def _settled(before: os.stat_result, after: os.stat_result | None) -> os.stat_result | None:
+def _cacheable_stat(before: os.stat_result, after: os.stat_result | None) -> os.stat_result | None:
     """`before` if it still describes the file after the read and the file is not fresh; else
     None, and the next scan re-hashes the file rather than trust a stat a same-tick write
     could leave unchanged (git's "racy clean" problem)."""
     if after is None or (before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns) != (
             after.st_ino, after.st_size, after.st_mtime_ns, after.st_ctime_ns):
         return None
-    if time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < SETTLED_NS:
+    if time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < FRESH_NS:
         return None
     return before
 
@@ -330,7 +330,7 @@ def _store(mem: Memory, item: _Staged, run_base: str | None,
 
 
 def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Staged],
-                    snap: Snapshot, rules: list[guard.ProtectRule]) -> list[_Staged]:
+                    snap: Snapshot, rules: list[protect.ProtectRule]) -> list[_Staged]:
     """A change that breaks a protect rule keeps the previous content at its path; the new
     version is kept beside it as a conflict-style copy. Nothing is lost either way. A file named
     like a conflict copy is checked like any other; a protected folder replaced by a file or a
@@ -340,9 +340,9 @@ def _apply_policies(mem: Memory, tree: Tree, who: Attribution, staged: list[_Sta
     if not rules:
         return staged
     changes = [guard.FileChange(s.change.path, s.old, s.data) for s in staged]
-    violations = guard.policy_violations(changes, rules)
-    if who.actor == "operator" and any(v.reason == guard.SEEDING_REASON for v in violations):
-        violations = guard.allow_seeding(violations, mem.git.tracked_paths())
+    violations = protect.policy_violations(changes, rules)
+    if who.actor == "operator" and any(v.reason == protect.SEEDING_REASON for v in violations):
+        violations = protect.allow_seeding(violations, mem.git.tracked_paths())
     if not violations:
         return staged
     violations += _in_the_way(staged, violations)
@@ -396,10 +396,10 @@ def _old_mode(mem: Memory, path: str) -> int:
     return found[1] if found else 0o100644
 
 
-def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> list[guard.Violation]:
+def _in_the_way(staged: list[_Staged], violations: list[protect.Violation]) -> list[protect.Violation]:
     """A new file or symlink at a path where a protected folder was (its files come back)."""
     restored = [v for v in violations if any(s.change.path == v.path and s.old is not None for s in staged)]
-    extra: list[guard.Violation] = []
+    extra: list[protect.Violation] = []
     flagged = {v.path for v in violations}
     for item in staged:
         path = item.change.path
@@ -408,7 +408,7 @@ def _in_the_way(staged: list[_Staged], violations: list[guard.Violation]) -> lis
         under = next((v for v in restored if v.path.startswith(path + "/")), None)
         if under is not None:
             kind = "a symlink" if item.mode == LINK_MODE else "a file"
-            extra.append(guard.Violation(path, under.rule, f"{under.rule.mode}: protected folder replaced by {kind}"))
+            extra.append(protect.Violation(path, under.rule, f"{under.rule.mode}: protected folder replaced by {kind}"))
     return extra
 
 
@@ -506,6 +506,12 @@ def describe(snap: Snapshot) -> list[str]:
     lines += [f"index flag cleared: {display_path(path)} was marked {what} (git then looks away from the "
               "file); a run's record sees every change" for path, what in snap.index_flags]
     return lines
+
+
+def warn_each(snap: Snapshot, memory: str, say: Callable[[str], None]) -> None:
+    """describe()'s lines as warnings naming the memory, each through `say` (run, watch)."""
+    for line in describe(snap):
+        say(f"warning: {memory}: {line}")
 
 
 def _shown(path: str) -> str:

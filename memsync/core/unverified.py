@@ -1,6 +1,6 @@
 """Unpushed commits memsync did not make, met by `push` (and by `run` before its command starts).
 
-A run folds its agent's commits itself (trust.py). Commits that are still unpushed and that
+A run folds its agent's commits itself (run/record.py). Commits that are still unpushed and that
 memsync did not make come from elsewhere: the operator's own `git commit`, or an agent whose
 run was killed before its final commit (its run marker is left behind), or one that outlived its
 run. They are never relabelled as the operator's:
@@ -17,7 +17,7 @@ run. They are never relabelled as the operator's:
 
 from __future__ import annotations
 
-from memsync.checks import guard
+from memsync.checks import guard, protect
 from memsync.core.attribution import Attribution
 from memsync.core.memory import RUN_MARKER, Memory, run_in_progress
 from memsync.core.snapshot import Snapshot, take
@@ -42,7 +42,7 @@ class Unverified:
         return ", ".join(c.short for c in self.commits[:5]) + (" ..." if len(self.commits) > 5 else "")
 
 
-def settle(mem: Memory, *, refuse: bool = True, by: str = "push") -> Unverified:
+def vet(mem: Memory, *, refuse: bool = True, by: str = "push") -> Unverified:
     """Deal with unpushed commits memsync did not make (caller holds the lock); see the module.
     `refuse=False` (pull, which pushes nothing): only a dead run's leftovers are dealt with."""
     git = mem.git
@@ -115,7 +115,7 @@ def _fold(mem: Memory, found: Unverified, run_id: str, exit_code: int | None, ba
 
 
 def _scan(mem: Memory, found: Unverified, hub: str | None, head: str) -> None:
-    rules = guard.parse_protect(mem.config.protect) if mem.config.protect else []
+    rules = protect.parse_protect(mem.config.protect) if mem.config.protect else []
     if mem.config.secrets != "block" and not rules:
         return  # nothing could refuse them: their content is not read
     changes = ownership.changed_files(mem.git, hub, ownership.tree_of(mem.git, head))
@@ -126,8 +126,8 @@ def _scan(mem: Memory, found: Unverified, hub: str | None, head: str) -> None:
             if new is not None:
                 found.secrets += [f"{f.path}:{f.line} ({f.rule})" for f in secretscan.scan_bytes(path, new)]
     if rules:
-        violations = guard.policy_violations([guard.FileChange(p, o, n) for p, o, n in changes], rules)
+        violations = protect.policy_violations([guard.FileChange(p, o, n) for p, o, n in changes], rules)
         found.violations = [f"{v.path}: {v.reason}" for v in violations]
 
 
-__all__ = ["Unverified", "settle"]
+__all__ = ["Unverified", "vet"]

@@ -62,10 +62,10 @@ def merge_keep_both(repo: pygit2.Repository, ours: str, theirs: str, their_tag: 
     follow_policy_only(repo)
     index = repo.merge_commits(ours, theirs)
     _by_appends(repo, index, ours, theirs, strategy_for)
-    settled = _by_policy(repo, index, ours, theirs, strategy_for)
-    forced = _by_structure(repo, index, ours, theirs, strategy_for, settled)
+    resolutions = _by_policy(repo, index, ours, theirs, strategy_for)
+    forced = _by_structure(repo, index, ours, theirs, strategy_for, resolutions)
     _by_entries(repo, index, ours, theirs)
-    return keep_both(repo, index, their_tag, now, settled=settled, forced=forced, their_version=theirs)
+    return keep_both(repo, index, their_tag, now, resolutions=resolutions, forced=forced, their_version=theirs)
 
 
 def _by_entries(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: str) -> None:
@@ -125,9 +125,9 @@ def follow_policy_only(repo: pygit2.Repository) -> None:
 
 def _by_structure(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: str,
                   strategy_for: Callable[[str], str],
-                  settled: dict[str, pygit2.IndexEntry]) -> dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]]:
+                  resolutions: dict[str, pygit2.IndexEntry]) -> dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]]:
     """JSON, JSON lines and YAML files both sides changed: merged by structure (structured.py).
-    Updates `settled` (conflicts resolved) and the index (clean line merges replaced); returns the
+    Updates `resolutions` (the entries that resolve conflicts) and the index (clean line merges replaced); returns the
     files whose line merge was clean but must keep both sides (ours, theirs)."""
     base_oid = repo.merge_base(pygit2.Oid(hex=ours), pygit2.Oid(hex=theirs))
     trees = [repo[oid].peel(pygit2.Commit).tree for oid in (base_oid, ours, theirs)]
@@ -140,8 +140,8 @@ def _by_structure(repo: pygit2.Repository, index: pygit2.Index, ours: str, their
         base, mine, other = (_blob_entry(tree, path) for tree in trees)
         if mine is None or other is None or mine.id == other.id:
             continue  # a deletion (a modification beats it), a link, or the same change
-        if path in settled:
-            text: bytes | None = repo[settled[path].id].peel(pygit2.Blob).data
+        if path in resolutions:
+            text: bytes | None = repo[resolutions[path].id].peel(pygit2.Blob).data
         elif path in conflicted:
             text = None
         elif path in index:
@@ -153,13 +153,13 @@ def _by_structure(repo: pygit2.Repository, index: pygit2.Index, ours: str, their
                                   repo[mine.id].peel(pygit2.Blob).data, repo[other.id].peel(pygit2.Blob).data,
                                   text)
         if merged is None:
-            settled.pop(path, None)  # still a conflict: keep_both keeps both sides
+            resolutions.pop(path, None)  # still a conflict: keep_both keeps both sides
             if path not in conflicted:
                 forced[path] = (mine, other)
         elif merged != text:
             entry = pygit2.IndexEntry(path, repo.create_blob(merged), mine.mode)
             if path in conflicted:
-                settled[path] = entry
+                resolutions[path] = entry
             else:
                 index.add(entry)
     return forced
@@ -198,19 +198,19 @@ def _by_policy(repo: pygit2.Repository, index: pygit2.Index, ours: str, theirs: 
             strategy = strategy_for(mine.path)
             if strategy in _FAVOR:
                 wanted.setdefault(strategy, []).append(mine.path)
-    settled: dict[str, pygit2.IndexEntry] = {}
+    resolutions: dict[str, pygit2.IndexEntry] = {}
     for strategy, paths in wanted.items():
         again = repo.merge_commits(ours, theirs, favor=_FAVOR[strategy])
         left = {e.path for c in (again.conflicts or []) for e in c if e is not None}
         for path in paths:
             if path not in left and path in again:
-                settled[path] = again[path]
-    return settled
+                resolutions[path] = again[path]
+    return resolutions
 
 
 def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
               now: datetime | None = None, our_tag: str | None = None,
-              settled: dict[str, pygit2.IndexEntry] | None = None,
+              resolutions: dict[str, pygit2.IndexEntry] | None = None,
               forced: dict[str, tuple[pygit2.IndexEntry, pygit2.IndexEntry]] | None = None,
               their_version: str | None = None) -> MergeResult:
     """Resolve every conflict of a merged index (ours at the path, theirs gathered beside it;
@@ -241,8 +241,8 @@ def keep_both(repo: pygit2.Repository, index: pygit2.Index, their_tag: str,
                 if merged is not None:
                     resolved.append((merged, our_tag or host_name(), False))
                 continue
-            if mine is not None and settled and mine.path in settled:
-                resolved.append((settled[mine.path], our_tag or host_name(), False))  # merged by its policy
+            if mine is not None and resolutions and mine.path in resolutions:
+                resolved.append((resolutions[mine.path], our_tag or host_name(), False))  # merged by its policy
             elif mine is not None and other is not None:
                 resolved.append((mine, our_tag or host_name(), False))
                 resolved.append((other, their_tag, True))

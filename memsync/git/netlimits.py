@@ -291,13 +291,13 @@ def watch(port: int | None, where: str, doing: str, expects_pack: bool = False) 
     """Watch one network operation on a hub reached on `port` (None: a hub on this machine,
     which is not watched). Only a fetch `expects_pack`: anything else a server sends is capped
     by MEMSYNC_MAX_ADVERTISEMENT."""
-    guard = Watch(port, limits(), where, doing, expects_pack)
+    watcher = Watch(port, limits(), where, doing, expects_pack)
     if port is not None:
-        guard.start()
+        watcher.start()
     try:
-        yield guard
+        yield watcher
     finally:
-        guard.stop()
+        watcher.stop()
 
 
 def _size(n: int) -> str:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from memsync.errors import RemoteError
 from memsync.git import hub as hubmod
 from memsync.git.hub import HubUrl
+from memsync.util import envcheck
 from memsync.util.records import recordclass
 
 if TYPE_CHECKING:  # imported where used: a completion loads neither libgit2 nor a transport
@@ -447,10 +448,7 @@ def branch_names(git_dir: Path, prefix: str) -> set[str]:
 
 def push_patience() -> float:
     """How long a push keeps trying while other writers win the race (MEMSYNC_PUSH_PATIENCE)."""
-    try:
-        return max(float(os.environ.get("MEMSYNC_PUSH_PATIENCE", DEFAULT_PATIENCE)), 0.0)
-    except ValueError:
-        return DEFAULT_PATIENCE
+    return envcheck.number("MEMSYNC_PUSH_PATIENCE", DEFAULT_PATIENCE)
 
 
 __all__ = ["Hub", "HubGone", "Keeper", "LocalHub", "NetworkHub", "branch_names", "listing_cache", "names_seen",

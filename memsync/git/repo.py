@@ -192,7 +192,7 @@ class GitRepo(VersionReading):
         if _EXCLUDE_MARK not in current:
             exclude.parent.mkdir(parents=True, exist_ok=True)
             sep = "" if not current or current.endswith("\n") else "\n"
-            exclude.write_text(current + sep + EXCLUDES, encoding="utf-8")
+            atomic_write(exclude, (current + sep + EXCLUDES).encode("utf-8"), keep_mode=True, durable=False)
         ref = f"refs/heads/{branch}"
         if self._repo.head_is_unborn:
             self._repo.set_head(ref)
@@ -380,7 +380,7 @@ class GitRepo(VersionReading):
     # -- committing ----------------------------------------------------------------------------
     def stage(self, path: str, data: bytes, mode: int, st: os.stat_result | None = None) -> None:
         """Stage `data` at `path`. `st`: the file's stat when `data` was read (see
-        snapshot._settled), so the next scan trusts the entry instead of re-hashing the file."""
+        snapshot._cacheable_stat), so the next scan trusts the entry instead of re-hashing the file."""
         self.stage_stored(path, self.store_blob(path, data), mode, None if st is None else stat_stamp(st))
 
     def store_blob(self, path: str, data: bytes) -> str:

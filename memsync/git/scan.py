@@ -25,8 +25,7 @@ from memsync.util.records import recordclass
 
 __all__ = ["ScanResult", "own_exclude", "scan"]
 
-_OWN_NAMES = tuple(line.replace("\\", "") for line in EXCLUDES.splitlines()
-                   if line and not line.startswith(("#", "/")))
+_OWN_RULES = tuple(line for line in EXCLUDES.splitlines() if line and not line.startswith("#"))
 
 
 @recordclass(frozen=True)
@@ -221,14 +220,12 @@ def _workdir_deltas(git: GitRepo, index: pygit2.Index, flags: DiffOption, full: 
 
 
 def own_exclude(path: str) -> bool:
-    """Whether memsync's own exclude rules (EXCLUDES) hide `path`: those are not news to report."""
-    import fnmatch
+    """Whether memsync's own exclude rules (EXCLUDES, which git reads from info/exclude) hide
+    `path` (a folder ends in `/`): those are not news to report. Matched by the one glob engine,
+    gitignore's rules, as git matches them; every memory's `.vm0/` without compiling them."""
+    from memsync.checks import globs
 
-    path = path.rstrip("/")
-    if path == ".vm0" or path.startswith(".vm0/"):
-        return True
-    name = path.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in _OWN_NAMES)
+    return path.startswith(".vm0/") or globs.matches_list(_OWN_RULES, path)
 
 
 def _home_inside(root: Path) -> str | None:

@@ -30,7 +30,7 @@ from memsync.history import conflicts
 from memsync.history.log import FileState, LogEntry, LogResult, log, relative
 from memsync.sync import shallow
 from memsync.sync.exchange import Exchange, converge, unpushed
-from memsync.sync.hubs import ensure_hub
+from memsync.sync.hubs import ready_to_exchange
 from memsync.util.fs import in_the_way
 from memsync.util.records import field, recordclass
 
@@ -152,7 +152,7 @@ def restore(start: Path, paths: list[str], at: str | None, *, force: bool = Fals
     shallow.complete(mem)
     with mem.locked():
         refuse_during_run(mem, "restore", as_run=run_id)
-        _prepare(mem)
+        ready_to_exchange(mem)
         wanted: dict[str, tuple[bytes, int]] = {}
         loser = None
         if conflict is not None:
@@ -216,7 +216,7 @@ def revert(start: Path, spec: str, *, remote: str | None = None) -> Outcome:
     shallow.complete(mem)
     with mem.locked():
         refuse_during_run(mem, "revert")
-        _prepare(mem)
+        ready_to_exchange(mem)
         head = _head(mem)
         repo = mem.git
         if spec.startswith(RUN_PREFIX):
@@ -269,12 +269,6 @@ def _refuse_unsafe(paths: Iterable[str], version: str, mem: Memory) -> None:
     bad = sorted(p for p in paths if bad_path(p))
     if bad:
         raise refusal(version, mem.name, bad[0])
-
-
-def _prepare(mem: Memory) -> None:
-    mem.git.check_state(mem.branch)
-    mem.git.ensure_layout(mem.branch, None)
-    ensure_hub(mem.hub)
 
 
 def _deliver(mem: Memory, result: Outcome, who: Attribution, verb: str) -> Outcome:

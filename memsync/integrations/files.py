@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from memsync.checks import guard
+from memsync.checks import guard, protect
 from memsync.checks.pathnames import refused_path
 from memsync.errors import MemsyncError, UsageError
 from memsync.integrations.budget import MAX_RESULT_TOKENS, bound, cut_to_tokens, tokens
@@ -311,7 +311,7 @@ class MemoryFiles:
                 self._precondition(t, olds[t.rel], expected_sha256)
             changes = [guard.FileChange(f, olds[f], None, self.session.created_here(f)) for f in files]
             self._policies(changes, t)
-            self._guarded(changes, t, confirm, op="delete", key_extra="")
+            self._check_integrity(changes, t, confirm, op="delete", key_extra="")
             tree.remove(t.rel)
             for f in files:
                 self.seen.pop(f, None)
@@ -376,7 +376,7 @@ class MemoryFiles:
         self._secrets(t, old, new)
         change = guard.FileChange(t.rel, old, new, self.session.created_here(t.rel))
         self._policies([change], t)
-        self._guarded([change], t, confirm, op=op, key_extra=sha256(new))
+        self._check_integrity([change], t, confirm, op=op, key_extra=sha256(new))
 
     def _precondition(self, t: Target, old: bytes | None, expected: str | None) -> None:
         if old is None:
@@ -408,8 +408,8 @@ class MemoryFiles:
 
     def _policies(self, changes: list[guard.FileChange], t: Target) -> None:
         raw = self.session.memory.config.protect
-        rules = guard.parse_protect(raw) if raw else []
-        violations = guard.policy_violations(changes, rules) if rules else []
+        rules = protect.parse_protect(raw) if raw else []
+        violations = protect.policy_violations(changes, rules) if rules else []
         if violations:
             v = violations[0]
             raise Refused(f"Refused by this memory's protect policy: {v.path} is {v.reason} (rule "
@@ -417,7 +417,7 @@ class MemoryFiles:
                           + (" Append to the end of the file instead (insert at the last line)."
                              if v.rule.mode == "append-only" and any(c.new for c in changes) else ""))
 
-    def _guarded(self, changes: list[guard.FileChange], t: Target, confirm: bool, *, op: str,
+    def _check_integrity(self, changes: list[guard.FileChange], t: Target, confirm: bool, *, op: str,
                  key_extra: str) -> None:
         flags = guard.integrity_flags(changes, "run")
         if not flags or not self.confirm_destructive:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memsync.util.dirfd import Tree
+from memsync.util.fs import atomic_write
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -171,29 +172,14 @@ class MemoryTree:
 
     def replace(self, rel: str, data: bytes) -> None:
         """Put `data` at `rel` (an existing regular file keeps its mode), written beside it and
-        renamed over it: never written through a link."""
+        renamed over it (fs.atomic_write in the folder's descriptor): never written through a link."""
         fd, name = self.parent(rel)
         with translated():
             current = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if stat.S_ISLNK(current.st_mode):
             raise Linked(errno.ELOOP, "a symbolic link stands on the path")
         mode = stat.S_IMODE(current.st_mode) if stat.S_ISREG(current.st_mode) else FILE_MODE
-        tmp = f".memsync-tool-{os.getpid()}-{name}"[:255]
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=fd)
-        handle = open_at(tmp, _NEW, FILE_MODE, fd)
-        try:
-            os.fchmod(handle, mode)
-            _write_all(handle, data)
-            os.close(handle)
-            handle = -1
-            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            if handle != -1:
-                os.close(handle)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd)
-            raise
+        atomic_write(name, data, dir_fd=fd, mode=mode, durable=False)
 
     def remove(self, rel: str) -> None:
         """Remove a file, a symlink (the link itself) or a folder with everything below it."""

@@ -84,10 +84,9 @@ class MemorySession:
         self._mem: Memory | None = None
         self._memory_itself: Memory | None = None  # propose: the memory, while _mem is its proposal's view
         self._base: str | None = None
-        self._guard = threading.RLock()
+        self._lock = threading.RLock()
         self._stop = threading.Event()
         self._timer: threading.Thread | None = None
-        self._push_error: str | None = None
         self.root_id: tuple[int, int] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -180,13 +179,13 @@ class MemorySession:
     @contextlib.contextmanager
     def serialised(self) -> Iterator[None]:
         """This session's lock only (for core functions that take the memory's lock themselves)."""
-        with self._guard:
+        with self._lock:
             yield
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[Memory]:
         """This session's lock and the memory's own (held by every memsync process)."""
-        with self._guard, self.memory.locked():
+        with self._lock, self.memory.locked():
             yield self.memory
 
     def record(self, paths: Collection[str], subject: str, command: str, *,
@@ -227,13 +226,11 @@ class MemorySession:
         try:
             exchange = converge(mem, who, lambda: self._resnap(who))
         except RemoteError as exc:
-            self._push_error = exc.message
             return f"not pushed yet (kept locally, retried at the next checkpoint): {exc.message}"
         for c in exchange.conflicts:
             self.notices.append(f"conflict in {c.path}: kept this session's version, the other {where_kept(c.copy)}")
         self._unpushed_writes = 0
         self._first_unpushed = None
-        self._push_error = None
         return None
 
     def _resnap(self, who: Attribution) -> None:

@@ -17,7 +17,7 @@ RETRY_HELD = 0.6
 
 class Checkpointer:
     """Calls `action(monitor, overdue)` from a background thread when the monitor's changes have
-    settled, or at least every `max_interval` seconds while they keep coming.
+    been quiet for `quiet` seconds, or at least every `max_interval` seconds while they keep coming.
 
     `action` returns True when some files were still being written and were held back: they are
     retried shortly, and the interval stays overdue until they are in. `overdue` is True once a

@@ -23,11 +23,12 @@ from typing import Literal
 
 from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory, refuse_during_run, run_in_progress
-from memsync.core.snapshot import Snapshot, take
+from memsync.core.snapshot import Snapshot, take, warn_each
 from memsync.errors import LockBusy, MemsyncError, PushRejected, RemoteError, UnsavedWork, UsageError
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
 from memsync.sync.exchange import Exchange, converge, unpushed
+from memsync.sync.hubs import ready_to_exchange
 from memsync.util.names import where_kept
 from memsync.util.records import field, recordclass, replace
 from memsync.util.wording import count
@@ -102,7 +103,7 @@ class Watcher:
         self.heartbeat = heartbeat
         self.status = WatchStatus(version=mem.git.head_oid())
         self.monitor = ChangeMonitor(mem.root, lambda m: self._say(m, "warning"))
-        self.checkpointer = Checkpointer([self.monitor], self._on_settled, quiet=debounce,
+        self.checkpointer = Checkpointer([self.monitor], self._on_quiet, quiet=debounce,
                                          max_interval=max(30.0, 10 * debounce),
                                          on_error=self._on_unexpected, extra=self._on_tick)
         self._next_poll = 0.0  # the first tick runs a full cycle: changes made while not watching
@@ -144,20 +145,20 @@ class Watcher:
         while True:
             try:
                 with self.mem.locked(LOCK_WAIT):
-                    _prepare(self.mem)
+                    ready_to_exchange(self.mem)
                 return True
             except LockBusy:
                 self._fail("busy", _BUSY)
             if stop.wait(max(0.0, self._retry_at - time.monotonic())):
                 return False
 
-    def _on_settled(self, monitor: ChangeMonitor, overdue: bool = False) -> bool:
+    def _on_quiet(self, monitor: ChangeMonitor, overdue: bool = False) -> bool:
         """Checkpointer action: files changed and then stayed quiet for --debounce seconds (or
         keep changing: `overdue` takes them as they are)."""
         if time.monotonic() < self._retry_at:
             return True  # still backing off: keep the changes pending
         settle = 0.0 if overdue else self.settle
-        snap = self._guarded(lambda: self._commit(push=not self._offline, settle=settle))
+        snap = self._reporting_failures(lambda: self._commit(push=not self._offline, settle=settle))
         return snap is None or bool(snap.pending)
 
     def _on_tick(self) -> None:
@@ -167,7 +168,7 @@ class Watcher:
         if now < max(self._next_poll, self._retry_at):
             return
         self._next_poll = now + self.poll
-        self._guarded(self._poll)
+        self._reporting_failures(self._poll)
 
     def _on_unexpected(self, monitor: ChangeMonitor, exc: Exception) -> None:
         self._fail("failing", f"unexpected {type(exc).__name__}: {exc}")
@@ -237,7 +238,7 @@ class Watcher:
             snap.ignored = []  # said already; `memsync status` keeps listing them
         else:
             self._ignored_shown = list(snap.ignored)
-        _report_snapshot(snap, self.mem, lambda m: self._say(m, "warning"))
+        warn_each(snap, self.mem.name, lambda m: self._say(m, "warning"))
         if snap.commit is not None:
             self.monitor.forget_expected()
             self.status.commits += 1
@@ -274,7 +275,7 @@ class Watcher:
         return head is not None and head != self.mem.git.ref_oid(self.mem.tracking_ref)
 
     # -- failures: one report per state, retries with backoff ----------------------------------------
-    def _guarded(self, op: Callable[[], Snapshot | None]) -> Snapshot | None:
+    def _reporting_failures(self, op: Callable[[], Snapshot | None]) -> Snapshot | None:
         try:
             return op()
         except LockBusy as exc:
@@ -363,12 +364,12 @@ def once(mem: Memory, report: Report) -> WatchSummary:
     status = WatchStatus("watching", activity="syncing", version=mem.git.head_oid())
     with mem.locked():
         refuse_during_run(mem, "watch")
-        _prepare(mem)
+        ready_to_exchange(mem)
         commits = 0
         blocked: list[str] = []
         for round_no in range(ONCE_SETTLE_ROUNDS + 1):  # files written a moment ago get a chance
             snap = take(mem, COMMIT, settle=SETTLE)
-            _report_snapshot(snap, mem, lambda m: report(WatchEvent(status, m, "warning")))
+            warn_each(snap, mem.name, lambda m: report(WatchEvent(status, m, "warning")))
             commits += snap.commit is not None
             blocked += [path for path in snap.blocked if path not in blocked]
             if not snap.pending or round_no == ONCE_SETTLE_ROUNDS:
@@ -393,21 +394,6 @@ def once(mem: Memory, report: Report) -> WatchSummary:
 
 def _resnap(mem: Memory) -> None:
     take(mem, COMMIT)
-
-
-def _prepare(mem: Memory) -> None:
-    from memsync.sync.hubs import ensure_hub
-
-    mem.git.check_state(mem.branch)
-    mem.git.ensure_layout(mem.branch, None)
-    ensure_hub(mem.hub, mem)
-
-
-def _report_snapshot(snap: Snapshot, mem: Memory, say: Callable[[str], None]) -> None:
-    from memsync.core.snapshot import describe
-
-    for line in describe(snap):
-        say(f"warning: {mem.name}: {line}")
 
 
 @contextmanager

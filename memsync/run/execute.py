@@ -144,7 +144,7 @@ def _execute_prepared(command: list[str], mounts: list[Mount], rid: str, say: Sa
         if m.mem.name in read_only:
             from memsync.core import readonly
 
-            m.guard = readonly.protect(m.mem, rid)
+            m.protection = readonly.protect(m.mem, rid)
     with running(memories, rid):  # the run owns its memories: watch, push, pull... leave it its files
         shown = shown_command(command)
         say(f"run {rid}: {_plural(len(memories), 'memory', 'memories')} ready; starting {shown}")

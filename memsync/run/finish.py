@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from memsync.core.attribution import Attribution
 from memsync.core.memory import Memory
-from memsync.core.snapshot import Snapshot, describe, take
+from memsync.core.snapshot import take, warn_each
 from memsync.errors import (
     Interrupted,
     MemsyncError,
@@ -36,13 +36,13 @@ if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memor
 def undo_read_only(mounted: list[Mounted], say: Say) -> None:
     """Put every read-only memory back as the run found it; name what the command changed there."""
     for m in mounted:
-        if m.guard is None:
+        if m.protection is None:
             continue
         mem, outcome = m.mem, m.outcome
         from memsync.core import readonly
 
         try:
-            done = readonly.undo(mem, m.guard)
+            done = readonly.undo(mem, m.protection)
         except (OSError, MemsyncError) as exc:  # the writable memories are saved all the same
             outcome.read_only_changes = ["(not checked: the undo failed)"]
             say(f"read-only memory {mem.name!r}: cannot undo the run's changes "
@@ -90,7 +90,7 @@ def finish_run(report: RunReport, writable: list[Mounted], no_push: bool, say: S
                 outcome.left_out = snap.left_out
                 outcome.ignored = snap.ignored
                 outcome.flags = [f.trailer() for f in snap.flags] + snap.run_flags
-                report_snapshot(snap, mem, say)
+                warn_each(snap, mem.name, say)
                 outcome.version = mem.git.head_oid()
                 if no_push or abandoned:
                     if abandoned:
@@ -192,9 +192,4 @@ def _resnap(mem: Memory, who: Attribution) -> None:
     take(mem, who)
 
 
-def report_snapshot(snap: Snapshot, mem: Memory, say: Say) -> None:
-    for line in describe(snap):
-        say(f"warning: {mem.name}: {line}")
-
-
-__all__ = ["deliver", "finish_run", "report_snapshot", "undo_read_only"]
+__all__ = ["deliver", "finish_run", "undo_read_only"]

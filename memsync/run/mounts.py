@@ -105,15 +105,15 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
             held = _clone_or_create(m, remote, create, say)
         # a run may be a memory's first push: it binds the memory to its hub as a push does (hubbind.py)
         mem = open_memory(m.path, remote, first_push=not offline and not m.read_only)
-        if not m.read_only and memory.live_run(mem) is None:  # a live run settles its own
-            from memsync.core.unverified import settle
+        if not m.read_only and memory.live_run(mem) is None:  # a live run vets its own
+            from memsync.core.unverified import vet
 
-            with mem.locked():  # a dead run's leftovers are that run's: settled before this run claims it
+            with mem.locked():  # a dead run's leftovers are that run's: vetted before this run claims it
                 from memsync.sync.proposing import recover
 
                 recover(mem, offline)  # a killed proposal run's directory: its leftovers proposed, HEAD back
                 mem.git.check_state(mem.branch)
-                settle(mem, by="run")  # and unpushed commits memsync did not make are checked (refused if bad)
+                vet(mem, by="run")  # and unpushed commits memsync did not make are checked (refused if bad)
         joined = _own(mem, run_id, claim, claimed)
         if m.read_only:
             _set_writable(mem, True)
@@ -174,7 +174,7 @@ def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[O
         mem.git.ensure_layout(mem.branch, None)
         ensure_hub(mem.hub, mem)
         if not read_only:
-            take(mem, who)  # prepare() has settled what a dead run or the agent left
+            take(mem, who)  # prepare() has vetted what a dead run or the agent left
         return converge(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back
 
 

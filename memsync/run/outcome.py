@@ -40,7 +40,7 @@ class MemoryOutcome:
     blocked: list[str] = field(default_factory=list)
     read_only_changes: list[str] = field(default_factory=list)
     read_only_kept: str | None = None  # where the command's changes to a read-only memory were moved
-    folded: int = 0  # commits the command made itself, folded into the run's (trust.py)
+    folded: int = 0  # commits the command made itself, folded into the run's (run/record.py)
     kept_refs: list[str] = field(default_factory=list)  # where those commits stay reachable locally
     policy_kept: list[str] = field(default_factory=list)  # the command's versions of storage.yaml
     left_out: int = 0  # files the final snapshot did not commit (too large, ignored, ...)
@@ -82,7 +82,7 @@ class Mounted:
     outcome: MemoryOutcome
     base: str | None = None  # writable: the branch's version when the command started
     trust: RunTrust | None = None  # writable: the run's record and its checks (record.py)
-    guard: readonly.Protection | None = None  # read-only: the state the undo puts back
+    protection: readonly.Protection | None = None  # read-only: the state the undo puts back
     lent: runas.Lent | None = None  # --as-user: what was handed over
     checkpoints: int = 0
     last_who: Attribution | None = None  # the author of its last checkpoint (a deferred push's)

@@ -62,18 +62,18 @@ def proposed(memories: list[Memory], read_only: set[str], run_id: str, offline: 
 def propose_reviewed(writable: Sequence[_Mounted], run_id: str, say: Say, push: bool = True) -> None:
     """The changes an ordinary run made to `mode: review` paths, made the proposal `run_id`
     (`push=False`, --no-push: on the local branch only)."""
-    from memsync.checks import guard
+    from memsync.checks import protect
     from memsync.sync.proposing import split_for_review
 
     for m in writable:
-        rules = guard.parse_protect(m.mem.config.protect) if m.mem.config.protect else []
+        rules = protect.parse_protect(m.mem.config.protect) if m.mem.config.protect else []
         if not any(r.mode == "review" for r in rules):
             continue
         pushing = push and not m.outcome.error  # the hub refused or is down: kept on the local branch
         try:
             with m.mem.locked():
                 paths = [c.path for c in scan(m.mem.git, full=True, tree_ignores=False).changes
-                         if guard.for_review(c.path, rules)]
+                         if protect.for_review(c.path, rules)]
                 split = split_for_review(m.mem, run_id, m.base, paths, push=pushing)
         except MemsyncError as exc:
             m.outcome.error = f"the changes for review were not proposed: {exc.message}"

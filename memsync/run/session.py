@@ -3,22 +3,21 @@ held messages, and the one tear-down that ends them, whichever way the command e
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memsync.core import pacing
 from memsync.core.attribution import Attribution
-from memsync.core.snapshot import take
+from memsync.core.snapshot import take, warn_each
 from memsync.errors import (
     MemsyncError,
 )
 from memsync.live.changes import ChangeMonitor
 from memsync.live.checkpoint import Checkpointer
-from memsync.run.finish import deliver, report_snapshot, undo_read_only
+from memsync.run.finish import deliver, undo_read_only
 from memsync.run.outcome import Mounted
-from memsync.util import processes
+from memsync.util import envcheck, processes
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     from memsync.run import runas
@@ -28,14 +27,14 @@ if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memor
 Say = Callable[[str], None]
 
 
-def _quiet() -> float:
+def quiet_seconds() -> float:
     """Seconds without writes before a checkpoint (MEMSYNC_QUIET), read when a run starts."""
-    return float(os.environ.get("MEMSYNC_QUIET", "2.0"))
+    return envcheck.number("MEMSYNC_QUIET", 2.0)
 
 
-def _settle() -> float:
+def settle_seconds() -> float:
     """How recent a write is still settling (MEMSYNC_SETTLE), read when a run starts."""
-    return float(os.environ.get("MEMSYNC_SETTLE", "0.5"))
+    return envcheck.number("MEMSYNC_SETTLE", 0.5)
 
 
 class _HeldWhileRunning:
@@ -167,7 +166,7 @@ class RunSession:
         self.pacer = pacing.PushPacer({m.name: pacing.resolve(options.max_push_rate, m.mem.config.max_push_rate)
                                        for m in self.writable})
         monitors = [ChangeMonitor(m.mem.root, self.say) for m in self.writable] if options.checkpoint > 0 else []
-        self._checkpointer = Checkpointer(monitors, self.checkpoint, quiet=min(_quiet(), options.checkpoint),
+        self._checkpointer = Checkpointer(monitors, self.checkpoint, quiet=min(quiet_seconds(), options.checkpoint),
                                           max_interval=options.checkpoint, on_error=self._failed,
                                           extra=self.push_deferred)
         self._watching = _Watching(monitors, self.say)
@@ -187,14 +186,14 @@ class RunSession:
                           (("Memsync-Command", self.shown), ("Memsync-Checkpoint", str(m.checkpoints))))
         with mem.locked():
             trust.check(self.say)
-            snap = take(mem, who, settle=0.0 if overdue else _settle(), run_base=m.base,
+            snap = take(mem, who, settle=0.0 if overdue else settle_seconds(), run_base=m.base,
                         run_flags=trust.run_flags(final=False))
             trust.committed(snap)
             if snap.commit is None:
                 m.checkpoints -= 1
             else:
                 m.outcome.checkpoints = m.checkpoints
-                report_snapshot(snap, mem, self.say)
+                warn_each(snap, mem.name, self.say)
                 m.last_who = who
                 if not self.options.no_push and self.pacer.may_push(m.name):  # else with a later push
                     deliver(mem, who, m.outcome, self.say, quiet_failure=True, trust=trust, live=True)
@@ -226,4 +225,4 @@ class RunSession:
         undo_read_only(self.mounted, self.say)
 
 
-__all__ = ["RunSession", "end_processes"]
+__all__ = ["RunSession", "end_processes", "quiet_seconds", "settle_seconds"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from memsync.errors import (
     Interrupted,
 )
+from memsync.util import envcheck
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     pass
@@ -31,11 +32,7 @@ Say = Callable[[str], None]
 def stop_grace() -> float:
     """Seconds the final push may go on after memsync is asked to stop (MEMSYNC_STOP_GRACE): within
     `docker stop`'s 10 s, so that the job still sees which versions were not pushed."""
-    try:
-        grace = float(os.environ.get("MEMSYNC_STOP_GRACE", DEFAULT_STOP_GRACE))
-    except ValueError:
-        return DEFAULT_STOP_GRACE
-    return grace if grace >= 0 else DEFAULT_STOP_GRACE
+    return envcheck.number("MEMSYNC_STOP_GRACE", DEFAULT_STOP_GRACE)
 
 
 class Signals:

@@ -51,7 +51,8 @@ PRELOAD = (
     "pygit2", "yaml", "memsync.cli.app", "memsync.sync.storage", "memsync.sync.exchange",
     "memsync.run.execute", "memsync.history.forensics", "memsync.history.log", "memsync.sync.listing",
     "memsync.live.watch", "memsync.live.changes", "memsync.core.maintenance", "memsync.sync.gc",
-    "memsync.checks.guard", "memsync.checks.secrets", "memsync.run.record", "memsync.core.readonly",
+    "memsync.checks.guard", "memsync.checks.protect", "memsync.checks.secrets", "memsync.run.record",
+    "memsync.core.readonly",
     "memsync.history.redact", "memsync.core.snapshot", "memsync.git.transport", "memsync.git.credentials",
     "memsync.git.hostkeys", "memsync.git.hubtree", "rich.console", "rich.progress", "rich.table",
 )

@@ -13,7 +13,7 @@ from memsync.core.memory import open_memory, refuse_during_run
 from memsync.errors import RemoteError
 from memsync.git import pack
 from memsync.git.pack import RepackResult
-from memsync.util import notices
+from memsync.util import envcheck, notices
 from memsync.util.records import field, recordclass
 
 
@@ -31,12 +31,7 @@ DEFAULT_PROPOSAL_DAYS = 30.0
 
 def proposal_days() -> float:
     """Days a closed proposal stays on the hub before gc forgets it (MEMSYNC_PROPOSAL_DAYS)."""
-    import os
-
-    try:
-        return max(float(os.environ.get("MEMSYNC_PROPOSAL_DAYS", DEFAULT_PROPOSAL_DAYS)), 0.0)
-    except ValueError:
-        return DEFAULT_PROPOSAL_DAYS
+    return envcheck.number("MEMSYNC_PROPOSAL_DAYS", DEFAULT_PROPOSAL_DAYS)
 
 
 def gc(path: Path, remote: str | None = None) -> GcResult:

@@ -29,6 +29,15 @@ def ensure_hub(hub: Hub, mem: Memory | None = None) -> None:
         hub.ensure(mem.name, lambda: _exchanged(mem))
 
 
+def ready_to_exchange(mem: Memory) -> None:
+    """A memory about to exchange with its hub (push, pull, watch, restore, revert): no merge or
+    other operation half done, memsync's layout (its excludes, HEAD on its branch), and its hub
+    there (a hub it has exchanged with that is gone is an error, not a first use)."""
+    mem.git.check_state(mem.branch)
+    mem.git.ensure_layout(mem.branch, None)
+    ensure_hub(mem.hub, mem)
+
+
 def _exchanged(mem: Memory) -> bool:
     return any(mem.git.ref_oid(ref) is not None for ref in (mem.tracking_ref, f"refs/remotes/origin/{mem.branch}"))
 

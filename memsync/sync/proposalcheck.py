@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 
-from memsync.checks import guard
+from memsync.checks import guard, protect
 from memsync.checks.guard import FileChange
 from memsync.core.memory import Memory
 from memsync.git import proposaltree
@@ -51,8 +51,8 @@ def check_changes(mem: Memory, changes: list[Change]) -> Checked:
     pairs = [FileChange(c.path, blob_data(mem, c.old), blob_data(mem, c.new)) for c in changes]
     found.flags = [f.trailer() for f in guard.integrity_flags(pairs, "run")]
     if mem.config.protect:
-        rules = guard.parse_protect(mem.config.protect)
-        found.violations = [f"{v.path}: {v.reason}" for v in guard.policy_violations(pairs, rules)]
+        rules = protect.parse_protect(mem.config.protect)
+        found.violations = [f"{v.path}: {v.reason}" for v in protect.policy_violations(pairs, rules)]
     if mem.config.secrets != "off":
         for pair in pairs:
             if pair.new is not None and len(pair.new) <= MAX_TEXT:

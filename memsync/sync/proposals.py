@@ -48,12 +48,12 @@ reason (a rejection's), closed_by, accepted_as.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Literal
 
 from memsync.core.memory import Memory
 from memsync.errors import PushRejected, UsageError
 from memsync.git.trailers import first, parse
+from memsync.util import envcheck
 from memsync.util.records import field, recordclass
 from memsync.util.timefmt import rfc3339
 
@@ -112,10 +112,8 @@ def closed_ref(memory: str, pid: str) -> str:
 
 
 def max_open() -> int:
-    try:
-        return max(int(os.environ.get("MEMSYNC_MAX_PROPOSALS", DEFAULT_MAX_OPEN)), 0)
-    except ValueError:
-        return DEFAULT_MAX_OPEN
+    """Open proposals one memory may have (MEMSYNC_MAX_PROPOSALS, as util/envcheck.py checked it)."""
+    return int(envcheck.number("MEMSYNC_MAX_PROPOSALS", DEFAULT_MAX_OPEN))
 
 
 @recordclass

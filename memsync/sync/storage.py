@@ -23,7 +23,7 @@ from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.scan import scan
 from memsync.git.transport import ProgressFn
 from memsync.sync.exchange import Exchange, converge, fetch
-from memsync.sync.hubs import LastRun, ensure_hub, last_run
+from memsync.sync.hubs import LastRun, ensure_hub, last_run, ready_to_exchange
 from memsync.sync.options import PullOptions, PushOptions, StatusOptions
 from memsync.sync.redaction_log import RedactionNote
 from memsync.sync.redaction_log import notes as redaction_notes
@@ -227,12 +227,6 @@ def _append_line(path: Path, line: str) -> None:
 
 
 # -- push / pull ----------------------------------------------------------------------------------
-def _prepare(mem: Memory) -> None:
-    mem.git.check_state(mem.branch)
-    mem.git.ensure_layout(mem.branch, None)
-    ensure_hub(mem.hub, mem)
-
-
 def push(path: Path, options: PushOptions | None = None, *, progress: ProgressFn | None = None) -> PushResult:
     """Commit local changes as the operator and deliver them to the hub (never forced).
 
@@ -244,12 +238,12 @@ def push(path: Path, options: PushOptions | None = None, *, progress: ProgressFn
     mem = open_memory(path, remote, first_push=True)  # a memory's first push binds it to its hub (hubbind.py)
     who = operator(message or "Update memory from the operator")
     from memsync.core.snapshot import take
-    from memsync.core.unverified import settle
+    from memsync.core.unverified import vet
 
     with mem.locked():
         refuse_during_run(mem, "push")
-        _prepare(mem)
-        found = settle(mem)
+        ready_to_exchange(mem)
+        found = vet(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         try:
             exchange = converge(mem, who, lambda: _resnap(mem, who), progress=progress)
@@ -293,12 +287,12 @@ def pull(path: Path, *, remote: str | None = None, progress: ProgressFn | None =
     mem = open_memory(path, remote)
     who = operator("Save local changes before pulling")
     from memsync.core.snapshot import take
-    from memsync.core.unverified import settle
+    from memsync.core.unverified import vet
 
     with mem.locked():
         refuse_during_run(mem, "pull")
-        _prepare(mem)
-        settle(mem, refuse=False, by="pull")  # a dead run's leftovers are that run's, not the operator's
+        ready_to_exchange(mem)
+        vet(mem, refuse=False, by="pull")  # a dead run's leftovers are that run's, not the operator's
         snap = take(mem, who)
         exchange = converge(mem, operator("Merge the remote memory"), lambda: _resnap(mem, who),
                         push=False, progress=progress)

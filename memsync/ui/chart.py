@@ -23,7 +23,7 @@ class Point:
     x: float
     y: float
     size: int
-    shrink: str | None  # the flag, when the guard flagged a shrink here
+    shrink: str | None  # the flag, when the integrity guard flagged a shrink here
     fy: float | None = None  # the chosen file's y (None: absent at this version)
     fsize: int | None = None
 

@@ -1,5 +1,5 @@
 """What every section of the page shares: the hub, the templates (Jinja2, autoescaping on, so
-everything a template shows is escaped), the guard, and the rendering of errors."""
+everything a template shows is escaped), the gate, and the rendering of errors."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from starlette.templating import Jinja2Templates
 
 from memsync.errors import MemsyncError, UsageError
 from memsync.ui.hubview import HubView, NotFound
-from memsync.ui.security import Guard
+from memsync.ui.security import Gate
 from memsync.util.records import recordclass
 from memsync.util.timefmt import age
 
@@ -28,11 +28,11 @@ class Context:
 
     view: HubView
     templates: Jinja2Templates
-    guard: Guard
+    gate: Gate
     read_only: bool
 
     def render(self, request: Request, template: str, status: int = 200, **values: Any) -> Response:
-        values.update(hub=self.view.display, read_only=self.read_only, csrf=self.guard.csrf())
+        values.update(hub=self.view.display, read_only=self.read_only, csrf=self.gate.csrf())
         return self.templates.TemplateResponse(request, template, values, status_code=status)
 
 
@@ -54,7 +54,7 @@ def human_size(n: int | None) -> str:
     return f"{n / (1024 * 1024):.1f} MiB"
 
 
-def guarded(ctx: Context, handler: Handler) -> Handler:
+def with_error_page(ctx: Context, handler: Handler) -> Handler:
     """A route whose memsync errors are a page with the error and its hint, never a traceback."""
 
     async def answer(request: Request) -> Response:

@@ -1,7 +1,7 @@
 """What the page does, unless it is read-only: restore a file at a version, restore a losing
 version from a gathered conflict file, revert a version or a run. Each is a GET that shows what
 will happen (the confirmation step) and a POST from that page's form (CSRF token, Origin checked
-by the guard) that does it through actions.py, then shows the new version."""
+by the gate) that does it through actions.py, then shows the new version."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute, Route
 from memsync.errors import UsageError
 from memsync.history.forensics import Outcome
 from memsync.ui import actions, views
-from memsync.ui.context import Context, guarded
+from memsync.ui.context import Context, with_error_page
 from memsync.ui.hubview import NotFound
 
 KINDS = {"restore": "Restore a file", "restore-conflict": "Restore a losing version", "revert": "Revert"}
@@ -32,7 +32,7 @@ def routes(ctx: Context) -> list[BaseRoute]:
     async def act(request: Request) -> Response:
         name, kind = request.path_params["name"], request.path_params["kind"]
         form = await request.form()
-        if not ctx.guard.csrf_ok(form.get("csrf")):
+        if not ctx.gate.csrf_ok(form.get("csrf")):
             return ctx.render(request, "error.html", status=403, message="refused: the form's token is missing "
                               "or wrong", hint="start again from the page", code=None)
         fields = _fields(kind, {k: v for k, v in form.items() if isinstance(v, str)})
@@ -41,8 +41,8 @@ def routes(ctx: Context) -> list[BaseRoute]:
         ctx.view.refresh(force=True)
         return ctx.render(request, "done.html", name=name, title=KINDS[kind], fields=fields, outcome=outcome)
 
-    return [Route("/m/{name}/do/{kind}", guarded(ctx, confirm), methods=["GET"]),
-            Route("/m/{name}/do/{kind}", guarded(ctx, act), methods=["POST"])]
+    return [Route("/m/{name}/do/{kind}", with_error_page(ctx, confirm), methods=["GET"]),
+            Route("/m/{name}/do/{kind}", with_error_page(ctx, act), methods=["POST"])]
 
 
 def _fields(kind: str, given: dict[str, str]) -> dict[str, str]:

@@ -10,7 +10,7 @@ from starlette.routing import BaseRoute, Route
 
 from memsync.git import history
 from memsync.ui import chart, views
-from memsync.ui.context import Context, guarded, page_number
+from memsync.ui.context import Context, page_number, with_error_page
 from memsync.ui.diffs import render_patches
 
 CHART_POINTS = 120
@@ -62,10 +62,10 @@ def routes(ctx: Context) -> list[BaseRoute]:
         return ctx.render(request, "conflicts.html", name=name, found=found)
 
     return [
-        Route("/", guarded(ctx, memories)),
-        Route("/m/{name}", guarded(ctx, timeline)),
-        Route("/m/{name}/v/{rev}", guarded(ctx, version)),
-        Route("/m/{name}/f/{path:path}", guarded(ctx, file)),
-        Route("/m/{name}/run/{run_id}", guarded(ctx, run)),
-        Route("/m/{name}/conflicts", guarded(ctx, conflicts)),
+        Route("/", with_error_page(ctx, memories)),
+        Route("/m/{name}", with_error_page(ctx, timeline)),
+        Route("/m/{name}/v/{rev}", with_error_page(ctx, version)),
+        Route("/m/{name}/f/{path:path}", with_error_page(ctx, file)),
+        Route("/m/{name}/run/{run_id}", with_error_page(ctx, run)),
+        Route("/m/{name}/conflicts", with_error_page(ctx, conflicts)),
     ]

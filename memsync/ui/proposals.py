@@ -2,7 +2,7 @@
 (what accepting would change now, flags first, the diff file by file, the forgetting report),
 and, unless the page is read-only, accept and reject as forms.py does its actions: a GET that
 names the CLI equivalent (the confirmation step) and a POST from that page's form (CSRF token,
-Origin checked by the guard), through the same core as `memsync accept` / `memsync reject`."""
+Origin checked by the gate), through the same core as `memsync accept` / `memsync reject`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from memsync.git.history import FilePatch
 from memsync.history.reviewing import Review
 from memsync.sync.proposals import ProposalNotFound
 from memsync.ui import actions
-from memsync.ui.context import Context, guarded
+from memsync.ui.context import Context, with_error_page
 from memsync.ui.diffs import ShownPatch, render_patches
 from memsync.ui.hubview import NotFound
 from memsync.util.names import check_run_id
@@ -42,8 +42,8 @@ def routes(ctx: Context) -> list[BaseRoute]:
         return ctx.render(request, "proposal.html", name=name, r=result, p=result.proposal,
                           patches=patches_of(result))
 
-    found: list[BaseRoute] = [Route("/m/{name}/proposals", guarded(ctx, listing)),
-                              Route("/m/{name}/proposals/{pid}", guarded(ctx, one))]
+    found: list[BaseRoute] = [Route("/m/{name}/proposals", with_error_page(ctx, listing)),
+                              Route("/m/{name}/proposals/{pid}", with_error_page(ctx, one))]
     if not ctx.read_only:
         found += _acting(ctx)
     return found
@@ -63,7 +63,7 @@ def _acting(ctx: Context) -> list[BaseRoute]:
         name, pid = _named(ctx, request)
         kind = _kind(request)
         form = await request.form()
-        if not ctx.guard.csrf_ok(form.get("csrf")):
+        if not ctx.gate.csrf_ok(form.get("csrf")):
             return ctx.render(request, "error.html", status=403, message="refused: the form's token is missing "
                               "or wrong", hint="start again from the page", code=None)
         if kind == "accept":
@@ -77,8 +77,8 @@ def _acting(ctx: Context) -> list[BaseRoute]:
         return ctx.render(request, "proposal_done.html", name=name, pid=pid, kind=kind, accepted=None,
                           rejected=closed)
 
-    return [Route("/m/{name}/proposals/{pid}/{kind}", guarded(ctx, confirm), methods=["GET"]),
-            Route("/m/{name}/proposals/{pid}/{kind}", guarded(ctx, act), methods=["POST"])]
+    return [Route("/m/{name}/proposals/{pid}/{kind}", with_error_page(ctx, confirm), methods=["GET"]),
+            Route("/m/{name}/proposals/{pid}/{kind}", with_error_page(ctx, act), methods=["POST"])]
 
 
 def _named(ctx: Context, request: Request) -> tuple[str, str]:

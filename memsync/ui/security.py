@@ -39,7 +39,7 @@ HEADERS = [
 ]
 
 
-class Guard:
+class Gate:
     """ASGI middleware: refuses a request that lacks the token, names a foreign host, or posts
     from another origin; adds the security headers to every answer."""
 

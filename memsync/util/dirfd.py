@@ -21,7 +21,7 @@ import stat
 from pathlib import Path, PurePosixPath
 from types import TracebackType
 
-from memsync.util.fs import pid_alive
+from memsync.util.fs import atomic_write, pid_alive
 
 __all__ = ["OUTSIDE", "Tree", "is_outside", "special_kind", "specials_on_the_way"]
 
@@ -165,8 +165,9 @@ class Tree:
     def place(self, rel: str, data: bytes, mode: int) -> bool:
         """Put exactly `data` at `rel` as git's `mode` says (a symlink whose target is `data`, or
         a file, executable or not), written beside it and renamed over whatever is there (never
-        written through). Missing folders are made. False, nothing written, if a symlink or a
-        file stands where a folder should be, or a folder stands at `rel`."""
+        written through: fs.atomic_write in the folder's descriptor). Missing folders are made.
+        False, nothing written, if a symlink or a file stands where a folder should be, or a
+        folder stands at `rel`."""
         try:
             fd, name = self.parent(rel, create=True)
             try:
@@ -178,21 +179,9 @@ class Tree:
             if is_outside(exc):
                 return False
             raise
-        tmp = f".memsync-{os.getpid()}-{name}"[:255]
-        self._remove(fd, tmp)
         _remove_stale(fd, name)
-        try:
-            if stat.S_ISLNK(mode):
-                os.symlink(os.fsdecode(data), tmp, dir_fd=fd)
-            else:
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-                handle = os.open(tmp, flags, 0o755 if mode & 0o111 else 0o644, dir_fd=fd)
-                with os.fdopen(handle, "wb") as fh:
-                    fh.write(data)
-            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-        except BaseException:
-            self._remove(fd, tmp)
-            raise
+        atomic_write(name, data, dir_fd=fd, link=stat.S_ISLNK(mode), create_mode=0o755 if mode & 0o111 else 0o644,
+                     durable=False, temp=f".memsync-{os.getpid()}-{name}"[:255])
         return True
 
     def rename(self, rel: str, new: str) -> None:

@@ -9,8 +9,8 @@ defined in a few microseconds:
 - `__init__` is generic for a class's first few instances and compiled after them, so a class
   built in bulk runs exactly as fast as with the standard one and a class no command builds
   never pays for it;
-- `__repr__`, `__eq__`, `__hash__` and the frozen guards are shared functions that read the field
-  list.
+- `__repr__`, `__eq__`, `__hash__` and frozen records' refusal of assignment are shared
+  functions that read the field list.
 
 The subset memsync uses is supported: `frozen`, `slots`, `field(default=..., default_factory=...,
 repr=..., compare=...)`, inherited fields, `__post_init__`, `ClassVar` annotations left out. `fields`,

@@ -58,7 +58,7 @@ def clean(text: str) -> str:
 
 
 def terminal(text: str, *, newlines: bool = False) -> str:
-    """The last guard before a terminal: anything not escaped by its renderer is escaped here.
+    """The last line of defence before a terminal: anything not escaped by its renderer is escaped here.
     Tabs stay; newlines stay only when the text is meant to span lines (`newlines=True`)."""
     if _plain(text):
         return text

@@ -1,6 +1,6 @@
 """A FIFO in a work tree never blocks memsync: not in its own reads (non-blocking, checked on the
 descriptor), not in libgit2's (a checkout leaves the path out; a FIFO swapped in while libgit2
-hashes a file is released by util/fifoguard.py), and it is skipped and named, never committed as
+hashes a file is released by util/fiforelease.py), and it is skipped and named, never committed as
 a deletion."""
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ def _c_open_in_a_thread(path: Path) -> tuple[threading.Thread, list[int]]:
 @pytest.mark.parametrize("swapped_away", [False, True])
 def test_a_libgit2_open_waiting_on_a_fifo_is_released(tmp_path: Path, swapped_away: bool) -> None:
     """libgit2 opens a file with a blocking open(): on a FIFO, that waits for a writer for ever
-    (with memsync's lock held). The guard releases it: by opening the FIFO for writing if it is
+    (with memsync's lock held). The release thread frees it: by opening the FIFO for writing if it is
     still at that path, else (swapped away: no one can open it any more) by interrupting the
     wait. The path is reported."""
-    from memsync.util import fifoguard
+    from memsync.util import fiforelease
 
-    fifoguard.watch()
+    fiforelease.watch()
     fifo = tmp_path / "f.md"
     os.mkfifo(fifo)
     thread, got = _c_open_in_a_thread(fifo)
@@ -68,7 +68,7 @@ def test_a_libgit2_open_waiting_on_a_fifo_is_released(tmp_path: Path, swapped_aw
     thread.join(30)
     assert not thread.is_alive(), "the open still waits on the FIFO"
     assert got != [], "it returned: a descriptor, or -1 (EINTR) for a FIFO no one can reach any more"
-    assert str(fifo) in fifoguard.drain()
+    assert str(fifo) in fiforelease.drain()
 
 
 @pytest.mark.attack

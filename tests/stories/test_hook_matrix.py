@@ -130,7 +130,7 @@ def write_note(folder: Path, machine: str) -> None:
     (folder / f"topic-{machine}.md").write_text(f"{machine} learnt this\n")
 
 
-def settle(world: World, clones: list[tuple[str, Path]]) -> None:
+def exchange_rounds(world: World, clones: list[tuple[str, Path]]) -> None:
     """Every clone starts a session and ends a turn, twice: what one pushed, the others pull."""
     for _ in range(2):
         for machine, project in clones:
@@ -168,7 +168,7 @@ def test_any_order_ends_with_the_same_notes_everywhere(world: World, machines: i
             world.hook(machine, project, "stop")
         else:  # nobody installed yet: the first push waits for the hooks
             schedule.append((machine, step))
-    settle(world, [(m, projects[m]) for m in names])
+    exchange_rounds(world, [(m, projects[m]) for m in names])
     trees = {m: world.notes(world.folder(m, projects[m])) for m in names}
     first = trees[names[0]]
     assert all(tree == first for tree in trees.values()), trees
@@ -207,7 +207,7 @@ def test_clones_worktrees_long_paths_and_a_moved_folder_converge(world: World, c
         (home / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryDirectory": str(moved)}))
     assert world.folder("c", c1) == moved
     all_clones = [("a", a1), ("a", a2), ("b", b1), ("c", c1), ("c", c_tree)]
-    settle(world, all_clones)
+    exchange_rounds(world, all_clones)
     folders = {world.folder(m, p) for m, p in all_clones}
     assert len(folders) == 4 and old not in folders  # c's two checkouts share one, now moved
     trees = [world.notes(f) for f in folders]
@@ -237,7 +237,7 @@ def test_two_machines_that_started_apart_are_joined_once(world: World) -> None:
     copies = [p for p in tree if p.startswith("MEMORY.conflict-")]
     assert len(copies) == 1 and {tree["MEMORY.md"], tree[copies[0]]} == {"- a: the build needs make\n",
                                                                          "- b: the build needs make\n"}
-    settle(world, [("a", a), ("b", b)])
+    exchange_rounds(world, [("a", a), ("b", b)])
     assert world.notes(world.folder("a", a)) == world.notes(folder)
     assert world.failures(["a", "b"]) == []
 

@@ -1,4 +1,4 @@
-"""The index memsync leaves behind: stat data for settled files, and pulls that touch only what changed."""
+"""The index memsync leaves behind: stat data for files no longer fresh, and pulls that touch only what changed."""
 
 from __future__ import annotations
 
@@ -18,25 +18,25 @@ def _index_stat(root: Path, rel: str) -> tuple[str, str]:
     return mtime, size
 
 
-def test_push_records_stat_data_of_settled_files_only(memory: Path, cli: Cli) -> None:
-    old = write(memory, "notes/old.md", "settled long ago\n")
+def test_push_records_stat_data_of_files_no_longer_fresh_only(memory: Path, cli: Cli) -> None:
+    old = write(memory, "notes/old.md", "written long ago\n")
     stamp = old.stat().st_mtime_ns
-    settled_at = max(stamp, old.stat().st_ctime_ns) + snapshot.SETTLED_NS
-    while time.time_ns() <= settled_at:  # snapshot's 2-second rule, waited out for real
+    old_at = max(stamp, old.stat().st_ctime_ns) + snapshot.FRESH_NS
+    while time.time_ns() <= old_at:  # snapshot's 2-second rule, waited out for real
         time.sleep(0.1)
     assert cli("push", cwd=memory).code == 0
     mtime, size = _index_stat(memory, "notes/old.md")
-    assert mtime == f"{stamp // 10**9}:{stamp % 10**9}" and size == str(len("settled long ago\n"))
+    assert mtime == f"{stamp // 10**9}:{stamp % 10**9}" and size == str(len("written long ago\n"))
     fresh = write(memory, "notes/fresh.md", "just written\n")
     fresh_for_a_minute(fresh)
     assert cli("push", cwd=memory).code == 0
     assert _index_stat(memory, "notes/fresh.md") == ("0:0", "0")
     # either way git and memsync agree the work tree is clean, and an edit is still seen
     assert git("status", "--porcelain", cwd=memory) == ""
-    write(memory, "notes/old.md", "settled long ago\nand edited\n")
+    write(memory, "notes/old.md", "written long ago\nand edited\n")
     assert "notes/old.md" in cli("status", cwd=memory).out
     assert cli("push", cwd=memory).code == 0
-    assert hub_tree()["notes/old.md"] == b"settled long ago\nand edited\n"
+    assert hub_tree()["notes/old.md"] == b"written long ago\nand edited\n"
 
 
 def test_pull_updates_exactly_the_changed_paths(memory: Path, tmp_path: Path, cli: Cli) -> None:

@@ -319,7 +319,7 @@ def test_every_command_is_classified_for_run_ownership() -> None:
     from memsync.cli.verbs import OCCASIONAL, register
     from memsync.core.memory import FREE_VERBS, OWNED_VERBS
 
-    app = typer.Typer()  # a fresh one: the real app registers its occasional verbs once, guarded
+    app = typer.Typer()  # a fresh one: the real app registers its occasional verbs once, wrapped
     register(app, lambda f: f)
     for module in set(OCCASIONAL.values()):
         importlib.import_module(f"memsync.cli.{module}").register(app, lambda f: f)

@@ -85,7 +85,7 @@ def test_split_hub_moves_every_memory_and_memsync_follows(tmp_path: Path, cli: C
     assert "new 0" not in again.stdout and "updated alpha" in again.stdout
     assert "1 updated, 2 unchanged" in again.stdout
     assert refs(dest / "alpha.git", "alpha") == refs(hub, "alpha")
-    settled = refs(hub)
+    before = refs(hub)
 
     template = f"{dest}/{{name}}.git"
     monkeypatch.setenv("MEMSYNC_REMOTE", template)
@@ -114,7 +114,7 @@ def test_split_hub_moves_every_memory_and_memsync_follows(tmp_path: Path, cli: C
     assert last.returncode == 1
     assert "differs beta-two" in last.stderr and "2 unchanged, 1 failed" in last.stdout
     assert git("rev-parse", "memory/beta-two", cwd=dest / "beta-two.git").strip() == moved
-    assert refs(hub) == settled, "split-hub or the moved memories wrote the hub"
+    assert refs(hub) == before, "split-hub or the moved memories wrote the hub"
 
 
 def test_split_hub_refuses_bad_input(tmp_path: Path) -> None:

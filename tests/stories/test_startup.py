@@ -66,8 +66,8 @@ def test_the_integrations_cost_the_core_commands_nothing(memory: Path) -> None:
     assert "memsync.cli.syncing" in loaded
     assert not loaded & {"memsync.cli.hooks", "memsync.cli.mcp", "memsync.cli.redact"}
     # nor does status load what only committing and merging use
-    assert not loaded & {"memsync.core.snapshot", "memsync.checks.guard", "memsync.core.unverified",
-                         "memsync.git.integrate"}
+    assert not loaded & {"memsync.core.snapshot", "memsync.checks.guard", "memsync.checks.protect",
+                         "memsync.core.unverified", "memsync.git.integrate"}
 
 
 @pytest.mark.parametrize(("module", "verb"), [("memsync.cli.app", "list"), ("memsync.cli.syncing", "status")])

@@ -1,6 +1,6 @@
 """The page's proposals over plain HTTP: the list and a review show the right rows, accepting
 through the page leaves the version `memsync accept` leaves on a twin hub, rejecting closes it,
-and the new forms hold the guard's refusals (Origin, CSRF token, read-only)."""
+and the new forms hold the gate's refusals (Origin, CSRF token, read-only)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ import pytest
 
 from memsync.agents.registry import CLAUDE_CODE, allowed_path
 from memsync.checks import globs
-from memsync.checks.guard import ProtectRule, parse_protect
 from memsync.checks.merge_policy import parse_rules, strategy_for
+from memsync.checks.protect import ProtectRule, parse_protect
 
 
 @pytest.mark.parametrize(("pattern", "path", "expected"), [

@@ -34,7 +34,7 @@ def test_what_the_command_changed_is_put_back_and_what_it_made_kept_aside(memory
     (memory / "tool.sh").chmod(0o755)
     before = _state(memory)
     mem = open_memory(memory)
-    guard = readonly.protect(mem, "ro-run-1")
+    protection = readonly.protect(mem, "ro-run-1")
     assert not stat.S_IMODE((memory / "summary.md").stat().st_mode) & 0o222  # made non-writable
     # the command, past the modes (as root could): edits, deletes, chmods, makes files and folders
     (memory / "summary.md").chmod(0o644)
@@ -45,7 +45,7 @@ def test_what_the_command_changed_is_put_back_and_what_it_made_kept_aside(memory
     write(memory, "planted.md", "new\n")
     write(memory, "newdir/inside.md", "inside\n")
     (memory / "link").symlink_to("/etc/passwd")
-    done = readonly.undo(open_memory(memory), guard)
+    done = readonly.undo(open_memory(memory), protection)
     assert _state(memory) == before
     assert done.kept_in is not None
     kept = Path(done.kept_in)
@@ -57,11 +57,11 @@ def test_what_the_command_changed_is_put_back_and_what_it_made_kept_aside(memory
 
 def test_commits_the_command_made_are_dropped_from_the_branch(memory: Path) -> None:
     head = git("rev-parse", "HEAD", cwd=memory).strip()
-    guard = readonly.protect(open_memory(memory), "ro-run-2")
+    protection = readonly.protect(open_memory(memory), "ro-run-2")
     (memory / "summary.md").chmod(0o644)
     write(memory, "summary.md", "committed by the agent\n")
     git("-c", "user.name=a", "-c", "user.email=a@x", "commit", "-qam", "agent", cwd=memory)
-    done = readonly.undo(open_memory(memory), guard)
+    done = readonly.undo(open_memory(memory), protection)
     assert git("rev-parse", "HEAD", cwd=memory).strip() == head
     assert done.dropped_commit is not None and done.dropped_commit != head
     assert (memory / "summary.md").read_text() == "# Summary\n\nfirst line\n"

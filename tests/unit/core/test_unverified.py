@@ -31,20 +31,20 @@ def _git_commit(root: Path, rel: str, text: str, message: str = "edited with pla
     return str(oid)
 
 
-def _settle(root: Path, **kwargs: object) -> unverified.Unverified:
+def _vet(root: Path, **kwargs: object) -> unverified.Unverified:
     mem = open_memory(root)
     with mem.locked():
-        return unverified.settle(mem, **kwargs)  # type: ignore[arg-type]
+        return unverified.vet(mem, **kwargs)  # type: ignore[arg-type]
 
 
 def test_nothing_unpushed_finds_nothing(memory: Path) -> None:
-    found = _settle(memory)
+    found = _vet(memory)
     assert found.commits == [] and found.folded_into is None
 
 
 def test_a_clean_git_commit_is_found_and_left_as_it_is(memory: Path) -> None:
     oid = _git_commit(memory, "notes.md", "by hand\n")
-    found = _settle(memory)
+    found = _vet(memory)
     assert [c.oid for c in found.commits] == [oid]
     assert found.forged == [] and found.secrets == [] and found.violations == []
     assert str(pygit2.Repository(str(memory)).head.target) == oid  # not relabelled, not rewound
@@ -53,23 +53,23 @@ def test_a_clean_git_commit_is_found_and_left_as_it_is(memory: Path) -> None:
 def test_a_forged_trailer_is_refused_with_the_commit_named(memory: Path) -> None:
     oid = _git_commit(memory, "notes.md", "x\n", "looks official\n\nMemsync-Actor: operator\n")
     with pytest.raises(Blocked) as refused:
-        _settle(memory)
+        _vet(memory)
     assert oid[:8] in str(refused.value) and "forged trailer" in str(refused.value)
 
 
 def test_a_forged_trailer_is_only_reported_when_nothing_is_pushed(memory: Path) -> None:
     _git_commit(memory, "notes.md", "x\n", "looks official\n\nMemsync-Actor: operator\n")
-    found = _settle(memory, refuse=False)
+    found = _vet(memory, refuse=False)
     assert len(found.forged) == 1 and found.forged[0].endswith("Memsync-Actor")
 
 
 def test_a_secret_is_refused_under_secrets_block_and_passes_under_warn(memory: Path) -> None:
     _git_commit(memory, "creds.md", f"token = {SECRET}\n")
-    assert len(_settle(memory).commits) == 1  # the default (warn) does not read their content
+    assert len(_vet(memory).commits) == 1  # the default (warn) does not read their content
     config = memory / ".vm0" / "storage.yaml"
     config.write_text(config.read_text() + "secrets: block\n")
     with pytest.raises(Blocked, match=r"possible secret in creds\.md"):
-        _settle(memory)
+        _vet(memory)
 
 
 def test_a_broken_protect_rule_is_refused(memory: Path) -> None:
@@ -82,7 +82,7 @@ def test_a_broken_protect_rule_is_refused(memory: Path) -> None:
     who = pygit2.Signature("Someone", "someone@example.com")
     repo.create_commit("HEAD", who, who, "gone\n", repo.index.write_tree(), [repo.head.target])
     with pytest.raises(Blocked, match=r"policy: summary\.md"):
-        _settle(memory)
+        _vet(memory)
 
 
 def test_a_dead_runs_commits_and_files_become_one_commit_of_that_run(memory: Path) -> None:
@@ -90,7 +90,7 @@ def test_a_dead_runs_commits_and_files_become_one_commit_of_that_run(memory: Pat
     _git_commit(memory, "runs/agent.md", "the agent committed this\n", "agent's own commit\n")
     write(memory, "runs/left.md", "left uncommitted\n")
     (memory / ".git" / RUN_MARKER).write_text(json.dumps({"run_id": "dead-run-1", "pid": 2**22 + 7}))
-    found = _settle(memory)
+    found = _vet(memory)
     assert found.folded_into == "dead-run-1"
     repo = pygit2.Repository(str(memory))
     head = repo.get(repo.head.target)
@@ -104,5 +104,5 @@ def test_a_dead_runs_commits_and_files_become_one_commit_of_that_run(memory: Pat
 def test_a_marker_that_is_not_json_is_not_a_dead_run(memory: Path) -> None:
     oid = _git_commit(memory, "notes.md", "by hand\n")
     (memory / ".git" / RUN_MARKER).write_text("{not json")
-    found = _settle(memory)
+    found = _vet(memory)
     assert found.folded_into is None and [c.oid for c in found.commits] == [oid]

@@ -20,7 +20,7 @@ def _wait_for(predicate, seconds: float = 5.0) -> bool:  # type: ignore[no-untyp
     return bool(predicate())
 
 
-def _settle(monitor: ChangeMonitor, quiet: float = 0.3, seconds: float = 5.0) -> None:
+def _wait_quiet(monitor: ChangeMonitor, quiet: float = 0.3, seconds: float = 5.0) -> None:
     """Wait until no event has been counted for `quiet` seconds."""
     deadline = time.monotonic() + seconds
     count = monitor.events
@@ -29,7 +29,7 @@ def _settle(monitor: ChangeMonitor, quiet: float = 0.3, seconds: float = 5.0) ->
         if monitor.events == count:
             return
         count = monitor.events
-    raise AssertionError("file events did not settle")
+    raise AssertionError("file events did not go quiet")
 
 
 def test_git_directory_is_never_a_change(memory: Path) -> None:
@@ -40,15 +40,15 @@ def test_git_directory_is_never_a_change(memory: Path) -> None:
         assert not monitor.polling
         write(memory, "notes/deep/a.md", "a, edited\n")
         assert _wait_for(lambda: "notes/deep/a.md" in monitor.changed)
-        _settle(monitor)
+        _wait_quiet(monitor)
         # a top-level directory made later is followed, and files below it are changes
         (memory / "later").mkdir()
-        _settle(monitor)
+        _wait_quiet(monitor)
         monitor.take()
         write(memory, "later/x.md", "x\n")
         assert _wait_for(lambda: "later/x.md" in monitor.changed)
         # (the write's later events, modify and close, may still be on their way: let them land)
-        _settle(monitor)
+        _wait_quiet(monitor)
         # and a commit's writes under .git are not, nor .vm0's
         monitor.take()
         write(memory, ".git/objects/zz/fake", "not a change\n")

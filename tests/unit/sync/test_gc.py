@@ -8,6 +8,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
+from memsync.errors import UsageError
 from memsync.sync import gc
 from tests.conftest import hub_path, write
 
@@ -39,7 +40,7 @@ def test_the_proposal_window_is_read_from_the_environment(monkeypatch: pytest.Mo
     assert gc.proposal_days() == gc.DEFAULT_PROPOSAL_DAYS
     monkeypatch.setenv("MEMSYNC_PROPOSAL_DAYS", "0.5")
     assert gc.proposal_days() == 0.5
-    monkeypatch.setenv("MEMSYNC_PROPOSAL_DAYS", "-1")
-    assert gc.proposal_days() == 0.0
-    monkeypatch.setenv("MEMSYNC_PROPOSAL_DAYS", "a month")
-    assert gc.proposal_days() == gc.DEFAULT_PROPOSAL_DAYS
+    for bad in ("-1", "a month"):  # refused as util/envcheck.py refuses it, never a silent default
+        monkeypatch.setenv("MEMSYNC_PROPOSAL_DAYS", bad)
+        with pytest.raises(UsageError, match="MEMSYNC_PROPOSAL_DAYS"):
+            gc.proposal_days()

@@ -14,6 +14,7 @@ import pygit2
 import pytest
 
 from memsync.core.memory import Memory, open_memory
+from memsync.errors import UsageError
 from memsync.git import remote
 from memsync.git.hub import HubUrl
 from memsync.git.remote import NetworkHub
@@ -106,14 +107,16 @@ def test_the_backoff_is_jittered_under_a_doubling_ceiling() -> None:
     assert max(exchange._backoff(40) for _ in range(200)) > exchange.BACKOFF_CAP / 2
 
 
-def test_patience_comes_from_the_environment_and_is_never_negative(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_patience_comes_from_the_environment_as_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad value is refused as util/envcheck.py refuses it at a command's start, never read as a
+    silent default."""
     assert remote.push_patience() == remote.DEFAULT_PATIENCE
     monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "2.5")
     assert remote.push_patience() == 2.5
-    monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "-3")
-    assert remote.push_patience() == 0.0
-    monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", "soon")
-    assert remote.push_patience() == remote.DEFAULT_PATIENCE
+    for bad in ("-3", "soon"):
+        monkeypatch.setenv("MEMSYNC_PUSH_PATIENCE", bad)
+        with pytest.raises(UsageError, match="MEMSYNC_PUSH_PATIENCE"):
+            remote.push_patience()
 
 
 def test_refs_of_the_queue_are_not_listed_as_memories(memory: Path, cli: Cli) -> None:

@@ -42,3 +42,24 @@ def test_a_switch_is_0_or_1(monkeypatch: pytest.MonkeyPatch) -> None:
         envcheck.switch("MEMSYNC_PUSH_QUEUE")
     monkeypatch.setenv("MEMSYNC_PUSH_QUEUE", "1")
     assert envcheck.switch("MEMSYNC_PUSH_QUEUE", default=False) is True
+
+
+def test_every_reader_of_a_number_takes_envchecks_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The readers spread over the layers parse nothing themselves: what envcheck accepted is what
+    they return (surrounding blanks included), and what it refuses they refuse."""
+    from memsync.core import locking
+    from memsync.git import remote
+    from memsync.run import session, stopping
+    from memsync.sync import gc, proposals
+
+    readers = {"MEMSYNC_LOCK_TIMEOUT": locking.lock_timeout, "MEMSYNC_PUSH_PATIENCE": remote.push_patience,
+               "MEMSYNC_QUIET": session.quiet_seconds, "MEMSYNC_SETTLE": session.settle_seconds,
+               "MEMSYNC_STOP_GRACE": stopping.stop_grace, "MEMSYNC_PROPOSAL_DAYS": gc.proposal_days,
+               "MEMSYNC_MAX_PROPOSALS": proposals.max_open}
+    for name, read in readers.items():
+        monkeypatch.setenv(name, " 7 ")
+        assert read() == 7
+        monkeypatch.setenv(name, "x")
+        with pytest.raises(UsageError, match=name):
+            read()
+        monkeypatch.delenv(name)

@@ -72,3 +72,65 @@ def test_memsyncs_other_writers_go_through_it(tmp_path: Path) -> None:
     assert attributes.read_text().endswith(mergeattrs.BLOCK)
     assert not [p for p in attributes.parent.iterdir() if p.name.startswith(".")]
     assert sorted(p.name for p in hub.iterdir() if p.name.startswith((".HEAD", "HEAD"))) == ["HEAD"]
+
+
+def test_a_write_in_a_folders_descriptor_stays_in_that_folder(tmp_path: Path) -> None:
+    """dir_fd: the folder opened is the one written, even once a symlink to elsewhere stands at
+    its path; the mode asked for, a symlink written as one, no temp file left."""
+    folder, elsewhere = tmp_path / "memory", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        folder.rename(tmp_path / "moved")
+        folder.symlink_to(elsewhere, target_is_directory=True)
+        atomic_write("notes.md", b"kept\n", dir_fd=fd, mode=0o640)
+        atomic_write("link", b"notes.md", dir_fd=fd, link=True)
+    finally:
+        os.close(fd)
+    moved = tmp_path / "moved"
+    assert (moved / "notes.md").read_bytes() == b"kept\n" and list(elsewhere.iterdir()) == []
+    assert stat.S_IMODE((moved / "notes.md").stat().st_mode) == 0o640
+    assert os.readlink(moved / "link") == "notes.md"
+    assert sorted(p.name for p in moved.iterdir()) == ["link", "notes.md"]
+
+
+def test_a_checkout_mode_follows_the_umask_and_a_named_temp_is_cleared(tmp_path: Path) -> None:
+    """create_mode is git's checkout mode as the umask leaves it; `temp` (a caller's own name for
+    its temp file) replaces a leftover of an earlier, killed write of the same name."""
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    leftover = folder / ".memsync-1-run.sh"
+    leftover.write_bytes(b"half writ")
+    old = os.umask(0o077)
+    try:
+        atomic_write(folder / "run.sh", b"#!/bin/sh\n", create_mode=0o755, durable=False, temp=leftover.name)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((folder / "run.sh").stat().st_mode) == 0o700
+    assert sorted(p.name for p in folder.iterdir()) == ["run.sh"]
+
+
+def test_a_name_of_the_longest_length_gets_a_temp_name_that_fits(tmp_path: Path) -> None:
+    name = "é" * 127  # 254 bytes
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    atomic_write(folder / name, b"x")
+    assert [p.name for p in folder.iterdir()] == [name]
+
+
+def test_ensure_layout_replaces_a_planted_exclude_link_and_keeps_the_users_lines(tmp_path: Path) -> None:
+    from memsync.git.repo import EXCLUDES, GitRepo
+
+    git = GitRepo.init(tmp_path / "memory", "memory/notes")
+    exclude = git.git_dir / "info" / "exclude"
+    victim = tmp_path / "victim"
+    victim.write_text("*.log")  # the user's own rule, no final newline
+    exclude.unlink(missing_ok=True)
+    exclude.symlink_to(victim)
+    git.ensure_layout("memory/notes", None)
+    assert victim.read_text() == "*.log" and not exclude.is_symlink()
+    assert exclude.read_text() == "*.log\n" + EXCLUDES
+    git.ensure_layout("memory/notes", None)  # once only
+    assert exclude.read_text() == "*.log\n" + EXCLUDES
+    assert sorted(p.name for p in exclude.parent.iterdir()) == ["exclude"]

@@ -51,7 +51,7 @@ def watch() -> None:
             _can_interrupt = True
     except ValueError:  # not the main thread: FIFOs still in place are released all the same
         pass
-    threading.Thread(target=_loop, name="memsync-fifo-guard", daemon=True).start()
+    threading.Thread(target=_loop, name="memsync-fifo-release", daemon=True).start()
 
 
 def _wake(signum: int, frame: object) -> None:

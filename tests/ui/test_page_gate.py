@@ -1,4 +1,4 @@
-"""The page's guard over plain HTTP: the token, the Host header, the Origin and CSRF token of a
+"""The page's gate over plain HTTP: the token, the Host header, the Origin and CSRF token of a
 change, the security headers; and a revert posted through the page leaves the version the CLI
 would."""
 
