@@ -1,6 +1,7 @@
 """watchdog's inotify observer as the change trackers (tracker.py) need it; imported only when one starts.
 
-It is watchdog's own `InotifyObserver` (one recursive watch, symlinks never followed), with two
+It is watchdog's own `InotifyObserver` (one recursive watch, symlinks never followed; a move in
+or out of the tree reported as a move from or to "", not as a creation or deletion), with two
 reports watchdog otherwise keeps to its log, both of which mean "some change may come without an
 event": the kernel's event queue overflowed (watchdog then rebuilds its watches, but the events
 are gone), and a folder could not be watched (out of inotify watches, or no permission to read
@@ -22,7 +23,7 @@ from collections.abc import Callable
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.api import BaseObserver
-from watchdog.observers.inotify import InotifyEmitter
+from watchdog.observers.inotify import InotifyFullEmitter
 from watchdog.observers.inotify_c import CallbackId, InotifyEvent, InotifyFD, Mask, WatchCallback, WatchDescriptor
 
 __all__ = ["TreeObserver", "observe"]
@@ -56,12 +57,13 @@ class _Reader(InotifyFD):
 
 
 class TreeObserver(BaseObserver):
-    """An observer with its own inotify reader, as watchdog's InotifyObserver builds one."""
+    """An observer with its own inotify reader, as watchdog's InotifyObserver builds one (with
+    `generate_full_events`)."""
 
     def __init__(self, overflowed: Callable[[], None], unwatched: Callable[[str], None]) -> None:
         self.reader = _Reader(overflowed, unwatched)
         self.reader.start()
-        super().__init__(InotifyEmitter, inotify_fd=self.reader)
+        super().__init__(InotifyFullEmitter, inotify_fd=self.reader)
 
     def on_thread_stop(self) -> None:
         super().on_thread_stop()

@@ -13,7 +13,7 @@ made before the question is then in the answer. If the cookie's event does not c
 Whenever the tracker cannot be sure, it starts over, which drops the baseline, and the next scan
 is a full one:
 - the kernel's event queue overflowed;
-- a folder was moved or renamed (the watches are then set up again);
+- a folder was moved or renamed, or one moved in or out (the watches are then set up again);
 - the memory's root, or its .git, was removed, moved or replaced (likewise);
 - more paths were touched than a narrowed scan would save (`Limits.max_paths`).
 And every `Limits.full_every` seconds a scan is a full one anyway: what inotify cannot see
@@ -219,7 +219,9 @@ class Tracker:
                 if epoch != self._epoch:
                     return
                 if kind == "moved" and event.is_directory and not (_in_repo(src) and _in_repo(dest)):
-                    self._stale = "a folder was moved"  # watchdog follows it, but start over all the same
+                    # watchdog follows a folder moved inside the tree, and reports what one moved in holds,
+                    # but start over all the same (src or dest is None: moved in or out)
+                    self._stale = "a folder was moved"
                 for rel, arriving in ((src, kind != "deleted" and kind != "moved"), (dest, True)):
                     if rel is not None:
                         self._take(kind, bool(event.is_directory), rel, arriving)

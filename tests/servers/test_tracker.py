@@ -278,6 +278,13 @@ def test_the_tracker_starts_over_when_it_cannot_be_sure(memory: Path, direct: Di
     (memory / "runs").rename(memory / "runs2")  # a folder renamed: its watches are set up again
     assert "paths" not in tracked.since() and tracked.observer is not before
     assert not before.is_alive()
+    for move in ((memory.parent / "outside", memory / "inbound"), (memory / "inbound", memory.parent / "out")):
+        scan_both(memory, direct)
+        assert tracked.since().get("paths") is not None
+        if not move[0].exists():
+            write(move[0], "a/b.md", "made elsewhere\n")
+        move[0].rename(move[1])  # a folder moved in, then out
+        assert "paths" not in tracked.since()
     scan_both(memory, direct)
     assert tracked.since().get("paths") is not None
     # the kernel's queue overflowed: watchdog's own reader is told so, as the kernel tells it
