@@ -21,13 +21,32 @@ import os
 import warnings
 from collections.abc import Callable
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirAttribEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileAttribEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.inotify import InotifyFullEmitter
 from watchdog.observers.inotify_c import CallbackId, InotifyEvent, InotifyFD, Mask, WatchCallback, WatchDescriptor
 
 __all__ = ["TreeObserver", "observe"]
 
+# What can change what git sees. Left out, so never asked of the kernel: opens and closes without
+# a write (every read of every file, .git's included, would pass through three threads), and
+# watchdog's own note that a folder's entries changed (each change has its own event).
+EVENTS: list[type[FileSystemEvent]] = [FileCreatedEvent, DirCreatedEvent, FileDeletedEvent, DirDeletedEvent,
+                                       FileModifiedEvent, FileAttribEvent, DirAttribEvent, FileMovedEvent,
+                                       DirMovedEvent, FileClosedEvent]
 _GONE = (errno.ENOENT, errno.ENOTDIR)  # a folder removed while watches were added: its parent's event names it
 
 
@@ -97,7 +116,7 @@ def observe(root: str, on_event: Callable[[FileSystemEvent], None], overflowed: 
     warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
     observer = TreeObserver(overflowed, unwatched)
     try:
-        observer.schedule(_Handler(on_event), root, recursive=True)
+        observer.schedule(_Handler(on_event), root, recursive=True, event_filter=EVENTS)
         observer.start()
     except BaseException:
         stop(observer)

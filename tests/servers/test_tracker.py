@@ -255,6 +255,21 @@ def test_the_cookie_never_shows_up_in_a_scan_a_status_or_a_commit(memory: Path, 
     assert not [p for p in os.listdir(memory / ".git") if p.startswith(treewatch.COOKIE_PREFIX)]  # cleaned up
 
 
+def test_reads_are_not_events(memory: Path) -> None:
+    """Opening and reading files (a scan hashing them, git reading .git) asks nothing of the tracker."""
+    tracked = Tracker(os.path.realpath(memory))
+    try:
+        token = tracked.since()["token"]
+        for path in [*memory.rglob("*")]:
+            if path.is_file() and not path.is_symlink():
+                path.read_bytes()
+        assert tracked.since()["token"] == token
+        write(memory, "new.md", "x\n")
+        assert tracked.since()["token"] > token
+    finally:
+        tracked.close()
+
+
 def test_a_killed_servers_cookie_is_removed(memory: Path) -> None:
     stale = memory / ".git" / f"{treewatch.COOKIE_PREFIX}1-dead"
     fresh = memory / ".git" / f"{treewatch.COOKIE_PREFIX}2-live"
