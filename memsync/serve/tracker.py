@@ -59,7 +59,7 @@ class Limits:
     full_every: float = 300.0  # seconds: a baseline older than this (since its last full scan) is not used
     max_dirs: int = 20_000  # folders tracked per memory
     max_paths: int = hints.MAX_PATHS  # paths a narrowed scan is given at most (twice that touched: start over)
-    flush_wait: float = 2.0  # seconds `since` waits for its cookie's event (it takes ~1 ms)
+    flush_wait: float = 2.0  # seconds `since` waits for its cookie's event (docs/PERFORMANCE.md: far less)
     max_memories: int = 16  # memories tracked at once (the least recently used is dropped)
     retry: float = 60.0  # seconds before a memory that could not be tracked is tried again
 
