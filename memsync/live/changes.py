@@ -219,13 +219,7 @@ def _observe(root: Path, on_event: Callable[[Any], None]) -> Any:
         def on_any_event(self, event: FileSystemEvent) -> None:
             on_event(event)
 
-    import logging
-
-    # watchdog logs a stopped emitter's last read (logger.error); with no handler configured
-    # Python's last resort would print it into the output of the command the run watches
-    quiet = logging.getLogger("watchdog")
-    if not quiet.handlers:
-        quiet.addHandler(logging.NullHandler())
+    quiet_watchdog()
     observer = Observer()
     observer.daemon = True
     try:
@@ -236,3 +230,14 @@ def _observe(root: Path, on_event: Callable[[Any], None]) -> Any:
             observer.stop()
         raise
     return observer
+
+
+def quiet_watchdog() -> None:
+    """watchdog logs a stopped emitter's last read (logger.error) and an overflowed inotify queue
+    (a warning); with no handler configured Python's last resort would print them into the output
+    of the command a run watches, or of `memsync serve`."""
+    import logging
+
+    quiet = logging.getLogger("watchdog")
+    if not quiet.handlers:
+        quiet.addHandler(logging.NullHandler())

@@ -10,10 +10,12 @@ and handed its connection, so the fork is off the client's path. A fork is a fre
 command: nothing of one command (open repositories, locks, caches, globals, the environment)
 reaches the next, and concurrent commands run in parallel as separate processes do.
 
-The server itself never opens a repository and runs no thread, so each fork starts clean. It
-does keep inotify watches on the memories its workers scan (tracker.py), and answers their
-questions about what changed on a socket pair per worker (tracklink.py), so that a scan can look
-at those paths only (git/hints.py). Only
+The server itself never opens a repository, so each fork starts clean. It does keep a watchdog
+observer on each memory its workers scan (tracker.py), and answers their questions about what
+changed on a socket pair per worker (tracklink.py), so that a scan can look at those paths only
+(git/hints.py). The observers' threads are the server's only ones, and a fork copies none of
+them: a worker lets the trackers go without touching their threads or locks and closes the
+inotify descriptors it inherited (Trackers.abandon). Only
 the same user reaches it: the socket is mode 0600 and every peer's uid is checked
 (SO_PEERCRED). When memsync's code on disk changes (an upgrade), the server declines the request
 (the client then runs it in-process) and starts itself again with the new code.
@@ -37,7 +39,7 @@ from pathlib import Path
 
 from memsync.errors import LockBusy, UsageError
 from memsync.serve import handoff
-from memsync.serve.tracker import Tracker, Trackers
+from memsync.serve.tracker import Trackers
 from memsync.serve.tracklink import Lines
 from memsync.serve.worker import Spare, fork_for, fork_spare
 
@@ -178,7 +180,6 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
     listener.setblocking(False)
     selector.register(listener, selectors.EVENT_READ)
     workers = _Workers(listener, selector, trackers, lines)
-    watched: dict[int, object] = {}  # inotify descriptor -> the tracker's INotify it was registered for
     last = time.monotonic()
     spare_due = last  # the first spare at once
     try:
@@ -187,7 +188,7 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
             now = time.monotonic()
             if now >= spare_due and not workers.replenish():
                 spare_due = now + 1.0  # no fork (EAGAIN): again later, not in a busy loop
-            _watch(selector, trackers, lines, watched)
+            _watch(selector, lines)
             wait = [idle - (now - last)] if idle > 0 else []
             if workers.spare is None:
                 wait.append(spare_due - now)
@@ -205,8 +206,6 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
                         signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
                         restart = True
                         break
-                elif isinstance(key.data, Tracker):
-                    trackers.drain(key.data)
                 elif isinstance(key.fileobj, socket.socket) and not lines.readable(key.fileobj):
                     selector.unregister(key.fileobj)
                     lines.close(key.fileobj)
@@ -293,28 +292,19 @@ class _Workers:
         """In a new worker: none of the server's descriptors but its own line."""
         with contextlib.suppress(OSError):
             self.selector.close()
-        self.trackers.close()
+        self.trackers.abandon()
         self.lines.close_all()
         self.listener.close()
         self.close()
 
 
-def _watch(selector: selectors.BaseSelector, trackers: Trackers, lines: Lines, watched: dict[int, object]) -> None:
-    """Keep the selector on every live line and every tracker's current inotify descriptor."""
+def _watch(selector: selectors.BaseSelector, lines: Lines) -> None:
+    """Keep the selector on every live line."""
     for sock in lines.buffers:
         try:
             selector.get_key(sock)
         except KeyError:
             selector.register(sock, selectors.EVENT_READ)
-    live = {t.fileno(): t for t in trackers.by_root.values() if t.inotify is not None}
-    for fd in [fd for fd, inotify in watched.items() if fd not in live or live[fd].inotify is not inotify]:
-        with contextlib.suppress(KeyError, ValueError, OSError):
-            selector.unregister(fd)
-        del watched[fd]
-    for fd, tracker in live.items():
-        if fd not in watched:
-            selector.register(fd, selectors.EVENT_READ, tracker)
-            watched[fd] = tracker.inotify
 
 
 class _Stop(Exception):

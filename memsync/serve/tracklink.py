@@ -1,9 +1,9 @@
 """The line between a `memsync serve` worker and its server's change trackers (memsync/serve/tracker.py).
 
 Each worker gets one end of a socket pair when it is forked. Its scans ask the server `since`
-(the server reads its event queues, then answers) and tell it `settled` (a new baseline), as
+(the tracker flushes its events, then the server answers) and tell it `settled` (a new baseline), as
 length-prefixed JSON. The worker's end is not inheritable, so an agent a `run` starts cannot
-speak on it. Any failure on the line (no answer within _WAIT, a closed socket, a reply that does
+speak on it. Any failure on the line (no answer within WAIT, a closed socket, a reply that does
 not parse) means no hint: the scan is a full one.
 """
 
@@ -17,11 +17,13 @@ from typing import Any
 from memsync.git import hints
 from memsync.serve.tracker import Trackers
 
-__all__ = ["Lines", "Link", "Local", "since_from"]
+__all__ = ["WAIT", "Lines", "Link", "Local", "since_from"]
 
 _LEN = struct.Struct("!I")
 _MAX = 4 << 20
-_WAIT = 2.0  # seconds a scan waits for the server's answer
+# seconds a scan waits for the server's answer: more than a tracker's start and its flush
+# (tracker.Limits.flush_wait), which come first when the server is loaded
+WAIT = 5.0
 
 
 def _frame(message: dict[str, Any]) -> bytes:
@@ -55,15 +57,16 @@ class Local:
 class Link:
     """The worker's end: a `hints.Source`."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, wait: float = WAIT) -> None:
         self.sock = sock
+        self.wait = wait
         self.broken = False
 
     def since(self, root: str) -> hints.Since | None:
         if self.broken:
             return None
         try:
-            self.sock.settimeout(_WAIT)
+            self.sock.settimeout(self.wait)
             self.sock.sendall(_frame({"op": "since", "root": root}))
             head = self._exact(_LEN.size)
             (n,) = _LEN.unpack(head)
@@ -79,7 +82,7 @@ class Link:
         if self.broken:
             return
         try:
-            self.sock.settimeout(_WAIT)
+            self.sock.settimeout(self.wait)
             self.sock.sendall(_frame({"op": "settled", "root": root, "token": token, "tree": tree,
                                       "fingerprint": fingerprint, "paths": paths, "full": full}))
         except OSError:

@@ -1,9 +1,10 @@
 """Change trackers (memsync/serve/tracker.py): a narrowed scan reports exactly what a full scan does.
 
-Real inotify on a real memory. The differential tests make random changes of every kind a user,
-an agent or git can make (new folders, renames, deletions, mode changes, symlinks, .gitignore
-edits, nested repositories, agent commits, `git rm --cached`, `git reset`, memsync's own
-pushes) and after each one compare the scan a tracker narrowed with a full scan of the same tree.
+Real watchdog (inotify) on a real memory. The differential tests make random changes of every
+kind a user, an agent or git can make (new folders, renames, deletions, mode changes, symlinks,
+.gitignore edits, nested repositories, agent commits, `git rm --cached`, `git reset`, memsync's
+own pushes) and after each one compare the scan a tracker narrowed with a full scan of the same
+tree. No test sleeps for the observer's threads: a tracker's answer flushes them (its cookie).
 """
 
 from __future__ import annotations
@@ -24,22 +25,22 @@ import pytest
 from memsync.git import hints
 from memsync.git.repo import GitRepo
 from memsync.git.scan import ScanResult, scan
-from memsync.serve import tracker as tracker_mod
-from memsync.serve.tracker import Tracker, Trackers
+from memsync.serve import treewatch
+from memsync.serve.tracker import Limits, Tracker, Trackers
 from memsync.serve.tracklink import Local
 from tests.conftest import Cli, fresh_for_a_minute, git, hub_path, hub_tree, memsync_cmd, write
 
 pytestmark = pytest.mark.skipif(
-    tracker_mod.INotify is None  # type: ignore[attr-defined]
-    or tracker_mod.filesystem(os.path.realpath(tempfile.gettempdir()))
-    not in tracker_mod.LOCAL_FILESYSTEMS, reason="inotify (Linux) on a local file system")
+    not sys.platform.startswith("linux")
+    or treewatch.filesystem(os.path.realpath(tempfile.gettempdir())) not in treewatch.LOCAL_FILESYSTEMS,
+    reason="inotify (Linux) on a local file system")
 
 
 class Direct(Local):
     """The server's trackers reached in-process, as a worker's line reaches them; counts narrowed scans."""
 
-    def __init__(self) -> None:
-        super().__init__(Trackers())
+    def __init__(self, limits: Limits | None = None) -> None:
+        super().__init__(Trackers(limits=limits))
         self.narrowed = 0
         self.asked = 0
 
@@ -83,6 +84,15 @@ def _files(root: Path) -> list[Path]:
 def _dirs(root: Path) -> list[Path]:
     return [Path(top) / d for top, dirs, _ in os.walk(root) for d in dirs
             if d != ".git" and ".git" not in (Path(top) / d).parts and ".vm0" not in (Path(top) / d).parts]
+
+
+def map_and_write(path: Path) -> mmap.mmap:
+    """Write the first byte of `path` through a shared memory map, and keep the map: inotify
+    reports the open and, when the last reference goes (the map's), the close; not the write."""
+    with path.open("r+b") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0)
+    mapped[0:1] = b"!"
+    return mapped
 
 
 FOLDERS = ["", "notes", "notes/deep", "notes/deep/er", "runs", "build", "logs", "x y"]
@@ -176,51 +186,159 @@ def test_a_narrowed_scan_reports_what_a_full_scan_does(memory: Path, cli: Cli, d
 def test_a_narrowed_scan_is_narrow(memory: Path, direct: Direct) -> None:
     """A change inotify cannot see (a write through a shared memory map) is what tells a narrowed
     scan from a full one: the narrowed one does not look at that file. docs/SECURITY.md states
-    this limit; the next full scan (here: after the tracker starts over) reports it."""
+    this limit; a full scan reports it."""
     scan_both(memory, direct)
-    target = memory / "summary.md"
-    with target.open("r+b") as fh, mmap.mmap(fh.fileno(), 0) as mapped:
-        mapped[0:1] = b"!"
-    g = GitRepo.open(memory)
-    assert scan(g).changes == []
-    assert direct.narrowed == 1
-    direct.trackers.by_root[os.path.realpath(memory)]._forget()
-    assert [c.path for c in scan(GitRepo.open(memory)).changes] == ["summary.md"]
+    mapped = map_and_write(memory / "summary.md")
+    try:
+        narrowed, full = scan_both(memory, direct)
+        assert narrowed.changes == [] and direct.narrowed == 1
+        assert [c.path for c in full.changes] == ["summary.md"]
+    finally:
+        mapped.close()  # the last reference: now the close is reported
+    assert [c.path for c in scan_both(memory, direct)[0].changes] == ["summary.md"]
+
+
+def _answer(trackers: Trackers, root: Path) -> dict[str, object]:
+    tracked = trackers.by_root[os.path.realpath(root)]
+    return tracked.since()
+
+
+def test_a_change_made_just_before_since_is_always_in_the_answer(memory: Path, direct: Direct) -> None:
+    """The flush: whatever was changed before the question is in the answer, though the events
+    reach the tracker on watchdog's threads (without the cookie this fails within a few rounds)."""
+    scan_both(memory, direct)  # the baseline
+    rng = random.Random(7)
+    files: list[str] = []
+    for n in range(150):
+        op = rng.choice(["new", "append", "chmod", "rename", "delete"]) if files else "new"
+        if op == "new":
+            name = f"quick/{n % 7}/f{n}.md"
+            write(memory, name, "x\n")
+            files.append(name)
+        else:
+            name = files.pop(rng.randrange(len(files)))
+            path = memory / name
+            if op == "append":
+                with path.open("a") as fh:
+                    fh.write("more\n")
+            elif op == "chmod":
+                path.chmod(path.stat().st_mode ^ 0o100)
+            elif op == "rename":
+                path.rename(path.with_name(f"r{n}.md"))
+                files.append(path.with_name(f"r{n}.md").relative_to(memory).as_posix())
+            else:
+                path.unlink()
+            if op in ("append", "chmod"):
+                files.append(name)
+        answer = _answer(direct.trackers, memory)
+        assert "paths" in answer, (n, op)
+        assert name in answer["paths"] and (op != "rename" or files[-1] in answer["paths"]), (n, op)  # type: ignore[operator]
+
+
+def test_the_cookie_never_shows_up_in_a_scan_a_status_or_a_commit(memory: Path, cli: Cli, direct: Direct) -> None:
+    scan_both(memory, direct)
+    for n in range(3):
+        write(memory, f"notes/n{n}.md", f"{n}\n")
+        narrowed, full = scan_both(memory, direct)
+        assert narrowed == full
+        for result in (narrowed, full):
+            seen = [c.path for c in result.changes] + list(result.ignored)
+            assert not any(treewatch.COOKIE_PREFIX in p for p in seen)
+        status = cli("status", "--json", cwd=memory)
+        assert status.code == 0 and treewatch.COOKIE_PREFIX not in status.out
+        assert cli("push", cwd=memory).code == 0
+    assert direct.narrowed >= 3
+    everything = git("ls-tree", "-r", "--name-only", "HEAD", cwd=memory) + git("status", "--porcelain", "--ignored",
+                                                                               cwd=memory)
+    assert treewatch.COOKIE_PREFIX not in everything and "notes/n2.md" in everything
+    assert treewatch.COOKIE_PREFIX not in str(hub_tree())
+    assert not [p for p in os.listdir(memory / ".git") if p.startswith(treewatch.COOKIE_PREFIX)]  # cleaned up
+
+
+def test_reads_are_not_events(memory: Path) -> None:
+    """Opening and reading files (a scan hashing them, git reading .git) asks nothing of the tracker."""
+    tracked = Tracker(os.path.realpath(memory))
+    try:
+        token = tracked.since()["token"]
+        for path in [*memory.rglob("*")]:
+            if path.is_file() and not path.is_symlink():
+                path.read_bytes()
+        assert tracked.since()["token"] == token
+        write(memory, "new.md", "x\n")
+        assert tracked.since()["token"] > token
+    finally:
+        tracked.close()
+
+
+def test_a_killed_servers_cookie_is_removed(memory: Path) -> None:
+    stale = memory / ".git" / f"{treewatch.COOKIE_PREFIX}1-dead"
+    fresh = memory / ".git" / f"{treewatch.COOKIE_PREFIX}2-live"
+    stale.write_bytes(b"")
+    fresh.write_bytes(b"")
+    os.utime(stale, (1, 1))
+    tracked = Tracker(os.path.realpath(memory))
+    try:
+        assert not stale.exists() and fresh.exists()  # another server's, in flight: left alone
+    finally:
+        tracked.close()
 
 
 def test_the_tracker_starts_over_when_it_cannot_be_sure(memory: Path, direct: Direct) -> None:
+    from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, WatchDescriptor
+
     scan_both(memory, direct)
-    root = os.path.realpath(memory)
-    tracked = direct.trackers.by_root[root]
+    tracked = direct.trackers.by_root[os.path.realpath(memory)]
     assert tracked.since().get("paths") is not None
-    before = tracked.inotify
-    (memory / "runs").rename(memory / "runs2")  # a folder renamed: the watches under it name old paths
-    assert "paths" not in tracked.since() and tracked.inotify is not before
+    before = tracked.observer
+    (memory / "runs").rename(memory / "runs2")  # a folder renamed: its watches are set up again
+    assert "paths" not in tracked.since() and tracked.observer is not before
+    assert not before.is_alive()
+    for move in ((memory.parent / "outside", memory / "inbound"), (memory / "inbound", memory.parent / "out")):
+        scan_both(memory, direct)
+        assert tracked.since().get("paths") is not None
+        if not move[0].exists():
+            write(move[0], "a/b.md", "made elsewhere\n")
+        move[0].rename(move[1])  # a folder moved in, then out
+        assert "paths" not in tracked.since()
     scan_both(memory, direct)
     assert tracked.since().get("paths") is not None
-    with pytest.raises(tracker_mod._Restart):
-        tracked._take(-1, int(tracker_mod.flags.Q_OVERFLOW), "")  # type: ignore[attr-defined]
-    for name in range(2 * hints.MAX_PATHS + 1):  # more touched paths than a narrowed scan saves
-        tracked.gen += 1
-        tracked.dirty[f"p{name}"] = tracked.gen
-    tracked.drain()
+    # the kernel's queue overflowed: watchdog's own reader is told so, as the kernel tells it
+    tracked.observer.reader.handle_event(InotifyEvent(WatchDescriptor(-1), InotifyConstants.IN_Q_OVERFLOW, 0, b""))
     assert "paths" not in tracked.since()
     scan_both(memory, direct)
+    assert tracked.since().get("paths") is not None
     shutil.rmtree(memory / ".git")  # the repository itself replaced: never the old baseline
     subprocess.run(["git", "init", "-q", str(memory)], check=True)
     assert "paths" not in tracked.since()
+
+
+def test_more_touched_paths_than_a_narrowed_scan_saves(memory: Path) -> None:
+    source = Direct(Limits(max_paths=6))
+    try:
+        scan_both(memory, source)  # its baseline: .vm0/storage.yaml differs (ignored)
+        for n in range(3):
+            write(memory, f"few/{n}.md", "x\n")
+        assert len(_answer(source.trackers, memory)["paths"]) == 5  # type: ignore[arg-type]
+        for n in range(13):  # more than twice max_paths: the tracker starts over
+            write(memory, f"many/{n}.md", "x\n")
+        assert "paths" not in _answer(source.trackers, memory)
+        narrowed, full = scan_both(memory, source)
+        assert narrowed == full
+    finally:
+        hints.source = None
+        source.trackers.close()
 
 
 def test_an_older_scan_never_replaces_a_newer_baseline(memory: Path) -> None:
     tracked = Tracker(os.path.realpath(memory))
     try:
         write(memory, "a.md", "a\n")
-        tracked.drain()
-        tracked.settled(tracked.gen, "t" * 40, "fp", ["a.md"], False)
+        token = tracked.since()["token"]
+        tracked.settled(token, "t" * 40, "fp", ["a.md"], False)
         assert tracked.baseline is None  # a narrowed scan never starts a baseline
-        tracked.settled(tracked.gen, "t" * 40, "fp", ["a.md"], True)
+        tracked.settled(token, "t" * 40, "fp", ["a.md"], True)
         newer = tracked.baseline
-        tracked.settled(tracked.gen - 1, "u" * 40, "fp", [], True)
+        tracked.settled(token - 1, "u" * 40, "fp", [], True)
         assert tracked.baseline == newer
         write(memory, "b.md", "b\n")
         assert tracked.since()["paths"] == ["a.md", "b.md"]
@@ -228,25 +346,37 @@ def test_an_older_scan_never_replaces_a_newer_baseline(memory: Path) -> None:
         tracked.close()
 
 
-def test_every_so_often_a_scan_is_a_full_one(memory: Path, direct: Direct, monkeypatch: pytest.MonkeyPatch) -> None:
-    scan_both(memory, direct)
-    tracked = direct.trackers.by_root[os.path.realpath(memory)]
-    assert "paths" in tracked.since()
-    scan_both(memory, direct)  # a narrowed scan: the baseline keeps the time of the full one
-    monkeypatch.setattr(tracker_mod, "FULL_EVERY", 0.0)
-    assert "paths" not in tracked.since()
-    monkeypatch.setattr(tracker_mod, "FULL_EVERY", 300.0)
-    scan_both(memory, direct)
-    assert "paths" in tracked.since()
+def test_every_so_often_a_scan_is_a_full_one(memory: Path) -> None:
+    for every, narrowed in ((0.0, False), (300.0, True)):
+        source = Direct(Limits(full_every=every))
+        try:
+            scan_both(memory, source)
+            write(memory, "later.md", f"{every}\n")
+            assert ("paths" in _answer(source.trackers, memory)) is narrowed
+        finally:
+            hints.source = None
+            source.trackers.close()
 
 
-def test_a_memory_with_too_many_folders_is_not_tracked(memory: Path, direct: Direct,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tracker_mod, "MAX_DIRS", 2)
-    assert direct.trackers.since(os.path.realpath(memory)) is None
-    assert direct.trackers.by_root == {}
-    narrowed, full = scan_both(memory, direct)
-    assert narrowed == full and direct.narrowed == 0
+def test_a_memory_with_too_many_folders_is_not_tracked(memory: Path) -> None:
+    small = Direct(Limits(max_dirs=2))
+    try:
+        assert small.trackers.since(os.path.realpath(memory)) is None
+        assert small.trackers.by_root == {}
+        narrowed, full = scan_both(memory, small)
+        assert narrowed == full and small.narrowed == 0
+    finally:
+        hints.source = None
+    growing = Trackers(limits=Limits(max_dirs=4))  # the root, runs/, .vm0/ and one more
+    try:
+        root = os.path.realpath(memory)
+        assert growing.since(root) is not None
+        for n in range(3):
+            (memory / f"d{n}").mkdir()
+        assert growing.since(root) is None and root not in growing.by_root  # dropped as it grew past
+        assert growing.since(root) is None  # and not tried again at once
+    finally:
+        growing.close()
 
 
 def test_only_memories_on_a_local_file_system_are_tracked(tmp_path: Path) -> None:
@@ -256,14 +386,14 @@ def test_only_memories_on_a_local_file_system_are_tracked(tmp_path: Path) -> Non
                     "30 22 0:40 / /mnt/nfs rw - nfs4 server:/x rw\n"
                     "31 22 0:41 / /home/a\\040b rw - fuse.sshfs host: rw\n"
                     "32 30 0:42 / /mnt/nfs/local rw - tmpfs tmpfs rw\n")
-    assert tracker_mod.filesystem("/srv/mem", str(info)) == "ext4"
-    assert tracker_mod.filesystem("/mnt/nfs/mem", str(info)) == "nfs4"
-    assert tracker_mod.filesystem("/mnt/nfsx", str(info)) == "ext4"
-    assert tracker_mod.filesystem("/home/a b/mem", str(info)) == "fuse.sshfs"
-    assert tracker_mod.filesystem("/mnt/nfs/local/m", str(info)) == "tmpfs"
-    assert tracker_mod.filesystem("/x", str(tmp_path / "none")) is None
+    assert treewatch.filesystem("/srv/mem", str(info)) == "ext4"
+    assert treewatch.filesystem("/mnt/nfs/mem", str(info)) == "nfs4"
+    assert treewatch.filesystem("/mnt/nfsx", str(info)) == "ext4"
+    assert treewatch.filesystem("/home/a b/mem", str(info)) == "fuse.sshfs"
+    assert treewatch.filesystem("/mnt/nfs/local/m", str(info)) == "tmpfs"
+    assert treewatch.filesystem("/x", str(tmp_path / "none")) is None
     for kind in ("nfs4", "fuse.sshfs", "cifs", "9p", "virtiofs", None):
-        assert kind not in tracker_mod.LOCAL_FILESYSTEMS
+        assert kind not in treewatch.LOCAL_FILESYSTEMS
 
 
 def test_only_a_real_memory_root_is_tracked(tmp_path: Path, memory: Path, direct: Direct) -> None:
@@ -315,16 +445,19 @@ def test_served_runs_record_every_change_an_agent_makes(tmp_path: Path, memory: 
             on_disk = {str(p.relative_to(memory)): p.read_bytes() for p in _files(memory)}
             assert hub_tree() == on_disk, n  # everything the agent did is in the run's version
             assert "socket:" not in proc.stdout  # the agent holds no line to the server (nor any socket)
+            assert "inotify" not in proc.stdout  # nor any of its watches, whose events it could take
             write(memory, f"between-{n}.md", "written between runs\n")
             plain = memsync_cmd("status", "--json", cwd=memory)
             served = memsync_cmd("status", "--json", cwd=memory, env=env)
             assert served.stdout == plain.stdout
         # The served scans really are narrowed: a write inotify cannot see (through a shared memory
         # map, the documented limit) is not looked for by the server's status, only by a full one.
-        with (memory / "summary.md").open("r+b") as fh, mmap.mmap(fh.fileno(), 0) as mapped:
-            mapped[0:1] = b"!"
-        assert "summary.md" not in memsync_cmd("status", cwd=memory, env=env).stdout
-        assert "summary.md" in memsync_cmd("status", cwd=memory).stdout
+        mapped = map_and_write(memory / "summary.md")
+        try:
+            assert "summary.md" not in memsync_cmd("status", cwd=memory, env=env).stdout
+            assert "summary.md" in memsync_cmd("status", cwd=memory).stdout
+        finally:
+            mapped.close()
     finally:
         stop(server)
     untracked = start_server(tmp_path / "s2.sock", options=("--no-track",))
@@ -408,24 +541,26 @@ def test_a_served_restore_never_overwrites_a_change_inotify_cannot_see(tmp_path:
         env = server.env()
         for _ in range(2):
             assert memsync_cmd("status", cwd=memory, env=env).returncode == 0
-        with (memory / "summary.md").open("r+b") as fh, mmap.mmap(fh.fileno(), 0) as mapped:
-            mapped[0:1] = b"!"
-        proc = memsync_cmd("restore", "summary.md", "--at", "HEAD~1", cwd=memory, env=env)
+        mapped = map_and_write(memory / "summary.md")
+        try:
+            proc = memsync_cmd("restore", "summary.md", "--at", "HEAD~1", cwd=memory, env=env)
+        finally:
+            mapped.close()
         assert proc.returncode != 0 and "uncommitted" in proc.stderr
         assert (memory / "summary.md").read_bytes() == b"!" + b"# Summary\n\nsecond line\n"[1:]
     finally:
         stop(server)
 
 
-def test_a_dropped_tracker_is_never_drained(memory: Path, direct: Direct) -> None:
-    """The server's selector may report a tracker ready after a newer memory evicted it."""
+def test_a_dropped_tracker_stops_its_threads(memory: Path, direct: Direct) -> None:
     root = os.path.realpath(memory)
     assert direct.trackers.since(root) is not None
     tracked = direct.trackers.by_root[root]
+    observer = tracked.observer
+    threads = [observer, observer.reader, *observer.emitters]
     direct.trackers.drop(root)
-    write(memory, "late.md", "x\n")
-    direct.trackers.drain(tracked)  # no error, nothing done
-    assert tracked.inotify is None and root not in direct.trackers.by_root
+    assert tracked.observer is None and root not in direct.trackers.by_root
+    assert not any(t.is_alive() for t in threads)
 
 
 def test_a_symlinked_rule_file_means_full_scans(memory: Path, direct: Direct) -> None:

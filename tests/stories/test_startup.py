@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import write
 
-HEAVY = ("rich", "yaml", "inotify_simple", "watchdog", "filelock", "pydantic", "mcp", "anthropic", "anyio",
+HEAVY = ("rich", "yaml", "watchdog", "filelock", "pydantic", "mcp", "anthropic", "anyio",
          "starlette", "jinja2", "uvicorn")
 
 
@@ -41,7 +41,7 @@ def test_version_and_help_import_neither_pygit2_nor_extras(tmp_path: Path, args:
 def test_push_with_nothing_to_commit_skips_rich_yaml_pydantic(memory: Path) -> None:
     found = imported("push", cwd=memory)
     assert "pygit2" in found
-    assert found.isdisjoint(("rich", "yaml", "inotify_simple", "pydantic", "mcp", "anthropic", "starlette",
+    assert found.isdisjoint(("rich", "yaml", "watchdog", "pydantic", "mcp", "anthropic", "starlette",
                              "jinja2", "uvicorn")), sorted(found)
 
 
