@@ -215,7 +215,7 @@ def _workdir_deltas(git: GitRepo, index: pygit2.Index, flags: DiffOption, full: 
     deltas = diff_to_workdir(git.reader, index, flags, asked)
     if tree is not None:
         found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
-        link.settled(root, since.token, tree, stamp, sorted(found), asked is None)
+        link.hand_back(root, since.token, tree, stamp, sorted(found), asked is None)
     return deltas
 
 

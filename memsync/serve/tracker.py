@@ -80,7 +80,7 @@ def _in_repo(rel: str | None) -> bool:
 
 class Tracker:
     """The watch on one work tree, and the paths touched since each event number. Events are
-    taken on the observer's thread; `since` and `settled` are called on the server's."""
+    taken on the observer's thread; `since` and `hand_back` are called on the server's."""
 
     def __init__(self, root: str, limits: Limits | None = None, cookie_name: Callable[[], str] | None = None) -> None:
         self.root = root
@@ -315,7 +315,7 @@ class Tracker:
                 reply.update(tree=base.tree, fingerprint=base.fingerprint, paths=sorted(paths))
             return reply
 
-    def settled(self, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
+    def hand_back(self, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
         with self.lock:
             if token < self.reset_gen or (self.baseline is not None and token < self.baseline.token):
                 return  # a scan that started before what is known now
@@ -351,10 +351,10 @@ class Trackers:
             self.drop(root)
             return None
 
-    def settled(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
+    def hand_back(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
         tracker = self.by_root.get(root)
         if tracker is not None:
-            tracker.settled(token, tree, fingerprint, paths, full)
+            tracker.hand_back(token, tree, fingerprint, paths, full)
 
     def drop(self, root: str) -> None:
         tracker = self.by_root.pop(root, None)

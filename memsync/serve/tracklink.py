@@ -1,8 +1,8 @@
 """The line between a `memsync serve` worker and its server's change trackers (memsync/serve/tracker.py).
 
 Each worker gets one end of a socket pair when it is forked. Its scans ask the server `since`
-(the tracker flushes its events, then the server answers) and tell it `settled` (a new baseline), as
-length-prefixed JSON. The worker's end is not inheritable, so an agent a `run` starts cannot
+(the tracker flushes its events, then the server answers) and `hand_back` their result as the
+new baseline, as length-prefixed JSON. The worker's end is not inheritable, so an agent a `run` starts cannot
 speak on it. Any failure on the line (no answer within WAIT, a closed socket, a reply that does
 not parse) means no hint: the scan is a full one.
 """
@@ -50,8 +50,8 @@ class Local:
         reply = self.trackers.since(root)
         return None if reply is None else since_from(reply)
 
-    def settled(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
-        self.trackers.settled(root, token, tree, fingerprint, paths, full)
+    def hand_back(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
+        self.trackers.hand_back(root, token, tree, fingerprint, paths, full)
 
 
 class Link:
@@ -78,12 +78,12 @@ class Link:
             self.broken = True
             return None
 
-    def settled(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
+    def hand_back(self, root: str, token: int, tree: str, fingerprint: str, paths: list[str], full: bool) -> None:
         if self.broken:
             return
         try:
             self.sock.settimeout(self.wait)
-            self.sock.sendall(_frame({"op": "settled", "root": root, "token": token, "tree": tree,
+            self.sock.sendall(_frame({"op": "hand_back", "root": root, "token": token, "tree": tree,
                                       "fingerprint": fingerprint, "paths": paths, "full": full}))
         except OSError:
             self.broken = True
@@ -147,11 +147,11 @@ class Lines:
                 sock.sendall(_frame(reply if reply is not None else {"token": -1, "none": True}))
             finally:
                 sock.setblocking(False)
-        elif op == "settled":
+        elif op == "hand_back":
             paths = message["paths"]
             if not isinstance(paths, list) or len(paths) > hints.MAX_PATHS:
                 return
-            self.trackers.settled(root, int(message["token"]), str(message["tree"]),
+            self.trackers.hand_back(root, int(message["token"]), str(message["tree"]),
                                   str(message["fingerprint"]), [str(p) for p in paths], message["full"] is True)
 
     def close(self, sock: socket.socket) -> None:

@@ -27,7 +27,7 @@ NAME = f"{treewatch.COOKIE_PREFIX}predicted"
 
 def _baseline(tracked: Tracker) -> None:
     token = tracked.since()["token"]
-    tracked.settled(token, "t" * 40, "fp", [], True)
+    tracked.hand_back(token, "t" * 40, "fp", [], True)
 
 
 def test_a_link_or_a_file_where_the_cookie_goes_is_never_written_through_nor_trusted(

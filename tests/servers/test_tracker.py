@@ -334,11 +334,11 @@ def test_an_older_scan_never_replaces_a_newer_baseline(memory: Path) -> None:
     try:
         write(memory, "a.md", "a\n")
         token = tracked.since()["token"]
-        tracked.settled(token, "t" * 40, "fp", ["a.md"], False)
+        tracked.hand_back(token, "t" * 40, "fp", ["a.md"], False)
         assert tracked.baseline is None  # a narrowed scan never starts a baseline
-        tracked.settled(token, "t" * 40, "fp", ["a.md"], True)
+        tracked.hand_back(token, "t" * 40, "fp", ["a.md"], True)
         newer = tracked.baseline
-        tracked.settled(token - 1, "u" * 40, "fp", [], True)
+        tracked.hand_back(token - 1, "u" * 40, "fp", [], True)
         assert tracked.baseline == newer
         write(memory, "b.md", "b\n")
         assert tracked.since()["paths"] == ["a.md", "b.md"]
