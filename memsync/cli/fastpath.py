@@ -1,4 +1,4 @@
-"""The hot verbs (push, pull, status, run, log, `hooks run`) without typer: a sandbox runs memsync cold,
+"""The hot verbs (push, pull, clone, status, run, log, `hooks run`) without typer: a sandbox runs memsync cold,
 a new Python per command, and importing typer and building its command tree is a large part of
 each (docs/PERFORMANCE.md, "Figures behind the code's speed mechanisms").
 
@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from memsync.cli.options import FLAG, HOT, MANY, REST, WORD, Shape, Verb
+from memsync.cli.options import FLAG, HOT, MANY, REQUIRED, REST, WORD, Shape, Verb
 
 __all__ = ["dispatch", "parse"]
 
@@ -36,7 +36,7 @@ def parse(verb: Verb, words: list[str]) -> dict[str, Any] | None:
     """The parameters given by `words` (what follows the verb), or None to decline."""
     shapes = verb.shapes()
     spelled = {spelling: s for s in shapes for spelling in s.spellings}
-    word = next((s for s in shapes if s.arity == WORD), None)
+    words_in_order = [s for s in shapes if s.arity == WORD]
     rest = next((s for s in shapes if s.arity == REST), None)
     given: dict[str, Any] = {}
     i = 0
@@ -48,7 +48,8 @@ def parse(verb: Verb, words: list[str]) -> dict[str, Any] | None:
             if rest is not None and not verb.interspersed:  # options end at the command
                 given[rest.name] = words[i:]
                 break
-            if word is None or word.name in given:
+            word = next((s for s in words_in_order if s.name not in given), None)
+            if word is None:
                 return None
             given[word.name] = words[i]
             i += 1
@@ -57,6 +58,8 @@ def parse(verb: Verb, words: list[str]) -> dict[str, Any] | None:
         if taken is None:
             return None
         i += taken
+    if any(s.default is REQUIRED and s.name not in given for s in words_in_order):
+        return None  # typer says which argument is missing
     return given
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from memsync.cli.base import CommandWrapper
-from memsync.cli.options import HOT, REST, WORD, Verb
+from memsync.cli.options import HOT, REQUIRED, REST, WORD, Verb
 
 __all__ = ["hot_command", "typer_command"]
 
@@ -33,7 +33,8 @@ def typer_command(verb: Verb) -> Callable[..., Any]:
         extra = {"autocompletion": getattr(completing, param.complete)} if param.complete else {}
         declared = typer.Argument(help=param.help, **extra) if shape.arity in (WORD, REST) \
             else typer.Option(*shape.spellings, help=param.help, **extra)
-        parameters.append(inspect.Parameter(shape.name, inspect.Parameter.KEYWORD_ONLY, default=shape.default,
+        default = inspect.Parameter.empty if shape.default is REQUIRED else shape.default
+        parameters.append(inspect.Parameter(shape.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                             annotation=Annotated[shape.kind, declared]))
 
     def command(**given: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The hot verbs' command lines, declared once: push, pull, status and run.
+"""The hot verbs' command lines, declared once: push, pull, clone, status, run and log.
 
 Each verb is one `Verb`: its parameters' spellings and help here, their types and defaults in the
 verb's options record (sync/options.py, run/options.py), and a parameter the core never sees (the
@@ -18,12 +18,13 @@ from typing import Any
 
 from memsync.history.options import LogOptions
 from memsync.run.options import RunOptions
-from memsync.sync.options import PullOptions, PushOptions, StatusOptions
-from memsync.util.records import fields, recordclass
+from memsync.sync.options import CloneOptions, PullOptions, PushOptions, StatusOptions
+from memsync.util.records import MISSING, fields, recordclass
 
-__all__ = ["HOT", "Param", "Shape", "Verb"]
+__all__ = ["HOT", "REQUIRED", "Param", "Shape", "Verb"]
 
 FLAG, VALUE, MANY, WORD, REST = "flag", "value", "many", "word", "rest"  # Shape.arity
+REQUIRED = MISSING  # the default of an argument that must be given (a record field without a default)
 
 
 @recordclass(frozen=True)
@@ -47,7 +48,7 @@ class Shape:
     spellings: tuple[str, ...]
     kind: Any  # the declared type: bool, str | None, float, list[str] | None
     default: Any
-    arity: str  # FLAG, VALUE (one value), MANY (a repeatable value), WORD (one optional word), REST
+    arity: str  # FLAG, VALUE (one value), MANY (a repeatable value), WORD (one word, in order), REST
     number: type | None  # float or int: the value is read with it (None: a string, a flag, a list)
 
 
@@ -119,6 +120,13 @@ HOT: dict[str, Verb] = {v.name: v for v in (
     Verb("pull", PullOptions, (
         Param("name", (), "Outside a memory: clone NAME into ./NAME.", complete="memory_names"),
         REMOTE), "memsync.cli.syncing:pull"),
+    Verb("clone", CloneOptions, (
+        Param("name", (), "The memory's name on the remote.", complete="memory_names"),
+        Param("dest", (), "Directory to create (default: ./NAME)."),
+        REMOTE,
+        Param("full_history", ("--full-history",), "Fetch every version now. By default a network hub sends the "
+              "newest one and older ones come the first time something reads them (log, diff, restore, revert)."),
+    ), "memsync.cli.syncing:clone"),
     Verb("status", StatusOptions, (JSON, REMOTE), "memsync.cli.syncing:status"),
     Verb("run", RunOptions, (
         Param("command", (), "The agent command, after --.", kind=list[str] | None, default=None),

@@ -1,4 +1,4 @@
-"""init, push, pull, clone, gc, status, list (push, pull and status: declared in options.py)."""
+"""init, push, pull, clone, gc, status, list (push, pull, clone and status: declared in options.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from memsync.cli import completing, options, syncing
+from memsync.cli import options, syncing
 from memsync.cli.base import CommandWrapper
 from memsync.cli.hotverbs import hot_command
 from memsync.cli.output import err, human_size, out, print_json, warn
@@ -21,7 +21,7 @@ def register(app: typer.Typer, wrap: CommandWrapper) -> None:
     app.command()(wrap(init))
     hot_command(app, wrap, "push")
     hot_command(app, wrap, "pull")
-    app.command()(wrap(clone))
+    hot_command(app, wrap, "clone")
     app.command()(wrap(gc))
     hot_command(app, wrap, "status")
     app.command("list")(wrap(list_))
@@ -37,27 +37,6 @@ def init(
 
     result = sync.init(Path.cwd(), name, kind, remote)
     syncing.report_init(result)
-
-
-def clone(
-    name: Annotated[str, typer.Argument(help="The memory's name on the remote.",
-                                        autocompletion=completing.memory_names)],
-    dest: Annotated[Path | None, typer.Argument(help="Directory to create (default: ./NAME).")] = None,
-    remote: RemoteOpt = None,
-    full_history: Annotated[bool, typer.Option(
-        "--full-history",
-        help="Fetch every version now. By default a network hub sends the newest one and older "
-             "ones come the first time something reads them (log, diff, restore, revert).")] = False,
-) -> None:
-    """Create a working memory from the remote."""
-    from memsync.cli.output import transfer_progress
-    from memsync.sync import storage as sync
-
-    with transfer_progress() as progress:
-        result = sync.clone(name, dest, remote=remote, progress=progress, full_history=full_history)
-    out(f"Cloned {name} into {(dest or Path(name)).resolve()}")
-    syncing.report_merges(result.exchange)
-    syncing.print_version(result.version)
 
 
 def gc(json: JsonOpt = False, remote: RemoteOpt = None) -> None:

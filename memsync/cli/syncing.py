@@ -14,7 +14,7 @@ from memsync.util.textsafe import clean, display_path
 from memsync.util.wording import count
 
 if TYPE_CHECKING:
-    from memsync.sync.options import PullOptions, PushOptions, StatusOptions
+    from memsync.sync.options import CloneOptions, PullOptions, PushOptions, StatusOptions
 
 
 def push(options: PushOptions) -> None:
@@ -57,6 +57,19 @@ def pull(options: PullOptions) -> None:
     report_merges(result.exchange)
     if result.remote_missing:
         out("The remote has no version of this memory yet (run `memsync push`)")
+    print_version(result.version)
+
+
+def clone(options: CloneOptions) -> None:
+    """Create a working memory from the remote."""
+    from memsync.sync import storage as sync
+
+    dest = None if options.dest is None else Path(options.dest)
+    with transfer_progress() as progress:
+        result = sync.clone(options.name, dest, remote=options.remote, progress=progress,
+                            full_history=options.full_history)
+    out(f"Cloned {options.name} into {(dest or Path(options.name)).resolve()}")
+    report_merges(result.exchange)
     print_version(result.version)
 
 

@@ -23,7 +23,8 @@ from memsync.git.remote import Hub, Keeper, open_hub
 from memsync.git.repo import GitRepo
 from memsync.util.records import recordclass
 
-__all__ = ["KEEPER", "Bound", "HubChanged", "bind", "bind_memory", "came_from", "record", "resolve_for"]
+__all__ = ["KEEPER", "Bound", "HubChanged", "Resolution", "bind", "bind_memory", "came_from", "record",
+           "resolution", "resolve_for"]
 
 
 class HubChanged(UsageError):
@@ -55,13 +56,30 @@ def came_from(git: GitRepo, branch: str) -> HubUrl | None:
         return None
 
 
+@recordclass(frozen=True)
+class Resolution:
+    """The hub a command on a memory uses (`url`), and the memory's own hub when that one is
+    another (a mirror given with --remote), both worked out in one pass (`resolution`)."""
+
+    url: HubUrl
+    own: HubUrl | None = None
+
+
 def resolve_for(config: StorageConfig, git: GitRepo, flag: str | None) -> HubUrl:
     """The hub a command on this memory uses: the documented order, with silent changes refused."""
+    return resolution(config, git, flag).url
+
+
+def resolution(config: StorageConfig, git: GitRepo, flag: str | None) -> Resolution:
+    """resolve_for's hub, with the memory's own hub when the two differ (a mirror push)."""
     from memsync.util.sealed import get
 
     if flag:
         # explicit (a mirror when not the memory's own); never with a credential
-        return hubmod.from_flag(flag, config.name)
+        url = hubmod.from_flag(flag, config.name)
+        own = hubmod.parse(config.remote, name=config.name) if config.remote \
+            else hubmod.resolve(None, None, config.name)
+        return Resolution(url, None if own.key == url.key else own)  # --remote naming the own hub, however spelled
     env = get("MEMSYNC_REMOTE")
     if config.remote:
         own = hubmod.parse(config.remote, name=config.name)
@@ -69,14 +87,14 @@ def resolve_for(config: StorageConfig, git: GitRepo, flag: str | None) -> HubUrl
             given = hubmod.parse(env, name=config.name)
             if given.key != own.key:
                 raise HubChanged(config.name, own, given, "MEMSYNC_REMOTE")
-            return given  # the same hub, with the account or token the variable carries
-        return own
+            return Resolution(given)  # the same hub, with the account or token the variable carries
+        return Resolution(own)
     hub = hubmod.resolve(None, None, config.name)
     earlier = came_from(git, config.hub_branch)
     if earlier is not None and earlier.key != hub.key:
         why = "MEMSYNC_REMOTE" if env else "the default (the embedded hub)"
         raise HubChanged(config.name, earlier, hub, why)
-    return hub
+    return Resolution(hub)
 
 
 def record(root: Path, config: StorageConfig, git: GitRepo, hub: HubUrl) -> None:
@@ -111,19 +129,22 @@ def bind(url: HubUrl) -> Hub:
 
 
 def bind_memory(config: StorageConfig, git: GitRepo, flag: str | None, first_push: bool = False,
-                root: Path | None = None) -> Bound:
-    """A memory's hub for a command, resolved once (resolve_for); `first_push`: a push records
-    it in storage.yaml first when the memory records none (record)."""
-    url = resolve_for(config, git, flag)
-    if first_push and root is not None:
-        record(root, config, git, url)
-    hub = bind(url)
-    if not flag:  # the documented order without --remote names the memory's own hub
+                root: Path | None = None, bound: Hub | None = None) -> Bound:
+    """A memory's hub for a command, resolved once (resolution) and bound once; `first_push`: a
+    push records it in storage.yaml first when the memory records none (record). `bound`: the
+    hub this command already bound for the memory, from which it cloned it now (its storage.yaml
+    records that hub): neither resolved nor bound again."""
+    if bound is not None:
+        return Bound(bound, "origin", None)
+    found = resolution(config, git, flag)
+    if first_push and root is not None and not config.remote:
+        record(root, config, git, found.url)
+        if config.remote:  # recorded now: the hub this push goes to is the memory's own
+            found = Resolution(found.url)
+    hub = bind(found.url)
+    if found.own is None:  # the memory's own hub (the documented order, or --remote naming it)
         return Bound(hub, "origin", None)
-    own = hubmod.resolve(None, config.remote, config.name)
-    if own.key == url.key:  # --remote naming the memory's own hub, however spelled
-        return Bound(hub, "origin", None)
-    return Bound(hub, "hub-" + _digest(url.key), own)
+    return Bound(hub, "hub-" + _digest(found.url.key), found.own)
 
 
 def _digest(key: str) -> str:

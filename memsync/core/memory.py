@@ -108,10 +108,12 @@ def find(start: Path) -> Path:
     return root
 
 
-def open_memory(start: Path, remote: str | None = None, *, first_push: bool = False) -> Memory:
+def open_memory(start: Path, remote: str | None = None, *, first_push: bool = False,
+                cloned_from: Hub | None = None) -> Memory:
     """The memory `start` is in, its storage.yaml read and its repository opened once, its hub
     resolved and bound once (hubbind.bind_memory). `first_push`: a memory that records no hub
-    records the one this push goes to."""
+    records the one this push goes to. `cloned_from`: the hub this command cloned the memory from just
+    now (storage.clone_bound), not resolved and bound again."""
     from memsync.util import fiforelease
 
     fiforelease.watch()  # libgit2 opens files by path, blocking: a FIFO swapped in must not hold it for ever
@@ -123,7 +125,7 @@ def open_memory(start: Path, remote: str | None = None, *, first_push: bool = Fa
     from memsync.git.packguard import bound
 
     git.object_bound = bound(config.max_file_size)  # what a fetch may make (git/packguard.py)
-    binding = bind_memory(config, git, remote, first_push, root)
+    binding = bind_memory(config, git, remote, first_push, root, cloned_from)
     mem = Memory(root, config, git, binding.hub, binding.tracking, own_hub=binding.own)
     keep_out(root, binding.hub)  # MEMSYNC_HOME or a hub inside the memory is never committed (core/ownfolders.py)
     if (git.git_dir / "memsync-ro-guard.json").exists():  # a run killed while it held this memory read-only

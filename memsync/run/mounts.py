@@ -25,6 +25,7 @@ from memsync.util.records import recordclass
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     from memsync.git.hubtree import Oversize
+    from memsync.git.remote import Hub
 
 
 
@@ -101,10 +102,12 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
             raise UsageError(f"--offline: memory {m.name!r} has no local copy at {m.path}",
                              "run once without --offline to clone it")
         held: list[Oversize] = []
+        cloned: Hub | None = None  # the hub a clone bound: the memory is opened with it (bound once)
         if not offline and not present:
-            held = _clone_or_create(m, remote, create, say)
+            held, cloned = _clone_or_create(m, remote, create, say)
         # a run may be a memory's first push: it binds the memory to its hub as a push does (hubbind.py)
-        mem = open_memory(m.path, remote, first_push=not offline and not m.read_only)
+        mem = open_memory(m.path, remote, first_push=not offline and not m.read_only,
+                          cloned_from=cloned)
         if not m.read_only and memory.live_run(mem) is None:  # a live run vets its own
             from memsync.core.unverified import vet
 
@@ -127,12 +130,14 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
     return memories
 
 
-def _clone_or_create(m: Mount, remote: str | None, create: bool, say: Say) -> list[Oversize]:
+def _clone_or_create(m: Mount, remote: str | None, create: bool, say: Say) -> tuple[list[Oversize], Hub | None]:
+    """What a clone held back and the hub it bound; a new memory (`create`) has none bound yet."""
     from memsync.errors import MemoryNotFound
     from memsync.sync import storage
 
     try:
-        return storage.clone(m.name, m.path, remote=remote).exchange.held_back
+        result, hub = storage.clone_bound(m.name, m.path, remote=remote)
+        return result.exchange.held_back, hub
     except MemoryNotFound as exc:
         if not create or m.read_only:
             start = "" if m.read_only else (f"; to start a new memory {m.name!r} there, ask for it: `--create` "
@@ -141,7 +146,7 @@ def _clone_or_create(m: Mount, remote: str | None, create: bool, say: Say) -> li
             raise
     storage.init(m.path, name=m.name, remote=remote)  # bound to its hub when it is opened (first_push)
     say(f"{m.name}: a new memory (the hub had none of that name); the run's push publishes it")
-    return []
+    return [], None
 
 
 def _own(mem: Memory, run_id: str | None, claim: bool, claimed: list[Memory]) -> bool:

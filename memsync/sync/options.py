@@ -1,11 +1,11 @@
-"""What push, pull and status are asked to do: each verb's options as one record, their defaults
+"""What push, pull, clone and status are asked to do: each verb's options as one record, their defaults
 declared here and nowhere else (the command line's spellings and help are in cli/options.py)."""
 
 from __future__ import annotations
 
 from memsync.util.records import recordclass
 
-__all__ = ["PullOptions", "PushOptions", "StatusOptions"]
+__all__ = ["CloneOptions", "PullOptions", "PushOptions", "StatusOptions"]
 
 
 @recordclass(frozen=True)
@@ -23,6 +23,16 @@ class PullOptions:
 
     name: str | None = None
     remote: str | None = None
+
+
+@recordclass(frozen=True)
+class CloneOptions:
+    """`memsync clone NAME [DEST]`: a working memory made from the hub."""
+
+    name: str  # the memory's name on the hub (required)
+    dest: str | None = None  # the directory to create; None: ./NAME
+    remote: str | None = None
+    full_history: bool = False  # every version now; by default a network hub sends the newest one
 
 
 @recordclass(frozen=True)

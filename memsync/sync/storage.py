@@ -19,6 +19,7 @@ from memsync.errors import ConfigError, DiskFull, InvalidName, RemoteError, Repo
 from memsync.git import hub as hubmod
 from memsync.git import transport
 from memsync.git.hub import HubUrl
+from memsync.git.remote import KINDS, Hub
 from memsync.git.repo import GitRepo, WorkChange
 from memsync.git.scan import scan
 from memsync.git.transport import ProgressFn
@@ -306,6 +307,13 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
     """Create a working memory from the hub in `dest` (default ./NAME), atomically. From a network
     hub only the newest version is fetched unless `full_history`: older ones come when something
     reads them (shallow.py). A hub on this machine lends its object files, so all of it comes."""
+    return clone_bound(name, dest, remote=remote, progress=progress, full_history=full_history)[0]
+
+
+def clone_bound(name: str, dest: Path | None = None, *, remote: str | None = None,
+                progress: ProgressFn | None = None, full_history: bool = False) -> tuple[PullResult, Hub]:
+    """clone, and the hub it bound: a command that goes on with the memory (a run) opens it with
+    that hub (open_memory's `bound`) instead of resolving and binding it again."""
     check_name(name)
     target = (dest or Path(name)).resolve()
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -325,32 +333,47 @@ def clone(name: str, dest: Path | None = None, *, remote: str | None = None,
 
         raise explain(exc, [target.parent]) or RepoError(f"cannot write in {target.parent}: {exc.strerror}") from exc
     try:
-        git = GitRepo.init(staging, f"memory/{name}")
-        heads = hub.tips(git, [f"refs/heads/{k}/{name}" for k in ("memory", "artifact")])
-        kind = next((k for k in ("memory", "artifact") if f"refs/heads/{k}/{name}" in heads), None)
-        if kind is None:
+        result = None
+        for kind in KINDS:  # a memory's branch first: a clone fetches it with no listing before (one connection)
+            if kind != KINDS[0]:
+                shutil.rmtree(staging)
+                staging.mkdir()
+            result = _clone_kind(staging, name, kind, url, hub, progress, full_history)
+            if result is not None:
+                break
+        if result is None:
             from memsync.sync.listing import memory_names
 
-            everything = {h.ref for h in transport.list_heads(git, url)}  # for the names it suggests
+            everything = {h.ref for h in transport.list_heads(GitRepo.open(staging), url)}  # for the names it suggests
             raise _not_found(name, url, memory_names(everything))
-        cfg = StorageConfig(name=name, type=kind, remote=url.recordable)  # the memory's hub from now on
-        _write_config(staging, cfgmod.render(cfg))
-        git.ensure_layout(cfg.hub_branch, url.url)  # HEAD is unborn: it moves to the memory's branch
-        hub.lend_objects(git)
-        mem = Memory(staging, cfg, git, hub)
-        with mem.locked():
-            depth = hub.clone_depth(full_history)
-            exchange = converge(mem, operator("Clone"), lambda: None, push=False, progress=progress, depth=depth)
-        from memsync.core.snapshot import Snapshot
-
-        result = PullResult(_version(git, git.head_oid()), Snapshot(), exchange)
         if target.exists():
             target.rmdir()
         os.replace(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return result
+    return result, hub
+
+
+def _clone_kind(staging: Path, name: str, kind: str, url: HubUrl, hub: Hub, progress: ProgressFn | None,
+                full_history: bool) -> PullResult | None:
+    """The memory `name` of `kind` (memory or artifact) fetched and checked out in `staging`;
+    None, nothing checked out, when the hub has no such branch (the fetch's own advertisement
+    says so: no listing of the hub's refs before it)."""
+    git = GitRepo.init(staging, f"{kind}/{name}")
+    cfg = StorageConfig(name=name, type=kind, remote=url.recordable)  # the memory's hub from now on
+    _write_config(staging, cfgmod.render(cfg))
+    git.ensure_layout(cfg.hub_branch, url.url)  # HEAD is unborn: it moves to the memory's branch
+    hub.lend_objects(git)
+    mem = Memory(staging, cfg, git, hub)
+    with mem.locked():
+        depth = hub.clone_depth(full_history)
+        exchange = converge(mem, operator("Clone"), lambda: None, push=False, progress=progress, depth=depth)
+    if exchange.remote_head is None:
+        return None
+    from memsync.core.snapshot import Snapshot
+
+    return PullResult(_version(git, git.head_oid()), Snapshot(), exchange)
 
 
 def _remove_dead_stagings(parent: Path, name: str) -> None:

@@ -75,6 +75,8 @@ END_TO_END: list[list[str]] = [
     ["push"], ["push", "-f", "-m", "by hand"], ["push", "--message=edited"], ["push", "--bogus"],
     ["push", "-m"], ["push", "stray"],
     ["pull"], ["pull", "--remote", "HUB"], ["pull", "a", "b"], ["pull", "--json"],
+    ["clone", "research", "copy", "--remote", "HUB", "--full-history"], ["clone", "Bad_Name"], ["clone", "research"],
+    ["clone"],
     ["status"], ["status", "--json"], ["status", "--remote=HUB"], ["status", "--remote", "/nonexistent/hub.git"],
     ["status", "--json", "--json"], ["status", "extra"],
     ["run", "--", "true"], ["run", "--offline", "--no-push", "--checkpoint", "0", "--", "sh", "-c", "exit 3"],
@@ -99,5 +101,6 @@ def test_both_paths_print_the_same_and_exit_the_same(two_paths: TwoPaths, words:
 
 def test_the_end_to_end_matrix_goes_through_the_fast_path(two_paths: TwoPaths) -> None:
     """The matrix above compares something: the good lists are taken by the fast path."""
-    for words in (["status"], ["push"], ["pull"], ["run", "--", "true"], ["hooks", "run", "stop"]):
+    for words in (["status"], ["push"], ["pull"], ["clone", "research", "copy"], ["run", "--", "true"],
+                  ["hooks", "run", "stop"]):
         assert two_paths.fast(words) is not None, words

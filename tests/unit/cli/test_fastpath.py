@@ -2,7 +2,7 @@
 
 Both are made from one declaration per verb (cli/options.py): first the command typer builds from
 it is held equal to the fast path's reading of it, option by option. Then, for a matrix of argument
-lists of push, pull, status, run and `hooks run` (good ones, and bad ones typer turns into usage
+lists of push, pull, clone, status, run and `hooks run` (good ones, and bad ones typer turns into usage
 errors), the fast path either declines or does exactly what typer does with the body's arguments
 (each body replaced by a recorder, so every list is checked in microseconds). End to end on a real
 memory and hub (a run starts its command): tests/stories/test_fastpath_end_to_end.py.
@@ -36,6 +36,10 @@ PARSED: list[tuple[list[str], bool]] = [
     (["pull", "--remote", "r", "research"], True), (["pull", "-"], True), (["pull", ""], True),
     (["pull", "a", "b"], False), (["pull", "--json"], False), (["pull", "--remote"], False),
     (["pull", "--", "x"], False), (["pull", "--help"], False),
+    (["clone", "research"], True), (["clone", "research", "copy"], True),
+    (["clone", "--remote", "r", "research", "copy", "--full-history"], True), (["clone", "-"], True),
+    (["clone"], False), (["clone", "--remote", "r"], False), (["clone", "a", "b", "c"], False),
+    (["clone", "--full-history=1", "a"], False), (["clone", "a", "--json"], False), (["clone", "--help"], False),
     (["status"], True), (["status", "--json"], True), (["status", "--remote", "r", "--json"], True),
     (["status", "--json", "--json"], False), (["status", "x"], False), (["status", "-j"], False),
     (["status", "--json=1"], False),
@@ -77,7 +81,8 @@ def _recorders(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any
             return 0
         return record
 
-    for module, name in ((syncing, "push"), (syncing, "pull"), (syncing, "status"), (running, "run"), (logview, "log"),
+    for module, name in ((syncing, "push"), (syncing, "pull"), (syncing, "clone"), (syncing, "status"),
+                         (running, "run"), (logview, "log"),
                          (hookcall, "run_hook")):
         monkeypatch.setattr(module, name, recorder(name, getattr(module, name)))
     return calls
@@ -133,9 +138,10 @@ def test_typer_and_the_fast_path_read_the_same_declaration(verb: str) -> None:
         param = built[shape.name]
         what = (verb, shape.name)
         assert param.type_descriptor.annotation == _without_none(shape.kind), what
-        assert param.default == shape.default, what
+        assert param.default == (None if shape.default is options.REQUIRED else shape.default), what
         if shape.arity in (options.WORD, options.REST):
-            assert param.param_type_name == "argument" and not param.required, what
+            required = shape.default is options.REQUIRED
+            assert param.param_type_name == "argument" and param.required == required, what
             assert param.nargs == (-1 if shape.arity == options.REST else 1), what
             continue
         assert param.param_type_name == "option", what

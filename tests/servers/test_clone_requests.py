@@ -1,0 +1,70 @@
+"""A clone asks a network hub for its refs once: the fetch of the memory's branch is the first
+request, and its own advertisement says whether the hub has that branch (no listing on a
+connection of its own before it). An artifact (no `memory/` branch of that name) costs a second
+fetch, an unknown name a listing for the names it suggests.
+
+In-process clones (sync/storage.clone) from a real smart-HTTP server, whose request log counts
+the ref advertisements it served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsync.errors import MemoryNotFound
+from memsync.sync import storage
+from tests.conftest import git
+from tests.helpers.servers import HttpGitServer, make_bare_hub
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def hub(http_server: HttpGitServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HttpGitServer:
+    """A hub over HTTP holding memory/research and artifact/out-files (written with plain git)."""
+    bare = make_bare_hub(http_server.project_root / "hub.git")
+    src = tmp_path / "src"
+    src.mkdir()
+    git("init", "-q", cwd=src)
+    (src / "notes.md").write_text("first\n")
+    git("add", "-A", cwd=src)
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first", cwd=src)
+    git("push", "-q", str(bare), "HEAD:refs/heads/memory/research", "HEAD:refs/heads/artifact/out-files", cwd=src)
+    monkeypatch.setenv("MEMSYNC_REMOTE", http_server.url("hub.git"))
+    monkeypatch.setenv("MEMSYNC_USER", http_server.user)
+    monkeypatch.setenv("MEMSYNC_TOKEN", http_server.token)
+    return http_server
+
+
+def _advertisements(server: HttpGitServer, since: int) -> int:
+    """Ref advertisements served after request `since`: the GET of info/refs that opens each
+    smart-HTTP exchange, a fetch's or a listing's (answered: not the 401 that asks for the
+    credential first)."""
+    return sum(1 for r in server.requests[since:] if r.method == "GET" and "/info/refs" in r.path and r.status == 200)
+
+
+def test_a_memory_clone_asks_for_the_hubs_refs_once(hub: HttpGitServer, tmp_path: Path) -> None:
+    since = len(hub.requests)
+    result = storage.clone("research", tmp_path / "research")
+    assert result.version is not None
+    assert (tmp_path / "research" / "notes.md").read_text() == "first\n"
+    assert _advertisements(hub, since) == 1, [(r.method, r.path) for r in hub.requests[since:]]
+
+
+def test_an_artifact_clone_fetches_its_branch_after_the_memory_branch_was_not_there(
+        hub: HttpGitServer, tmp_path: Path) -> None:
+    since = len(hub.requests)
+    storage.clone("out-files", tmp_path / "copy")
+    assert git("symbolic-ref", "HEAD", cwd=tmp_path / "copy").strip() == "refs/heads/artifact/out-files"
+    assert git("branch", "--format=%(refname:short)", cwd=tmp_path / "copy").split() == ["artifact/out-files"]
+    assert "type: artifact" in (tmp_path / "copy" / ".vm0" / "storage.yaml").read_text()
+    assert _advertisements(hub, since) == 2
+
+
+def test_an_unknown_name_names_those_the_hub_has_and_leaves_nothing(hub: HttpGitServer, tmp_path: Path) -> None:
+    with pytest.raises(MemoryNotFound) as refused:
+        storage.clone("nope-nope", tmp_path / "nope-nope")
+    assert "research" in str(refused.value) + (refused.value.hint or "")
+    assert not (tmp_path / "nope-nope").exists()
+    assert not any(p.name.startswith(".memsync-clone-") for p in tmp_path.iterdir())
