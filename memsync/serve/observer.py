@@ -8,6 +8,11 @@ are gone), and a folder could not be watched (out of inotify watches, or no perm
 it: watchdog skips such a folder below the root). Its threads (the inotify reader, the emitter,
 the dispatcher) live in the server only; a worker forked from it never starts or touches them.
 
+Below a `.git` folder (the memory's own or a nested repository's) nothing is watched: the folder
+itself is (its replacement, the flush cookie), its objects, refs and logs are not (a commit of
+10,000 files made ~100,000 events there, ~1.2 CPU-seconds of the server's, all dropped). That
+reaches into watchdog's watch group (`_add_all_callbacks`), so pyproject caps watchdog below 8.
+
 Only watchdog's inotify backend reports both, so only Linux is tracked: its FSEvents backend
 drops the "events were lost, rescan" flags (watchdog 7.1), and `memsync serve` itself runs on
 Linux only (it checks its peers with SO_PEERCRED).
@@ -36,7 +41,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers.api import BaseObserver
-from watchdog.observers.inotify import InotifyFullEmitter
+from watchdog.observers.inotify import InotifyFullEmitter, InotifyWatchGroup
 from watchdog.observers.inotify_c import CallbackId, InotifyEvent, InotifyFD, Mask, WatchCallback, WatchDescriptor
 
 __all__ = ["TreeObserver", "observe"]
@@ -75,6 +80,28 @@ class _Reader(InotifyFD):
         return wd
 
 
+class _Group(InotifyWatchGroup):
+    """watchdog's recursive watches, except below a `.git` (the memory's own, or a nested
+    repository's): the folder itself is watched (its replacement, the flush cookie), what is below
+    it is not (objects, refs, logs: events by the thousand a commit, which the tracker drops)."""
+
+    def _add_all_callbacks(self, path: bytes) -> None:
+        self._add_callback(path)
+        if not self.is_recursive or os.path.basename(path) == b".git" or not os.path.isdir(path):
+            return
+        for top, dirnames, _ in os.walk(path):
+            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(top, d))]
+            for name in dirnames:
+                self._add_callback(os.path.join(top, name))
+            dirnames[:] = [d for d in dirnames if d != b".git"]
+
+
+class _Emitter(InotifyFullEmitter):
+    def on_thread_start(self) -> None:
+        self._inotify = _Group(self._inotify_fd, os.fsencode(self.watch.path), is_recursive=self.watch.is_recursive,
+                               event_mask=self.get_event_mask_from_filter(), follow_symlink=self.watch.follow_symlink)
+
+
 class TreeObserver(BaseObserver):
     """An observer with its own inotify reader, as watchdog's InotifyObserver builds one (with
     `generate_full_events`)."""
@@ -82,7 +109,7 @@ class TreeObserver(BaseObserver):
     def __init__(self, overflowed: Callable[[], None], unwatched: Callable[[str], None]) -> None:
         self.reader = _Reader(overflowed, unwatched)
         self.reader.start()
-        super().__init__(InotifyFullEmitter, inotify_fd=self.reader)
+        super().__init__(_Emitter, inotify_fd=self.reader)
 
     def on_thread_stop(self) -> None:
         super().on_thread_stop()
