@@ -94,10 +94,8 @@ def execute(command: list[str], mounts: list[Mount], options: RunOptions | None 
         raise UsageError("--checkpoint must be 0 (off) to 86400 seconds", "e.g. --checkpoint 30")
     rid = new_run_id() if run_id is None else check_run_id(run_id)
     cwd = Path.cwd()
-    if remote and hubmod.parse(remote, name=hubmod.TEMPLATE_PROBE).password:
-        raise UsageError(f"--remote {hubmod.safe_url(remote)}: a credential on memsync's command line is "
-                         "readable by every process on the machine (ps, /proc/PID/cmdline), the command's too",
-                         "set MEMSYNC_TOKEN instead and give the URL without it")
+    if remote:  # no credential on the command line (the command's own can read it too); a user name is one
+        hubmod.from_flag(remote, name=hubmod.TEMPLATE_PROBE)
     pacing.resolve(o.max_push_rate, None)  # a bad flag stops the run before anything is pulled
     user = None
     if as_user is not None:

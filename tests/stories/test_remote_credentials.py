@@ -101,3 +101,20 @@ def test_an_ssh_password_from_the_environment_is_never_stored_or_shown(
     assert SECRET not in "".join(shown)
     assert SECRET.encode() not in _everything_under(tmp_path)
     assert b"git.example.invalid" in (root / ".git" / "config").read_bytes()
+
+
+def test_a_user_name_in_remote_is_one_for_run_as_for_every_verb(tmp_path: Path, cli: Cli,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With MEMSYNC_TOKEN set, `https://NAME@host` names a user (git/hub.from_flag): `run` reads
+    it as clone does, instead of refusing it as a credential on the command line."""
+    monkeypatch.setenv("MEMSYNC_TOKEN", SECRET)
+    memory = tmp_path / "existing"
+    memory.mkdir()
+    assert cli("init", "--name", "existing", cwd=memory).code == 0
+    url = "https://bot@git.example.invalid/hub.git"
+    proc = cli("run", "--offline", "--no-push", "--remote", url, "--", "true", cwd=memory)
+    assert proc.code == 0, proc.err
+    assert "credential" not in proc.err and SECRET not in proc.out + proc.err
+    monkeypatch.delenv("MEMSYNC_TOKEN")  # without a token, the same name is a bare token: refused
+    proc = cli("run", "--offline", "--no-push", "--remote", url, "--", "true", cwd=memory)
+    assert proc.code == 2 and "credential on memsync's command line" in proc.err
