@@ -122,9 +122,9 @@ def open_memory(start: Path, remote: str | None = None, *, first_push: bool = Fa
     git = GitRepo.open(root)
     from memsync.core.hubbind import bind_memory
     from memsync.core.ownfolders import keep_out
-    from memsync.git.packguard import bound
+    from memsync.git.packcheck import bound
 
-    git.object_bound = bound(config.max_file_size)  # what a fetch may make (git/packguard.py)
+    git.object_bound = bound(config.max_file_size)  # what a fetch may make (git/packcheck.py)
     binding = bind_memory(config, git, remote, first_push, root, cloned_from)
     mem = Memory(root, config, git, binding.hub, binding.tracking, own_hub=binding.own)
     keep_out(root, binding.hub)  # MEMSYNC_HOME or a hub inside the memory is never committed (core/ownfolders.py)

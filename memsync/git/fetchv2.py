@@ -6,7 +6,7 @@ libgit2 speaks protocol v0 only: its fetch receives the hub's whole ref advertis
 
 The fetch wants the listed tip, offers a bounded number of the memory's own commits as haves,
 says `done` at once (no negotiation rounds) and asks for no thin pack. The pack arrives in
-side-band 1 (progress in 2, an error in 3); each piece is read by packguard's StreamCheck before
+side-band 1 (progress in 2, an error in 3); each piece is read by packcheck's StreamCheck before
 it is handed to libgit2's indexer (native.PackIndexer), which hashes every object, checks that
 every object a commit, tree or tag of the pack names is in the pack or the repository, and
 writes the pack and its index. The tracking ref moves only once the wanted commit is there;
@@ -34,7 +34,7 @@ from pygit2.enums import SortMode
 from memsync.errors import DiskFull, MemsyncError, RemoteError, RemoteUnreachable
 from memsync.git import lsrefs, native, netlimits
 from memsync.git.hub import HubUrl
-from memsync.git.packguard import StreamCheck
+from memsync.git.packcheck import StreamCheck
 from memsync.git.pktline import Reader, pkt
 from memsync.git.repo import GitRepo
 from memsync.util.records import recordclass
@@ -62,10 +62,10 @@ def fetch(git: GitRepo, hub: HubUrl, want: str, into: str,
     """The hub's `want` fetched into the tracking ref `into`; None: fetch through libgit2."""
     if hub.kind not in ("git", "http") or hub.port is None or not native.PackIndexer.available():
         return None
-    with netlimits.watch(hub.port, hub.display, DOING, expects_pack=True) as guard:
+    with netlimits.watch(hub.port, hub.display, DOING, expects_pack=True) as watch:
         sent, written = False, []
         try:
-            with lsrefs.session(hub, guard.limits, DOING) as talk:
+            with lsrefs.session(hub, watch.limits, DOING) as talk:
                 if talk is None or "fetch" not in talk.capabilities \
                         or talk.capabilities.get("object-format", "sha1") not in ("", "sha1"):
                     return None
@@ -80,14 +80,14 @@ def fetch(git: GitRepo, hub: HubUrl, want: str, into: str,
                     reader = talk.command(request(tip, haves(git._repo), shallow(git._repo)))
                     if reader is None:
                         raise _NoV2
-                    written = _receive(git, hub, reader, guard, progress)
+                    written = _receive(git, hub, reader, watch, progress)
         except _NoV2:
             return None
         except (OSError, RemoteError) as exc:
             if not sent:
-                lsrefs.unanswered(exc, hub, guard, DOING)
+                lsrefs.unanswered(exc, hub, watch, DOING)
                 return None
-            raise _failed(exc, hub, guard) from exc
+            raise _failed(exc, hub, watch) from exc
     _settle(git, hub, tip, into, written)
     return Fetched(tip)
 
@@ -126,19 +126,19 @@ def shallow(repo: pygit2.Repository) -> list[str]:
     return [line for line in text.split() if _HEX.fullmatch(line)]
 
 
-def _receive(git: GitRepo, hub: HubUrl, reader: Reader, guard: netlimits.Watch,
+def _receive(git: GitRepo, hub: HubUrl, reader: Reader, watch: netlimits.Watch,
              progress: ProgressFn | None) -> list[Path]:
     """Read the answer to the fetch command into a pack written through libgit2's indexer; the
     files written that were not there before."""
     reader.cap = math.inf  # the pack has no cap of its own; everything else is counted here
-    other = _to_pack(reader, hub, guard.limits)
-    guard.advertised()  # the pack begins: the advertisement's cap no longer applies on the socket
+    other = _to_pack(reader, hub, watch.limits)
+    watch.advertised()  # the pack begins: the advertisement's cap no longer applies on the socket
     check = StreamCheck(git.object_bound, hub.display)
     indexer: native.PackIndexer | None = None
     try:
-        indexer = native.PackIndexer(git._repo, guard.busy)
-        _stream(reader, hub, guard, other, check, indexer, progress)
-        guard.busy()
+        indexer = native.PackIndexer(git._repo, watch.busy)
+        _stream(reader, hub, watch, other, check, indexer, progress)
+        watch.busy()
         return _commit(git, indexer)
     except native.IndexerError as exc:
         raise _refused(exc, hub, Path(git._repo.path)) from exc
@@ -147,12 +147,12 @@ def _receive(git: GitRepo, hub: HubUrl, reader: Reader, guard: netlimits.Watch,
             indexer.close()
 
 
-def _stream(reader: Reader, hub: HubUrl, guard: netlimits.Watch, other: int, check: StreamCheck,
+def _stream(reader: Reader, hub: HubUrl, watch: netlimits.Watch, other: int, check: StreamCheck,
             indexer: native.PackIndexer, progress: ProgressFn | None) -> None:
     """The packfile section: the pack (side-band 1) checked, then handed to the indexer, piece by
     piece; progress (2) counted; an error (3) or ERR line raised; to its closing flush."""
     while (payload := reader.payload()) is not None:
-        guard.check()
+        watch.check()
         band, data = payload[0], payload[1:]
         if band == _PACK:
             check.feed(data)
@@ -162,7 +162,7 @@ def _stream(reader: Reader, hub: HubUrl, guard: netlimits.Watch, other: int, che
                 progress("receiving", stats.received_objects, stats.total_objects, stats.received_bytes)
             continue
         other += len(payload) + 4
-        _over_cap(other, hub, guard.limits)
+        _over_cap(other, hub, watch.limits)
         if band == _ERROR or payload.startswith(b"ERR "):
             raise _server_error(hub, reader.shown(payload[1:] if band == _ERROR else payload[4:]))
         if band != _PROGRESS:
@@ -243,10 +243,10 @@ def _server_error(hub: HubUrl, text: str) -> RemoteError:
     return RemoteError(f"{DOING} {hub.display}: the server said: {text}", "check the hub and the memory's name")
 
 
-def _failed(exc: OSError | RemoteError, hub: HubUrl, guard: netlimits.Watch) -> RemoteError:
+def _failed(exc: OSError | RemoteError, hub: HubUrl, watch: netlimits.Watch) -> RemoteError:
     """A failure once the fetch command was sent: a limit, memsync's refusal, or the connection lost."""
-    if guard.tripped is not None:
-        return guard.tripped
+    if watch.tripped is not None:
+        return watch.tripped
     if isinstance(exc, RemoteError):
         return exc
     if isinstance(exc, TimeoutError):

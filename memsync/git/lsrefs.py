@@ -48,12 +48,12 @@ def tips(hub: HubUrl, refs: list[str]) -> dict[str, str] | None:
     (another kind of hub, a v0 server, a refusal, no connection): the caller asks libgit2 instead."""
     if hub.kind not in ("git", "http") or not refs or hub.port is None:
         return None
-    with netlimits.watch(hub.port, hub.display, "cannot list") as guard:  # the deadline and minimum rate
+    with netlimits.watch(hub.port, hub.display, "cannot list") as watch:  # the deadline and minimum rate
         try:
-            with session(hub, guard.limits, "cannot list") as talk:
+            with session(hub, watch.limits, "cannot list") as talk:
                 return None if talk is None else ls_refs(talk, refs)
         except (OSError, RemoteError) as exc:
-            unanswered(exc, hub, guard, "cannot list")
+            unanswered(exc, hub, watch, "cannot list")
             return None
 
 
@@ -65,11 +65,11 @@ def ls_refs(talk: Session, refs: list[str]) -> dict[str, str] | None:
     return None if reader is None else listing(reader, set(refs))
 
 
-def unanswered(exc: OSError | RemoteError, hub: HubUrl, guard: netlimits.Watch, doing: str) -> None:
+def unanswered(exc: OSError | RemoteError, hub: HubUrl, watch: netlimits.Watch, doing: str) -> None:
     """What a failed v2 exchange means: a limit passed or a silent server (raised), a refusal of
     memsync's (raised), or no v2 to be had (None: libgit2's turn)."""
-    if guard.tripped is not None:  # the watch shut the socket down past a limit
-        raise guard.tripped from exc
+    if watch.tripped is not None:  # the watch shut the socket down past a limit
+        raise watch.tripped from exc
     if isinstance(exc, TimeoutError):
         raise RemoteUnreachable(f"{doing} {hub.display}: the server did not answer in time ({exc})",
                                 "check the server; MEMSYNC_CONNECT_TIMEOUT and MEMSYNC_IO_TIMEOUT "

@@ -19,7 +19,7 @@ import pygit2
 from pygit2.enums import FileMode, Option, RepositoryState
 
 from memsync.errors import RepoError
-from memsync.git import earlyscan, engine, packguard
+from memsync.git import earlyscan, engine, packcheck
 from memsync.git.hub import safe_url
 from memsync.git.trailers import append as trailer_append
 from memsync.git.versions import VersionReading
@@ -74,7 +74,7 @@ class GitRepo(VersionReading):
         self._repo = repo
         self.root = root
         self._stats_memo: dict[str, tuple[int, int]] = {}
-        self.object_bound = packguard.bound()  # the largest object a fetch may make (the memory's max_file_size)
+        self.object_bound = packcheck.bound()  # the largest object a fetch may make (the memory's max_file_size)
         self._stats_versions: dict[str, tuple[int, int]] | None = None
         self._index_dirty = False  # staged or unstaged since the last scan wrote the index
         # HEAD's id when the last scan found index and work tree equal to it (nothing staged since)

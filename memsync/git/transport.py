@@ -30,7 +30,7 @@ from memsync.errors import (
 )
 from memsync.git import engine, native
 from memsync.git.hub import HubUrl, safe_url
-from memsync.git.packguard import PackWatch
+from memsync.git.packcheck import PackWatch
 from memsync.git.repo import GitRepo
 from memsync.util.records import recordclass
 
@@ -100,16 +100,16 @@ class Callbacks(pygit2.RemoteCallbacks):
     """Credentials, host checks, progress and the server's verdict on each pushed ref."""
 
     def __init__(self, hub: HubUrl, progress: ProgressFn | None = None,
-                 lease: tuple[str, Lease] | None = None, guard: netlimits.Watch | None = None,
+                 lease: tuple[str, Lease] | None = None, watch: netlimits.Watch | None = None,
                  sending: tuple[str, str] | None = None, pack: PackWatch | None = None) -> None:
         super().__init__()
         self.hub = hub
-        self.pack = pack  # a fetched pack's objects, checked before libgit2 resolves them (packguard.py)
+        self.pack = pack  # a fetched pack's objects, checked before libgit2 resolves them (packcheck.py)
         self.progress = progress
         self.lease = lease  # (remote ref, what it must be now)
         self.sending = sending  # (remote ref, the id the push must give it)
         # the operation's deadline, minimum rate and advertisement cap (a hub on this machine: none)
-        self.guard = guard if guard is not None and guard.port is not None else None
+        self.watch = watch if watch is not None and watch.port is not None else None
         self._data_started = False
         self._received = -1  # bytes of pack received, as libgit2 last reported them
         self._quiet_progress: Any = None
@@ -127,8 +127,8 @@ class Callbacks(pygit2.RemoteCallbacks):
             configure_tls()  # loading a CA bundle costs ~25 ms
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
-        if self.guard is not None:
-            self.guard.check()
+        if self.watch is not None:
+            self.watch.check()
         return self.keyring.acquire(url, username_from_url, allowed_types)
 
     def server_identity(self, identity: ServerIdentity) -> None:
@@ -152,25 +152,25 @@ class Callbacks(pygit2.RemoteCallbacks):
 
     def _data(self) -> None:
         """The server's data (pack, progress) is arriving: its advertisement is over."""
-        if self.guard is not None:
+        if self.watch is not None:
             if not self._data_started:
                 self._data_started = True
-                self.guard.advertised()
-            self.guard.check()
+                self.watch.advertised()
+            self.watch.check()
 
     def _pack_progress(self, received_bytes: int) -> None:
         """libgit2 reports each object received and each delta resolved: with no new bytes, the
         process is at work on what it has (indexing), which the minimum rate does not count as a
         stall. New bytes are the server's progress, which the rate measures on the socket."""
-        guard = self.guard
-        if guard is None:
+        watch = self.watch
+        if watch is None:
             return
         if not self._data_started:
             self._data()
         if received_bytes == self._received:
-            guard.busy()  # raises past a limit
-        elif guard.tripped is not None:
-            raise guard.tripped
+            watch.busy()  # raises past a limit
+        elif watch.tripped is not None:
+            raise watch.tripped
         self._received = received_bytes
 
     def _on_received(self, received_bytes: int, received: int, total: int) -> None:
@@ -195,7 +195,7 @@ class Callbacks(pygit2.RemoteCallbacks):
         from memsync.git import interrupts
 
         if opts is not None and self.progress is None:
-            if self.guard is None and self.pack is None:
+            if self.watch is None and self.pack is None:
                 opts.callbacks.transfer_progress = interrupts.QUIET_PROGRESS
             else:  # kept on self: libgit2 holds only a pointer to it
                 self._quiet_progress = interrupts.received_bytes_progress(self._on_received)
@@ -212,14 +212,14 @@ class Callbacks(pygit2.RemoteCallbacks):
         the process's own progress, which the minimum rate does not count as a stall."""
         from memsync.git import interrupts
 
-        if opts is not None and self.guard is not None:
-            self._pack_builder = interrupts.packbuilder_progress(self.guard.busy)
+        if opts is not None and self.watch is not None:
+            self._pack_builder = interrupts.packbuilder_progress(self.watch.busy)
             opts.callbacks.pack_progress = self._pack_builder
         self._push_options = opts
 
     def push_transfer_progress(self, objects_pushed: int, total_objects: int, bytes_pushed: int) -> None:
-        if self.guard is not None:
-            self.guard.check()
+        if self.watch is not None:
+            self.watch.check()
         if self.progress is not None:
             self.progress("sending", objects_pushed, total_objects, bytes_pushed)
 
@@ -230,8 +230,8 @@ class Callbacks(pygit2.RemoteCallbacks):
 
     def push_negotiation(self, updates: list[pygit2.remotes.PushUpdate]) -> None:
         """Called by libgit2 with the hub's current tips, before the pack is built and sent."""
-        if self.guard is not None:
-            self.guard.advertised()
+        if self.watch is not None:
+            self.watch.advertised()
         if self._narrow is not None:
             remote, tips = self._narrow
             self.narrowed = native.trim_push_heads(remote, tips | {u.src.raw for u in updates})
@@ -294,13 +294,13 @@ def _resolved(repo: pygit2.Repository, hub: HubUrl) -> pygit2.Remote:
                     "a hub is chosen by --remote, storage.yaml or MEMSYNC_REMOTE")
 
 
-def translate(exc: Exception, hub: HubUrl, doing: str, guard: netlimits.Watch | None = None) -> MemsyncError:
+def translate(exc: Exception, hub: HubUrl, doing: str, watch: netlimits.Watch | None = None) -> MemsyncError:
     """A libgit2 failure as a one-line error with the URL redacted; the limit that stopped the
     operation if one did (libgit2 then only saw its connection close)."""
     from memsync.git import netlimits
 
-    if guard is not None and guard.tripped is not None:
-        return guard.tripped
+    if watch is not None and watch.tripped is not None:
+        return watch.tripped
     text = safe_url(str(exc)).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     text = netlimits.server_text(text)  # a server's message can be as long as it likes
     lowered = text.lower()
@@ -400,13 +400,13 @@ def list_heads(git: GitRepo, hub: HubUrl) -> list[RemoteHead]:
     """The hub's ref advertisement (ls-remote): works on every transport."""
     repo = git._repo
     check_local(hub)
-    with _watch(hub, "cannot list") as guard:
-        cb = Callbacks(hub, guard=guard)
+    with _watch(hub, "cannot list") as watch:
+        cb = Callbacks(hub, watch=watch)
         try:
             heads = _anonymous(repo, hub).list_heads(callbacks=cb)
         except (pygit2.GitError, OSError, ValueError) as exc:
-            raise translate(exc, hub, "cannot list", guard) from exc
-    _check_refs(len(heads), hub.display, "cannot list", guard.limits.max_refs)
+            raise translate(exc, hub, "cannot list", watch) from exc
+    _check_refs(len(heads), hub.display, "cannot list", watch.limits.max_refs)
     return [RemoteHead(h.name, str(h.oid)) for h in heads if h.name and h.name.startswith("refs/heads/")]
 
 
@@ -459,15 +459,15 @@ def _read_advertisement(git: GitRepo, hub: HubUrl, read: Callable[[pygit2.Remote
     under the network limits, the advertisement's size checked (`named`: `read` looked up refs
     by name, a warning past MEMSYNC_MAX_REFS)."""
     check_local(hub)
-    with _watch(hub, "cannot list") as guard:
-        cb = Callbacks(hub, guard=guard)
+    with _watch(hub, "cannot list") as watch:
+        cb = Callbacks(hub, watch=watch)
         try:
             remote = _anonymous(git._repo, hub)
             remote.connect(callbacks=cb)
             count, found = read(remote)
         except (pygit2.GitError, OSError, ValueError) as exc:
-            raise translate(exc, hub, "cannot list", guard) from exc
-    _check_refs(count, hub.display, "cannot list", guard.limits.max_refs, named)
+            raise translate(exc, hub, "cannot list", watch) from exc
+    _check_refs(count, hub.display, "cannot list", watch.limits.max_refs, named)
     return found
 
 
@@ -496,18 +496,18 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     if unchanged is not None:
         return unchanged
     remote = _anonymous(repo, hub)
-    with _watch(hub, "cannot fetch from", expects_pack=True) as guard:
+    with _watch(hub, "cannot fetch from", expects_pack=True) as watch:
         pack = PackWatch(Path(repo.path) / "objects" / "pack", git.object_bound, hub.display)
-        cb = Callbacks(hub, progress, guard=guard, pack=pack)
+        cb = Callbacks(hub, progress, watch=watch, pack=pack)
         try:
             remote.fetch(refspecs, callbacks=cb, depth=depth)
             count, tip = advertised(remote, want)
         except (pygit2.GitError, OSError, ValueError) as exc:
-            raise translate(exc, hub, "cannot fetch from", guard) from exc
+            raise translate(exc, hub, "cannot fetch from", watch) from exc
         finally:
             pack.close()
     named = not any("*" in spec for spec in refspecs)  # no listing: the refs it names, or none
-    _check_refs(count, hub.display, "cannot fetch from", guard.limits.max_refs, named)
+    _check_refs(count, hub.display, "cannot fetch from", watch.limits.max_refs, named)
     return tip
 
 
@@ -569,8 +569,8 @@ def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
     another when libgit2 reads it (an agent moved it meanwhile), nothing is sent (RepoError).
     Raises NotFastForward, PushRejected or RemoteError."""
     check_local(hub)
-    with _watch(hub, "cannot push to") as guard:
-        cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease), guard,
+    with _watch(hub, "cannot push to") as watch:
+        cb = Callbacks(hub, progress, None if lease is None else (remote_ref, lease), watch,
                        None if sending is None else (remote_ref, sending))
         try:
             # a handle of its own, whose pack builder keeps no delta cache (engine.for_packing)
@@ -578,7 +578,7 @@ def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
             with engine.uncached():  # the handle must not cache again what git's handle holds
                 send(repo, hub, f"{'+' if force else ''}{local_ref}:{remote_ref}", cb)
         except (pygit2.GitError, OSError, ValueError) as exc:
-            raise translate(exc, hub, "cannot push to", guard) from exc
+            raise translate(exc, hub, "cannot push to", watch) from exc
     if cb.rejected:
         reason = "; ".join(f"{ref}: {msg}" for ref, msg in cb.rejected.items())
         if any(_raced(m) for m in cb.rejected.values()):

@@ -66,7 +66,7 @@ def test_clone_fetch_and_list_refuse_a_delta_bomb(git_daemon: GitDaemon, tmp_pat
 
 def test_a_pack_is_read_by_headers_only(tmp_path: Path) -> None:
     """The check itself: the bomb's pack is refused; an ordinary pack of a memory passes."""
-    from memsync.git.packguard import DeltaTooLarge, bound, check_pack
+    from memsync.git.packcheck import DeltaTooLarge, bound, check_pack
 
     bare = make_bare_hub(tmp_path / "bomb.git")
     write_bomb(bare, "refs/heads/memory/bomb", copies=600)  # 37.5 MiB: over the 32 MiB floor

@@ -1,5 +1,5 @@
 """The v2 fetch's decisions on real repositories, no server: what it asks for (git/fetchv2.py) and
-the pack check it streams through (packguard.StreamCheck)."""
+the pack check it streams through (packcheck.StreamCheck)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pygit2
 import pytest
 
 from memsync.git import fetchv2
-from memsync.git.packguard import DeltaTooLarge, StreamCheck, bound
+from memsync.git.packcheck import DeltaTooLarge, StreamCheck, bound
 from tests.helpers.packbomb import write_bomb
 from tests.helpers.servers import make_bare_hub
 

@@ -132,7 +132,7 @@ class _Follower:
         self.refusal: Exception | None = None  # DeltaTooLarge, or what reading raised (as the callback would)
         self._wake = threading.Event()
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="memsync-pack-guard", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="memsync-pack-check", daemon=True)
         self._thread.start()
 
     def nudge(self) -> None:
