@@ -10,25 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from memsync.core import snapshot
 from memsync.core.attribution import operator
 from memsync.core.memory import open_memory
 from memsync.errors import RepoError
 from memsync.git.transport import Callbacks
 from memsync.sync import exchange
 from tests.conftest import git, hub_tree, write
+from tests.helpers.versions import commit as _commit
 
 BRANCH = "memory/research"
-
-
-def _commit(root: Path, rel: str, text: str) -> str:
-    """A version made as memsync makes one (the snapshot pipeline), not pushed."""
-    write(root, rel, text)
-    mem = open_memory(root)
-    with mem.locked():
-        snap = snapshot.take(mem, operator(f"write {rel}"))
-    assert snap.commit is not None
-    return snap.commit
 
 
 def _sync(root: Path) -> exchange.Exchange:

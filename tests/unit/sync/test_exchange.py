@@ -9,24 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from memsync.core import snapshot
 from memsync.core.attribution import operator
 from memsync.core.memory import Memory, open_memory
 from memsync.errors import RemoteUnreachable, RepoError
 from memsync.sync import exchange
-from tests.conftest import Cli, git, hub_path, hub_tree, write
+from tests.conftest import Cli, git, hub_path, hub_tree
+from tests.helpers.versions import commit as _commit
 
 BRANCH = "memory/research"
-
-
-def _commit(root: Path, rel: str, text: str) -> str:
-    """A version made as memsync makes one (the snapshot pipeline), not pushed."""
-    write(root, rel, text)
-    mem = open_memory(root)
-    with mem.locked():
-        snap = snapshot.take(mem, operator(f"write {rel}"))
-    assert snap.commit is not None
-    return snap.commit
 
 
 def _hub_tip() -> str:
