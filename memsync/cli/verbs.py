@@ -1,6 +1,6 @@
 """The CLI's verbs, one module per group; each attaches its commands to the app.
 
-Command modules import typer and memsync.output only at the top; the core they call is imported
+Command modules import typer and memsync.cli.output only at the top; the core they call is imported
 inside each command, so `memsync --help` does not pay for pygit2, rich or yaml. A command is a
 module-level function, attached to the app in its module's `register`; a hot verb's command is
 made from its declaration (options.py) by hotverbs.py, and the fast path reads the same.

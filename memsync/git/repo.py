@@ -1,7 +1,8 @@
-"""A memory's local repository: scan the work tree once, stage exact bytes, commit, inspect.
+"""A memory's local repository: open it, read and move refs, stage exact bytes, commit.
 
 Memories are ordinary git work trees, so plain `git log` / `git diff` keep working; memsync keeps
 its local branch named like the hub branch (`memory/research`) with `origin` configured for it.
+The work-tree scan is scan.py's; reading versions and their ancestry, versions.py's.
 """
 
 from __future__ import annotations

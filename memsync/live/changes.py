@@ -6,7 +6,7 @@ files, `.gitignore`d paths), never count as changes. One watchdog observer watch
 platform's own); where none can be set up (the system ran out of inotify watches, say), the
 monitor polls the tree's file sizes and times instead, and says so. watchdog is imported only
 when a monitor starts: a run starts its monitors after its command has lasted a moment
-(run/execute.py, _Watching), and most commands end before.
+(run/session.py, _Watching), and most commands end before.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ class _Outcome(Protocol):
 
 
 class _Mounted(Protocol):
-    """What this module reads of a run's writable memory (run/execute.py's Mounted)."""
+    """What this module reads of a run's writable memory (run/outcome.py's Mounted)."""
 
     mem: Memory
     base: str | None

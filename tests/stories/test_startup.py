@@ -134,7 +134,7 @@ def test_status_imports_only_what_reading_a_memory_needs(memory: Path) -> None:
 def test_a_plain_run_imports_no_read_only_user_switch_or_history_reader(memory: Path) -> None:
     """`run -- CMD` with a writable memory, no --as-user and nothing failing: the read-only undo
     (and the history reader it uses), the user switch and the disk-full explainer are imported
-    where those cases are met; watchdog, once the command has lasted a moment (run/execute.py)."""
+    where those cases are met; watchdog, once the command has lasted a moment (run/session.py)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsync", "run", "--offline", "--", "true"],
                           cwd=memory, env=dict(os.environ), capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
