@@ -137,6 +137,8 @@ def boot_rows(res: Results, work: Path, cmds: dict[str, list[str]], files: int, 
     """The sandbox boot as a sandbox meets it: a hub that has served clones before (`warm`
     untimed boots of every candidate first: the server's page cache and pack reuse are warm for
     all alike), then `rounds` rounds, the candidates' order rotating, over each transport."""
+    if rounds <= 0 and floor is None:
+        return
     say(f"sandbox boot: {versions:,} versions of {files:,} files over {', '.join(transports)}")
     h = bench.build_history(work, files, versions, ("file", "daemon"), say)
     if floor is not None:
@@ -144,7 +146,7 @@ def boot_rows(res: Results, work: Path, cmds: dict[str, list[str]], files: int, 
     http = _http_hubs(work, h) if "http" in transports else None
     dest = h.root / "boot"
     try:
-        for transport in transports:
+        for transport in transports if rounds > 0 else []:
             ms_url, git_url, env = _boot_urls(h, transport, http)
             cands = [(n, _boot(c, ms_url, dest, h.root, env)) for n, c in cmds.items()]
             line = GIT_BOOT.format(branch=bench.HIST_BRANCH, url=git_url, dest=dest)
@@ -180,6 +182,7 @@ def _boot(cmd: list[str], url: str, dest: Path, cwd: Path, env: dict[str, str]) 
 def _boot_one_run(cmd: list[str], url: str, dest: Path, cwd: Path, env: dict[str, str]) -> Callable[[], Sample]:
     """The sandbox loop as the brief writes it: `memsync run --memory NAME:PATH` in a fresh
     sandbox clones the memory, runs the command (the same edit, in the memory) and pushes."""
+    url = url.replace(f"//{HTTP_USER}@", "//")  # MEMSYNC_USER names the user (an older run refuses a name here)
     line = (f"{_sh(cmd)} run --memory {bench.HIST_NAME}:{dest} --remote {url} -- "
             f"sh -c \"cd {dest} && {EDIT}\"")
     return lambda: procs.timed(line, cwd, env)
