@@ -86,15 +86,11 @@ class VersionReading:
     def tree_counts(self, parent_tree: str | None, tree: str) -> tuple[int, int, int, list[str]]:
         """What `tree` changes against `parent_tree` (None: a first version), as `log` shows it:
         files changed, bytes added, bytes removed, conflict copies made (treediff.counts, taken as
-        the walk goes: treediff.tally). A first version's walk reads every tree of the memory:
-        with libgit2's object cache off, so that they are not kept for the rest of the command
-        (a first push's pack is built next; docs/PERFORMANCE.md "A first push that fits a small
-        sandbox"). A later version's walk reads only the folders it changed, cached."""
-        from memsync.git import engine, treediff
+        the walk goes: treediff.tally)."""
+        from memsync.git import treediff
 
         old = None if parent_tree is None else pygit2.Oid(hex=parent_tree)
-        with engine.uncached() if old is None else contextlib.nullcontext():
-            return treediff.tally(self._repo, old, pygit2.Oid(hex=tree))
+        return treediff.tally(self._repo, old, pygit2.Oid(hex=tree))
 
     def tree_stats(self, commit_oid: str) -> tuple[int, int]:
         """(files, bytes) of a version, reading object headers only. Versions already counted
