@@ -8,6 +8,16 @@ A file no protect rule names is checked and written into the object database as 
 read, and its bytes dropped: a snapshot holds one file's bytes at a time (plus the few files
 protect rules name, which may have to be put back), so its memory follows the largest file, not
 the size of the change (a first push of a whole memory).
+
+Staged at once (`stage_at_once`, the default): when the memory has no protect rules, a file
+`_store` wrote goes into the index there and then, and the snapshot keeps only its change (the
+scan's own record). The invariant: without protect rules nothing after `_store` can change what
+is committed at a stored path (`_apply_policies` keeps every item as it is, the integrity flag
+was taken when it was stored), so staging it then or after the walk puts the same entry in the
+index, provided the changes are staged in the scan's order (a deletion's `unstage` drops
+everything under its path too); a path libgit2 refuses is kept out and named the same way.
+Kept per file until staging otherwise (`_Staged`: blob id, stat stamp): ~270 bytes, 27 MB at
+100,000 new files (docs/PERFORMANCE.md "A first push that fits a small sandbox").
 """
 
 from __future__ import annotations
@@ -91,7 +101,8 @@ class _Staged:
 def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: bool = False,
          run_base: str | None = None, only: Collection[str] | None = None,
          check_integrity: bool = True,
-         run_flags: Callable[[str, list[guard.Flag]], list[str]] | None = None, full_scan: bool = False) -> Snapshot:
+         run_flags: Callable[[str, list[guard.Flag]], list[str]] | None = None, full_scan: bool = False,
+         stage_at_once: bool = True) -> Snapshot:
     """Commit what changed as `who`; caller holds the memory's lock.
 
     `only`: just these paths (restore and revert commit exactly the files they wrote).
@@ -100,9 +111,11 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     `run_flags(tree, flags)`: further flags for the tree about to be committed (a run's record,
     see run/record.py); a commit is made to carry them even if no file changed.
     `full_scan`: never narrowed by a change tracker's hint (a merge found the tree other than the
-    tracker said: a change no file event reported, through a memory map or a hard link)."""
+    tracker said: a change no file event reported, through a memory map or a hard link).
+    `stage_at_once=False`: every change is staged after the walk (the module's docstring)."""
     snap = Snapshot()
     staged: list[_Staged] = []
+    at_once: list[WorkChange] = []  # stored and staged already (stage_at_once)
     now = time.time()
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
@@ -132,6 +145,10 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
                 continue
             if not any(rule.matches(item.change.path) for rule in rules):
                 item = _store(mem, item, run_base, judge, stored_flags)
+                if stage_at_once and not rules:
+                    if _stage_now(mem, item, snap):
+                        at_once.append(item.change)
+                    continue
             staged.append(item)
     if only is None:
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
@@ -153,12 +170,14 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     staged = [item for item in staged if _staged(mem, item, snap)]
     # A file kept out (blocked, too large, still being written) keeps HEAD's version in the
     # index, even if someone `git add`ed it: only what was checked is committed.
-    kept_out = {c.path for c in found if only is None or c.path in only} - {s.change.path for s in staged}
+    kept_out = {c.path for c in found if only is None or c.path in only} - {s.change.path for s in staged} \
+        - {c.path for c in at_once}
     if kept_out:
         ownership.reset_entries(mem.git, sorted(kept_out))
     if run_flags is not None:
         snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
-    snap.rule_files = [s.change.path for s in staged if is_rule_file(s.change.path)]
+    at_once = _in_order(at_once, staged)
+    snap.rule_files = [c.path for c in at_once if is_rule_file(c.path)]
     trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags
                             + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files]
                             + [f"index-flag-cleared {quote_path(h.path)} {h.what}" for h in scanned.unhidden_flags])
@@ -168,10 +187,30 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
                                        allow_empty=allow_empty or bool(snap.run_flags),
                                        describe=lambda tree, parent: change_trailers(mem.git, tree, parent))
     if snap.commit is not None:
-        snap.changes = [s.change for s in staged]
-        committed = {s.change.path for s in staged}
+        snap.changes = at_once
+        committed = {c.path for c in at_once}
         snap.unhidden = [p for p in scanned.unhidden if p in committed]
     return snap
+
+
+def _stage_now(mem: Memory, item: _Staged, snap: Snapshot) -> bool:
+    """Stage a stored change at once (`stage_at_once`): a deletion leaves the index, a file or
+    symlink enters it; False if libgit2 refuses its path. In the scan's order, by path, as after
+    the walk: a file replaced by a folder leaves before the files under that folder enter."""
+    if not item.present:
+        mem.git.unstage(item.change.path)
+        return True
+    return _staged(mem, item, snap)
+
+
+def _in_order(at_once: list[WorkChange], staged: list[_Staged]) -> list[WorkChange]:
+    """Every change committed: those staged at once, then the rest, in the scan's order (by path;
+    only a snapshot without protect rules stages at once, and then `staged` keeps that order)."""
+    if not at_once:
+        return [s.change for s in staged]
+    at_once += [s.change for s in staged]
+    at_once.sort(key=lambda c: c.path)
+    return at_once
 
 
 def _read(mem: Memory, tree: Tree, change: WorkChange, now: float, settle: float, snap: Snapshot) -> _Staged | None:

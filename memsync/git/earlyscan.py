@@ -33,7 +33,7 @@ from pathlib import Path
 import pygit2
 
 from memsync.git import engine, hints
-from memsync.git.workdiff import diff_to_workdir
+from memsync.git.workdiff import Walked, diff_to_workdir
 
 __all__ = ["forget", "start", "take", "wait"]
 
@@ -42,7 +42,7 @@ class _Walk:
     def __init__(self, root: str, flags: int) -> None:
         self.root = root
         self.flags = flags
-        self.deltas: list[pygit2.DiffDelta] | None = None
+        self.deltas: Walked | None = None
         self.thread = threading.Thread(target=self._run, name="memsync-early-walk", daemon=True)
 
     def _run(self) -> None:
@@ -91,9 +91,10 @@ def forget() -> None:
         _walk = None
 
 
-def take(root: Path, flags: int, meanwhile: Callable[[], None] | None = None) -> list[pygit2.DiffDelta] | None:
-    """The walk's deltas if it walked `root` with `flags` (at most once; the caller checks the
-    rest of the module's rule). Waits for it, running `meanwhile` first if it is still going."""
+def take(root: Path, flags: int, meanwhile: Callable[[], None] | None = None) -> Walked | None:
+    """The walk's deltas (as paths: workdiff.Walked) if it walked `root` with `flags` (at most
+    once; the caller checks the rest of the module's rule). Waits for it, running `meanwhile`
+    first if it is still going."""
     global _walk
     with _lock:
         walk, _walk = _walk, None

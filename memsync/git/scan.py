@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pygit2
-from pygit2.enums import DeltaStatus, DiffOption
+from pygit2.enums import DiffOption
 
 from memsync.errors import RepoError
-from memsync.git import earlyscan, hints, indexflags
+from memsync.git import earlyscan, hints, indexflags, native
 from memsync.git.repo import EXCLUDES, GitRepo, WorkChange, file_entry, index_entry, index_tree_cached, write_tree
-from memsync.git.workdiff import diff_to_workdir, scan_flags
+from memsync.git.workdiff import Walked, diff_to_workdir, scan_flags
 from memsync.util.records import recordclass
 
 __all__ = ["ScanResult", "own_exclude", "scan"]
@@ -70,6 +70,8 @@ def scan(git: GitRepo, write_index: bool = True, full: bool = False, tree_ignore
     staged = bool(candidates)  # the index differs from HEAD
     deltas = early if early is not None else _workdir_deltas(git, index, flags, full)
     ignored, unhidden = _ignored(git, deltas, candidates, tree_ignores, index)
+    del deltas, early
+    native.release_free_heap()  # the walk's diff, freed: glibc keeps it mapped (in the early walk's arena)
     # (a refreshed entry was written by libgit2 from inside the diff: workdiff.py)
     if write_index and head is not None and not staged and index_tree_cached(index) != head.id:
         # The index holds HEAD's tree, but its tree cache does not say so (a refreshed entry
@@ -102,7 +104,7 @@ def scan(git: GitRepo, write_index: bool = True, full: bool = False, tree_ignore
     return ScanResult(changes, ignored, unhidden, nested, cleared)
 
 
-def _ignored(git: GitRepo, deltas: list[pygit2.DiffDelta], candidates: set[str], tree_ignores: bool,
+def _ignored(git: GitRepo, walked: Walked, candidates: set[str], tree_ignores: bool,
              index: pygit2.Index) -> tuple[list[str], list[str]]:
     """(what the operator's ignore rules hide, the new files only a `.gitignore` they do not
     follow hides): the walk's ignored entries sorted out; every other delta's paths are added to
@@ -111,25 +113,22 @@ def _ignored(git: GitRepo, deltas: list[pygit2.DiffDelta], candidates: set[str],
     local = None
     unhidden: list[str] = []
     home = _home_inside(git.root)
-    for delta in deltas:
-        if delta.status == DeltaStatus.IGNORED:
-            path = delta.new_file.path
-            if own_exclude(path) or (home is not None and (path + "/").startswith(home)):
-                continue
-            if local is None:
-                from memsync.git.localignores import LocalIgnores
-
-                local = LocalIgnores(git.reader, tree_rules=tree_ignores)
-            if local.hides(path):
-                ignored.append(path)
-            elif path.endswith("/"):
-                found, hidden = local.files_under(git.root, path, index)
-                unhidden += [p for p in found if not own_exclude(p)]
-                ignored += [p for p in hidden if not own_exclude(p)]
-            else:
-                unhidden.append(path)
+    for path in walked.ignored:
+        if own_exclude(path) or (home is not None and (path + "/").startswith(home)):
             continue
-        candidates.update((delta.old_file.path, delta.new_file.path))
+        if local is None:
+            from memsync.git.localignores import LocalIgnores
+
+            local = LocalIgnores(git.reader, tree_rules=tree_ignores)
+        if local.hides(path):
+            ignored.append(path)
+        elif path.endswith("/"):
+            found, hidden = local.files_under(git.root, path, index)
+            unhidden += [p for p in found if not own_exclude(p)]
+            ignored += [p for p in hidden if not own_exclude(p)]
+        else:
+            unhidden.append(path)
+    candidates.update(walked.changed)
     candidates.update(unhidden)
     return sorted(ignored), sorted(unhidden)
 
@@ -162,7 +161,7 @@ EARLY_WALKS: Counter[str] = Counter()
 
 
 def _early_walk(git: GitRepo, flags: DiffOption,
-                meanwhile: Callable[[], None] | None = None) -> list[pygit2.DiffDelta] | None:
+                meanwhile: Callable[[], None] | None = None) -> Walked | None:
     """The deltas of the walk git/earlyscan.py began under the lock, if this is the scan it
     stands for: this repository's first look at its index (its rule, in that module)."""
     deltas = earlyscan.take(git.root, int(flags), meanwhile)
@@ -174,7 +173,7 @@ def _early_walk(git: GitRepo, flags: DiffOption,
     EARLY_WALKS["used"] += 1
     return deltas
 
-def _workdir_deltas(git: GitRepo, index: pygit2.Index, flags: DiffOption, full: bool) -> list[pygit2.DiffDelta]:
+def _workdir_deltas(git: GitRepo, index: pygit2.Index, flags: DiffOption, full: bool) -> Walked:
     """The index-to-work-tree diff: of the paths a change tracker names, when one has a
     baseline this index can use (git/hints.py) and the caller allows it, else of everything.
     Its result is handed back as the next baseline."""
@@ -214,8 +213,7 @@ def _workdir_deltas(git: GitRepo, index: pygit2.Index, flags: DiffOption, full: 
     # (libgit2 writes the index from inside each diff that refreshed an entry)
     deltas = diff_to_workdir(git.reader, index, flags, asked)
     if tree is not None:
-        found = {p for d in deltas for p in (d.old_file.path, d.new_file.path)}
-        link.hand_back(root, since.token, tree, stamp, sorted(found), asked is None)
+        link.hand_back(root, since.token, tree, stamp, sorted(deltas.paths()), asked is None)
     return deltas
 
 
