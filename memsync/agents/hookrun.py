@@ -24,7 +24,7 @@ from memsync.core.attribution import Attribution, operator
 from memsync.core.memory import Memory, open_memory, refuse_during_run
 from memsync.errors import UsageError
 from memsync.git.trailers import compose
-from memsync.util.fs import atomic_write
+from memsync.util.fs import atomic_write, remove_dead_stagings
 from memsync.util.names import check_name, check_run_id, conflict_copy_name, host_name, new_run_id
 from memsync.util.records import field, recordclass
 
@@ -211,7 +211,7 @@ def ensure_memory(a: Agent, name: str, directory: Path, remote: str | None) -> t
     whole_home = directory.resolve() == a.home.resolve()
     if cfgmod.find_root(directory) != directory.resolve():
         directory.mkdir(parents=True, exist_ok=True)
-        _remove_dead_stagings(directory.parent, name)
+        remove_dead_stagings(directory.parent, f".memsync-adopt-{name}-")
         if (directory / ".git").exists() or not _on_hub(name, remote):
             sync.init(directory, name, None, remote)  # an existing repository is adopted as it is
             done = "initialized"
@@ -287,15 +287,6 @@ def _free_copy(dst: Path, rel: str, taken: set[str]) -> Path:
         if name not in taken and not os.path.lexists(dst.parent / Path(name).name):
             return dst.parent / Path(name).name
         n += 1
-
-
-def _remove_dead_stagings(parent: Path, name: str) -> None:
-    from memsync.util.fs import pid_alive as _alive
-
-    for stale in parent.glob(f".memsync-adopt-{name}-*"):
-        pid = stale.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _exclude_all_but_memory(directory: Path, a: Agent) -> None:

@@ -37,7 +37,7 @@ from memsync.core.gitlookalikes import unseen_git_folders
 from memsync.core.memory import Memory
 from memsync.git import ownership
 from memsync.git.repo import LINK_MODE, UnstorablePath, WorkChange, file_mode, stat_stamp
-from memsync.git.scan import scan
+from memsync.git.scan import ScanResult, scan
 from memsync.git.trailers import compose, quote_path
 from memsync.util.dirfd import Tree, is_outside, special_kind
 from memsync.util.names import conflict_copy_name
@@ -176,8 +176,14 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         ownership.reset_entries(mem.git, sorted(kept_out))
     if run_flags is not None:
         snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
-    at_once = _in_order(at_once, staged)
-    snap.rule_files = [c.path for c in at_once if is_rule_file(c.path)]
+    _commit(mem, who, snap, scanned, _in_order(at_once, staged), allow_empty)
+    return snap
+
+
+def _commit(mem: Memory, who: Attribution, snap: Snapshot, scanned: ScanResult, changes: list[WorkChange],
+            allow_empty: bool) -> None:
+    """The version of what `take` staged, its trailers saying what was flagged, refused and cleared."""
+    snap.rule_files = [c.path for c in changes if is_rule_file(c.path)]
     trailers = who.trailers([f.trailer() for f in snap.flags] + snap.run_flags
                             + [f"rule-file-changed {quote_path(p)}" for p in snap.rule_files]
                             + [f"index-flag-cleared {quote_path(h.path)} {h.what}" for h in scanned.unhidden_flags])
@@ -187,10 +193,9 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
                                        allow_empty=allow_empty or bool(snap.run_flags),
                                        describe=lambda tree, parent: change_trailers(mem.git, tree, parent))
     if snap.commit is not None:
-        snap.changes = at_once
-        committed = {c.path for c in at_once}
+        snap.changes = changes
+        committed = {c.path for c in changes}
         snap.unhidden = [p for p in scanned.unhidden if p in committed]
-    return snap
 
 
 def _stage_now(mem: Memory, item: _Staged, snap: Snapshot) -> bool:

@@ -28,7 +28,7 @@ from memsync.sync.hubs import LastRun, ensure_hub, last_run, ready_to_exchange
 from memsync.sync.options import PullOptions, PushOptions, StatusOptions
 from memsync.sync.redaction_log import RedactionNote
 from memsync.sync.redaction_log import notes as redaction_notes
-from memsync.util.fs import pid_alive
+from memsync.util.fs import remove_dead_stagings
 from memsync.util.names import check_name, check_type, conflict_copy_source, is_conflict_file, is_gathered
 from memsync.util.records import field, recordclass
 from memsync.util.timefmt import rfc3339
@@ -325,7 +325,7 @@ def clone_bound(name: str, dest: Path | None = None, *, remote: str | None = Non
     staging = target.parent / f".memsync-clone-{name}-{os.getpid()}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _remove_dead_stagings(target.parent, name)
+        remove_dead_stagings(target.parent, f".memsync-clone-{name}-")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
     except OSError as exc:
@@ -374,15 +374,6 @@ def _clone_kind(staging: Path, name: str, kind: str, url: HubUrl, hub: Hub, prog
     from memsync.core.snapshot import Snapshot
 
     return PullResult(_version(git, git.head_oid()), Snapshot(), exchange)
-
-
-def _remove_dead_stagings(parent: Path, name: str) -> None:
-    """A clone killed (kill -9) mid-way leaves its staging directory: remove those whose
-    process is gone, so the next clone recovers by itself."""
-    for stale in parent.glob(f".memsync-clone-{name}-*"):
-        pid = stale.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _not_found(name: str, hub: HubUrl, available: list[str]) -> RemoteError:

@@ -46,6 +46,17 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def remove_dead_stagings(parent: Path, prefix: str) -> None:
+    """Remove the folders `parent/<prefix><pid>` whose process is gone: what a clone or an adoption
+    killed mid-way (kill -9) left, so the next one recovers by itself."""
+    import shutil
+
+    for stale in parent.glob(f"{prefix}*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def place(full: Path, data: bytes, mode: int) -> None:
     """Put exactly `data` at `full` as git's `mode` says (a symlink whose target is `data` for a
     link, else a file, executable or not, as the umask allows), atomically (atomic_write): written
