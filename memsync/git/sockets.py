@@ -80,8 +80,8 @@ def ack_promptly(sock: socket.socket) -> None:
     which the kernel clears again by itself: so before every read). The reverse case of
     send_promptly: git's upload-pack writes a v2 fetch's answer in small pieces with Nagle's
     algorithm on, so each piece after the first waits for the client's acknowledgement, which
-    delayed ACK holds ~40 ms: measured, 43 of a 48 ms fetch of one changed file from `git daemon`
-    (memsync's own v2 client, git/fetchv2.py). Best effort: elsewhere, nothing changes."""
+    delayed ACK holds (figures: docs/PERFORMANCE.md, "A pull over protocol v2"). Best effort:
+    elsewhere, nothing changes."""
     if _QUICKACK is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
