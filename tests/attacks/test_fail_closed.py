@@ -182,7 +182,10 @@ def test_real_sigint_during_the_ssh_handshake(unknown_ssh_hub: str, tmp_path: Pa
         out, err = proc.communicate(timeout=60)
         # -SIGINT: it landed while Python was exiting, after the refusal was printed.
         refused = proc.returncode in (4, 130) or (proc.returncode == -signal.SIGINT and "error: " in err)
-        assert refused, f"SIGINT after {delay:.3f}s: exit {proc.returncode}: {err}"
+        # On a loaded machine the earliest delays can land in Python's own start-up, before any of
+        # memsync runs: the interpreter stops there (exit 1, "Fatal Python error"), listing nothing.
+        before_memsync = proc.returncode == 1 and err.startswith("Fatal Python error: init_import_site")
+        assert refused or before_memsync, f"SIGINT after {delay:.3f}s: exit {proc.returncode}: {err}"
         assert "research" not in out
         outcomes[proc.returncode] = outcomes.get(proc.returncode, 0) + 1
     figures.add("security attacks refused")
