@@ -46,8 +46,8 @@ from memsync.git.transport import NotFastForward, open_local_hub, translate
 from memsync.util.fs import atomic_write
 
 # A hub whose packed-refs file is at most this big has its ref moved in process (libgit2 parses
-# the whole file, ~1 us a ref: ~2 ms at 4,000 memories); a bigger one by `git update-ref`, which
-# reads the one entry it needs but costs a process (~5-7 ms from memsync, whatever the size).
+# the whole file, so its cost grows with the refs); a bigger one by `git update-ref`, which reads
+# the one entry it needs but costs a process, whatever the size (docs/PERFORMANCE.md).
 IN_PROCESS_PACKED_REFS = 256 * 1024
 
 
@@ -146,8 +146,8 @@ def _move_ref(hub_repo: pygit2.Repository, ref: str, new: str, expected: str | N
     """Compare-and-swap of one ref: by libgit2 on a hub whose packed-refs has at most `in_process`
     bytes or where git is not installed, else by git's `update-ref REF NEW OLD`. Both take the
     ref's lock file, check the value under it and write; libgit2 parses the whole packed-refs
-    file to do so (~45-95 ms on a hub of 100,000 memories), git reads the one entry it needs (a
-    few ms, the process's start included). `in_process` -1: git even with no packed-refs."""
+    file to do so, git reads the one entry it needs at the cost of a process (docs/PERFORMANCE.md).
+    `in_process` -1: git even with no packed-refs."""
     import shutil
 
     try:
