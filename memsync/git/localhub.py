@@ -3,8 +3,8 @@ functions remote.LocalHub calls: nothing above `git/` calls them directly).
 
 libgit2's local (file://) transport lists every ref of the hub, peeling each one, on every
 connection, and a push then looks each listed tip up in the pushing repository (each miss
-rescans its packs): on a hub of 20,000 memories a push of one changed file took ~1.9 s against
-~0.3 s on a hub holding that memory alone (bench/fleet.py). A memory needs one ref of the hub,
+rescans its packs), so a push slows with the number of memories on the hub (bench/fleet.py;
+docs/PERFORMANCE.md). A memory needs one ref of the hub,
 so this module reads that ref and nothing else, and pushes by writing the new objects into the
 hub as one pack and moving the ref by compare-and-swap:
 
@@ -237,7 +237,7 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
 
     Loose objects always (a plain `git push` leaves them loose, and libgit2's local transport
     would pack each one in memory: a 200 MB file cost ~450 MB of RSS); with `packs`, the packs
-    too (a clone: libgit2 would otherwise recompute every delta, ~40 s at 100,000 files).
+    too (a clone: libgit2 would otherwise recompute every delta; docs/PERFORMANCE.md).
     `have(oid)`: objects the memory already holds (packed) are not linked again; a hub shared by
     many memories would otherwise hand each of them every memory's loose objects on every fetch,
     and the memory's automatic repack would pack them again each time.
