@@ -39,9 +39,8 @@ fast literal search, and the keyword search for the generic rule runs on a
 lower-cased copy (``re.IGNORECASE`` would be ~10x slower) and already
 requires an assignment with a long enough value, so prose never reaches
 Python code.  Base64 runs and UTF-16 strings are found on byte masks
-(``bytes.translate``) with ``find``, not with regexes.  A 1 MB markdown file without secrets scans in 20-30 ms; a
-50 MB file at 25-40 MB/s with a peak of about 5 MB; random binary data at
-about 30 MB/s.  Only small standard modules are imported (``re``, ``math``,
+(``bytes.translate``) with ``find``, not with regexes (scan speeds and peak
+memory: docs/PERFORMANCE.md).  Only small standard modules are imported (``re``, ``math``,
 ``binascii``, ``typing``) and memsync's ``util.records``; each regex is compiled
 on its first use (``util.lazyre``).
 

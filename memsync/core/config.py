@@ -59,7 +59,8 @@ _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 
 def _simple_mapping(text: str) -> dict[str, str] | None:
     """storage.yaml as memsync writes it (`key: plain-word` lines) read without loading PyYAML
-    (~35 ms of start-up); anything else returns None and goes to yaml, with the same result."""
+    (its import slows start-up: docs/PERFORMANCE.md); anything else returns None and goes to yaml,
+    with the same result."""
     found: dict[str, str] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):

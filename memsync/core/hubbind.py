@@ -148,7 +148,7 @@ def bind_memory(config: StorageConfig, git: GitRepo, flag: str | None, first_pus
 
 
 def _digest(key: str) -> str:
-    import hashlib  # a second hub only (OpenSSL's hashes cost ~2 ms to load)
+    import hashlib  # a second hub only (OpenSSL's hashes are slow to load: docs/PERFORMANCE.md)
 
     return hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:12]
 

@@ -122,8 +122,9 @@ def _handed(lock_file: Path) -> tuple[Callable[[], None], Tenure] | None:
 
 
 def _acquire(lock_file: Path, wait: float) -> tuple[Callable[[], None], Tenure]:
-    """flock(2) directly on POSIX, as filelock does there (its import costs ~30 ms of start-up);
-    filelock elsewhere. Raises TimeoutError after `wait` seconds (negative: wait forever)."""
+    """flock(2) directly on POSIX, as filelock does there (its import slows start-up:
+    docs/PERFORMANCE.md); filelock elsewhere. Raises TimeoutError after `wait` seconds (negative:
+    wait forever)."""
     try:
         import fcntl
     except ImportError:

@@ -336,7 +336,7 @@ def _lstat(tree: Tree, path: str) -> os.stat_result | None:
 
 
 def _load_scanner() -> None:
-    """Import the secret scanner (~1 ms), while a scan waits for its early walk anyway."""
+    """Import the secret scanner while a scan waits for its early walk anyway."""
     from memsync.checks import secrets  # noqa: F401
 
 

@@ -1,13 +1,13 @@
 """A push's or a status's walk of the work tree, begun under the memory's lock while the command
 still imports its modules.
 
-git orders `status` as lock, refresh, write once; memsync does the same with the lock taken
-first, at the top of the command line (core/lockfirst.py): with the memory's lock held, `start`
-runs the scan's index-to-work-tree diff (git/workdiff.py), index refresh included (libgit2 writes
-the index itself when it refreshed an entry), in a thread, on its own handle of the repository
-(libgit2 objects are used by one thread at a time), so the ~20 ms of lstat() at 10,000 files
-overlap the imports on a machine with a second core. The command's first scan (GitRepo.scan)
-takes the walk's deltas instead of walking again.
+git orders `status` as lock, refresh, write once; memsync does the same with the lock taken first,
+at the top of the command line (core/lockfirst.py): with the memory's lock held, `start` runs the
+scan's index-to-work-tree diff (git/workdiff.py), index refresh included (libgit2 writes the index
+itself when it refreshed an entry), in a thread, on its own handle of the repository (libgit2
+objects are used by one thread at a time), so the lstat() of every file overlaps the imports on a
+machine with a second core (docs/PERFORMANCE.md). The command's first scan (GitRepo.scan) takes the
+walk's deltas instead of walking again.
 
 The invariant, in one place:
 - the walk runs only while this process holds the memory's lock, handed from the command line to

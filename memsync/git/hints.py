@@ -1,9 +1,10 @@
 """Which paths of a work tree may have changed: a change tracker's hint that narrows the scan.
 
-libgit2's index-to-work-tree diff lstat()s every file (40-45 ms at 10,000 files, as much as git's
-whole `fetch && status`). A tracker that watches the work tree (the resident server's, see
-memsync/serve/tracker.py) can say which paths were touched since an earlier scan; the scan then asks
-libgit2 about those paths only, with the same flags, so it reports exactly what a full diff would.
+libgit2's index-to-work-tree diff lstat()s every file (at 10,000 files, as long as git's whole
+`fetch && status`: docs/PERFORMANCE.md). A tracker that watches the work tree (the resident
+server's, see memsync/serve/tracker.py) can say which paths were touched since an earlier scan; the
+scan then asks libgit2 about those paths only, with the same flags, so it reports exactly what a
+full diff would.
 
 A scan hands its result back as the next baseline: (token, the index's tree, what differed).
 Whatever differs from the index later is one of
@@ -30,7 +31,7 @@ from memsync.util.records import recordclass
 __all__ = ["MAX_DIFFS", "MAX_PATHS", "RULE_FILES", "Since", "Source", "fingerprint", "narrowing", "source"]
 
 MAX_PATHS = 4096  # more candidates than this: a full scan costs about the same
-MAX_DIFFS = 64  # paths a narrowed scan diffs one by one (~0.2 ms a file, more for a folder)
+MAX_DIFFS = 64  # paths a narrowed scan diffs one by one (a folder costs more; docs/PERFORMANCE.md)
 RULE_FILES = frozenset({".gitignore", ".gitattributes"})  # they change other paths' status
 
 

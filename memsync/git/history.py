@@ -131,7 +131,7 @@ def messages(git: GitRepo, tip: str, *, stream: bool = False) -> Iterator[tuple[
 
     `stream`: in git log's order (by commit time, as the versions are reached), read one by one,
     so the first N cost the same at any length of history; libgit2 sorts topologically only
-    after reading every commit (~35 ms per 5,000 versions). The two orders differ only where
+    after reading every commit (docs/PERFORMANCE.md). The two orders differ only where
     clocks disagreed (a version older than its parent) or versions share a second."""
     repo = git._repo
     sort = SortMode.NONE if stream else SortMode.TOPOLOGICAL | SortMode.TIME

@@ -81,7 +81,7 @@ class ServerIdentity:
 
 def fingerprint(blob: bytes) -> str:
     """`SHA256:...` as `ssh-keygen -l` prints it."""
-    import hashlib  # SSH only (and OpenSSL's hashes cost ~2 ms to load)
+    import hashlib  # SSH only (OpenSSL's hashes are slow to load: docs/PERFORMANCE.md)
 
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 

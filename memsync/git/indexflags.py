@@ -4,7 +4,7 @@
 or a diff report PATH unchanged whatever the file holds: an agent could hide its own edit from
 its run's record that way, and the edit would surface later as someone else's. libgit2 does not
 expose an entry's flags, so they are read here from the index file (format: git's
-Documentation/gitformat-index.txt, versions 2 to 4), which costs ~0.3 µs an entry.
+Documentation/gitformat-index.txt, versions 2 to 4), cheaply (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations

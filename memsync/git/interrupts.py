@@ -68,8 +68,8 @@ def define(name: str, function: Callable[..., int]) -> None:
 def quiet_progress(tick: Callable[[], None]) -> Any:
     """A transfer-progress callback for libgit2 that shows nothing. libgit2 calls it once per
     object received and per delta resolved, so it is a plain cffi callback that calls `tick`,
-    not pygit2's (a TransferProgress object and a method lookup per call: ~0.5 s of a 2.8 s
-    fetch of 72,000 objects, against ~0.2 s for this one). It stays a point where a Ctrl-C lands
+    not pygit2's (a TransferProgress object and a method lookup per call, felt in a fetch of
+    many objects: docs/PERFORMANCE.md). It stays a point where a Ctrl-C lands
     during the transfer, failing closed as every callback here does."""
 
     def progress(stats: Any, payload: Any) -> int:

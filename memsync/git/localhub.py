@@ -3,8 +3,8 @@ functions remote.LocalHub calls: nothing above `git/` calls them directly).
 
 libgit2's local (file://) transport lists every ref of the hub, peeling each one, on every
 connection, and a push then looks each listed tip up in the pushing repository (each miss
-rescans its packs): on a hub of 20,000 memories a push of one changed file took ~1.9 s against
-~0.3 s on a hub holding that memory alone (bench/fleet.py). A memory needs one ref of the hub,
+rescans its packs), so a push slows with the number of memories on the hub (bench/fleet.py;
+docs/PERFORMANCE.md). A memory needs one ref of the hub,
 so this module reads that ref and nothing else, and pushes by writing the new objects into the
 hub as one pack and moving the ref by compare-and-swap:
 
@@ -46,8 +46,8 @@ from memsync.git.transport import NotFastForward, open_local_hub, translate
 from memsync.util.fs import atomic_write
 
 # A hub whose packed-refs file is at most this big has its ref moved in process (libgit2 parses
-# the whole file, ~1 us a ref: ~2 ms at 4,000 memories); a bigger one by `git update-ref`, which
-# reads the one entry it needs but costs a process (~5-7 ms from memsync, whatever the size).
+# the whole file, so its cost grows with the refs); a bigger one by `git update-ref`, which reads
+# the one entry it needs but costs a process, whatever the size (docs/PERFORMANCE.md).
 IN_PROCESS_PACKED_REFS = 256 * 1024
 
 
@@ -146,8 +146,8 @@ def _move_ref(hub_repo: pygit2.Repository, ref: str, new: str, expected: str | N
     """Compare-and-swap of one ref: by libgit2 on a hub whose packed-refs has at most `in_process`
     bytes or where git is not installed, else by git's `update-ref REF NEW OLD`. Both take the
     ref's lock file, check the value under it and write; libgit2 parses the whole packed-refs
-    file to do so (~45-95 ms on a hub of 100,000 memories), git reads the one entry it needs (a
-    few ms, the process's start included). `in_process` -1: git even with no packed-refs."""
+    file to do so, git reads the one entry it needs at the cost of a process (docs/PERFORMANCE.md).
+    `in_process` -1: git even with no packed-refs."""
     import shutil
 
     try:
@@ -237,7 +237,7 @@ def link_hub_objects(hub: Path, git_dir: Path, packs: bool = False,
 
     Loose objects always (a plain `git push` leaves them loose, and libgit2's local transport
     would pack each one in memory: a 200 MB file cost ~450 MB of RSS); with `packs`, the packs
-    too (a clone: libgit2 would otherwise recompute every delta, ~40 s at 100,000 files).
+    too (a clone: libgit2 would otherwise recompute every delta; docs/PERFORMANCE.md).
     `have(oid)`: objects the memory already holds (packed) are not linked again; a hub shared by
     many memories would otherwise hand each of them every memory's loose objects on every fetch,
     and the memory's automatic repack would pack them again each time.

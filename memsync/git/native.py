@@ -249,8 +249,8 @@ def own_ffi(cdef: str) -> Any:  # a cffi.FFI
 
 # -- a received pack written through libgit2's indexer (git/fetchv2.py) ----------------------------
 # pygit2 declares no indexer (its cdef lacks git_indexer_new), and a cffi FFI of memsync's own
-# would parse a cdef (pycparser: ~25 ms of a pull); ctypes reaches the same libgit2 the process
-# loaded for pygit2. The structures are libgit2 1.9's (include/git2/indexer.h, errors.h).
+# would parse a cdef (importing pycparser: docs/PERFORMANCE.md); ctypes reaches the same libgit2
+# the process loaded for pygit2. The structures are libgit2 1.9's (include/git2/indexer.h, errors.h).
 @functools.cache
 def _libgit2() -> Any:
     """(libgit2 as this process loaded it for pygit2, found among its mappings, with its indexer's

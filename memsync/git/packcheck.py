@@ -48,11 +48,11 @@ class PackWatch:
     as it is there (a plain object stated over the bound is refused before its bytes come), each
     delta's stated result as soon as its first bytes are.
 
-    The reading runs in a thread of its own (`_Follower`) while libgit2 receives and indexes in
-    the fetching thread (the two ran one after the other: ~0.2 s of a 10,000-file clone). The
-    rule stays the callback's: a refusal the thread found is raised by the next progress
-    callback, and the callback that reports the last object in waits until the thread has read
-    every object, so libgit2 resolves no delta before the whole pack was read."""
+    The reading runs in a thread of its own (`_Follower`) while libgit2 receives and indexes in the
+    fetching thread (the two ran one after the other, a share of a clone: docs/PERFORMANCE.md). The
+    rule stays the callback's: a refusal the thread found is raised by the next progress callback,
+    and the callback that reports the last object in waits until the thread has read every object,
+    so libgit2 resolves no delta before the whole pack was read."""
 
     def __init__(self, pack_dir: Path, limit: int, hub: str) -> None:
         self.pack_dir = pack_dir

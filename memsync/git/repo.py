@@ -593,8 +593,8 @@ _STRICT_LOCK = threading.Lock()
 
 def write_tree(index: pygit2.Index) -> pygit2.Oid:
     """`index.write_tree()` without libgit2's strict object creation, which looks every entry
-    of each rebuilt folder up in the object database again (~10 ms for 10 changed files in a
-    10,000-file memory, 1 ms without). Each entry was checked when it entered the index:
+    of each rebuilt folder up in the object database again (most of the write's time:
+    docs/PERFORMANCE.md). Each entry was checked when it entered the index:
     git_index_add checks its object exists, and the rest come from HEAD, a checkout or a
     read of the index git wrote."""
     with _STRICT_LOCK:

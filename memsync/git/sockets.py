@@ -2,9 +2,9 @@
 
 libgit2 writes a push in several writes on one socket (the ref updates, then the pack in pieces)
 and leaves Nagle's algorithm on: a small write that follows data the server has not yet
-acknowledged waits for that acknowledgement, which the server's TCP delays (delayed ACK, ~40
-ms). Measured at 10,000 files with 10 files changed: ~35 ms of a ~90 ms push to `git daemon`,
-~30 ms over HTTP. libgit2 has no option for it and does not hand out its socket, so once it is
+acknowledged waits for that acknowledgement, which the server's TCP delays (delayed ACK), a
+large share of a small push (docs/PERFORMANCE.md, "Figures behind the code's speed mechanisms").
+libgit2 has no option for it and does not hand out its socket, so once it is
 connected (push negotiation) the socket is found among this process's descriptors by the hub's
 port, and TCP_NODELAY set on it through a duplicate. Best effort: where descriptors cannot be
 listed, or a socket cannot be looked at, nothing changes.

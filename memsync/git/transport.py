@@ -124,7 +124,7 @@ class Callbacks(pygit2.RemoteCallbacks):
 
         self.keyring = Credentials(hub)
         if hub.local_path is None and not hub.url.startswith("git://"):  # no TLS on file:// and git://
-            configure_tls()  # loading a CA bundle costs ~25 ms
+            configure_tls()  # loading a CA bundle is slow (docs/PERFORMANCE.md)
 
     def credentials(self, url: str, username_from_url: str | None, allowed_types: int):  # type: ignore[no-untyped-def]
         if self.watch is not None:
@@ -554,8 +554,8 @@ def _unchanged(git: GitRepo, hub: HubUrl, branch: tuple[str, str] | None) -> str
 
 def advertised(remote: pygit2.Remote, want: str | None) -> tuple[int, str | None]:
     """(how many refs the connection's advertisement held, the tip of `want` among them),
-    read from libgit2's list without a Python object per ref (pygit2's list_heads makes one:
-    ~0.2 s per fetch on a hub of 20,000 memories)."""
+    read from libgit2's list without a Python object per ref (pygit2's list_heads makes one,
+    which a hub of many memories feels: docs/PERFORMANCE.md)."""
     count, found = native.remote_heads(remote, exact=None if want is None else want.encode())
     return count, next(iter(found.values()), None)
 

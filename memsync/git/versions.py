@@ -127,9 +127,10 @@ class VersionReading:
         return [entry.path for entry in self.index]
 
     def tracked_paths_containing(self, needle: str) -> list[str]:
-        """Tracked paths containing `needle`. Iterating a 100k-entry index in Python takes
-        ~1.5 s, so the index file is searched for the bytes first: paths are stored whole (or,
-        in index v4, share a prefix with an earlier entry), so no match means no such path."""
+        """Tracked paths containing `needle`. Iterating a large index in Python is slow
+        (docs/PERFORMANCE.md), so the index file is searched for the bytes first: paths are stored
+        whole (or, in index v4, share a prefix with an earlier entry), so no match means no such
+        path."""
         index_file = self.git_dir / "index"
         try:
             raw = index_file.read_bytes()

@@ -1,8 +1,8 @@
 """What each version changed, in numbers, kept once computed for `memsync log`.
 
 A log line needs, per version, how many files changed, the bytes added and removed, and the
-conflict copies it made: a walk of the two trees and a size lookup per changed file (~0.7 ms a
-version at 10,000 files; most of `log -n 20`'s work). A version's id names its tree and its
+conflict copies it made: a walk of the two trees and a size lookup per changed file (most of
+`log -n 20`'s work; docs/PERFORMANCE.md). A version's id names its tree and its
 parents, so what it changed can never change: the summary is keyed by the commit id alone and
 never goes stale, whichever memory or clone asks.
 

@@ -69,8 +69,8 @@ class _Watching:
     up and the command must not wait for it (nor, if it is short, its end). Each monitor starts
     dirty, so whatever changed before its watches were in place is found by the first checkpoint.
     The watches are set up only once the command has run for GRACE seconds: a short command
-    ends before any (setting up 10,000 files' watches costs ~70 ms of CPU, taken from the
-    commit and push that follow it)."""
+    ends before any (setting up 10,000 files' watches takes CPU from the commit and push that
+    follow it: docs/PERFORMANCE.md)."""
 
     GRACE = 0.25
 

@@ -1,14 +1,14 @@
 """`memsync serve`: a resident process that runs memsync commands without start-up cost.
 
-Every memsync command pays ~0.2 s before any work: the interpreter, typer, pygit2 and memsync's
-own modules. The server pays it once. It imports everything a command may need and then waits on
-a Unix socket; each client (see handoff.py) gets a worker (worker.py), a copy of the server with
-all of that already loaded, which takes on the caller's working directory, umask, environment and
-stdin/stdout/stderr and runs the command line exactly as `memsync` would, then reports the exit
-code. One worker is forked ahead of the next client (once no client has come for _SPARE_AFTER)
-and handed its connection, so the fork is off the client's path. A fork is a fresh process per
-command: nothing of one command (open repositories, locks, caches, globals, the environment)
-reaches the next, and concurrent commands run in parallel as separate processes do.
+Every memsync command pays a start-up cost before any work (docs/PERFORMANCE.md): the interpreter,
+typer, pygit2 and memsync's own modules. The server pays it once. It imports everything a command
+may need and then waits on a Unix socket; each client (see handoff.py) gets a worker (worker.py), a
+copy of the server with all of that already loaded, which takes on the caller's working directory,
+umask, environment and stdin/stdout/stderr and runs the command line exactly as `memsync` would,
+then reports the exit code. One worker is forked ahead of the next client (once no client has come
+for _SPARE_AFTER) and handed its connection, so the fork is off the client's path. A fork is a
+fresh process per command: nothing of one command (open repositories, locks, caches, globals, the
+environment) reaches the next, and concurrent commands run in parallel as separate processes do.
 
 The server itself never opens a repository, so each fork starts clean. It does keep a watchdog
 observer on each memory its workers scan (tracker.py), and answers their questions about what

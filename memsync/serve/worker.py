@@ -1,12 +1,12 @@
 """A `memsync serve` worker: a process forked from the server that runs one command, then exits.
 
 The server keeps one worker forked ahead of the next client (a spare): it has already closed the
-server's descriptors, holds its own line to the trackers (tracklink.py), and waits on a socket
-pair for the server to pass it a client's connection. The fork (~2-3 ms for a process with
-pygit2 and typer loaded) is then off the client's path. When there is no spare (two clients at
-once, or the spare has died), the server forks a worker for the client as it arrives. Either way
-a worker serves exactly one client and has seen nothing of any command before it: the server,
-which it is a copy of, never runs one.
+server's descriptors, holds its own line to the trackers (tracklink.py), and waits on a socket pair
+for the server to pass it a client's connection. The fork (of a process with pygit2 and typer
+loaded; docs/PERFORMANCE.md) is then off the client's path. When there is no spare (two clients at
+once, or the spare has died), the server forks a worker for the client as it arrives. Either way a
+worker serves exactly one client and has seen nothing of any command before it: the server, which
+it is a copy of, never runs one.
 
 With a client: its request (handoff.py) arrives, the worker answers with its pid and becomes the
 caller (working directory, umask, environment, standard streams) while the client answers; the

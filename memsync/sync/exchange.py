@@ -323,7 +323,7 @@ def _take_turn(mem: Memory, places: list[Turn], deadline: float) -> bool:
 def _push_ahead(mem: Memory, progress: ProgressFn | None, vetted: Callable[[], list[str]] | None) -> str | None:
     """The common case on a remote hub: nothing arrived there since our last fetch, and our
     branch is ahead of what we fetched. Push on one connection instead of a fetch's and a push's
-    (a connection on loopback: ~4 ms over git://, ~60 ms over HTTP, ~225 ms over SSH), leased on
+    (a connection costs most over SSH, then HTTP: docs/PERFORMANCE.md), leased on
     that tip: the push's own ref advertisement must show it, else nothing is sent, and the server
     moves the branch only from it. With the hub there, the full exchange would fetch nothing and
     merge nothing: the same checks run on the same versions.

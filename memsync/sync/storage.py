@@ -100,7 +100,7 @@ def _to_fold(root: Path, files: list[str]) -> list[ToFold]:
     found = []
     for name in files:
         if is_gathered(name):
-            from memsync.checks import gathered  # not for a status with no gathered file (~3 ms)
+            from memsync.checks import gathered  # not for a status with none (docs/PERFORMANCE.md)
 
             try:
                 entries = gathered.parse((root / name).read_bytes()).entries.values()

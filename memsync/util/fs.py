@@ -73,7 +73,7 @@ _NAME_MAX = 255
 
 def _temp_names(name: str, temp: str | None) -> Iterator[str]:
     """The temp file's name: `temp` if the caller chose one, else fresh random names beside `name`
-    (mkstemp's contract without importing tempfile and random, ~1.5 ms of a cold push)."""
+    (mkstemp's contract without importing tempfile and random, felt in a cold push)."""
     if temp is not None:
         yield temp
         return

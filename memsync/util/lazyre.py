@@ -1,7 +1,8 @@
 """Regular expressions compiled on first use, and not run at all on a text that cannot hold a
-match. A cold memsync compiles nothing it does not use: the secret scanner's ~50 rules cost
-~10 ms to compile, paid by every command that masks a command line or scans a file, where most
-texts hold none of the literals the rules start with (`ghp_`, `AKIA`, `://`, `-----BEGIN`...).
+match. A cold memsync compiles nothing it does not use: compiling the secret scanner's ~50 rules
+would be paid by every command that masks a command line or scans a file (docs/PERFORMANCE.md),
+where most texts hold none of the literals the rules start with (`ghp_`, `AKIA`, `://`,
+`-----BEGIN`...).
 
 `needles`: strings of which every match holds at least one (a rule's literal prefix, spelled
 out). Until the pattern is compiled, a text that holds none of them is answered without

@@ -2,9 +2,9 @@
 
 Every command imports most of memsync's ~100 record types and builds a handful of them. The
 standard `dataclass` compiles `__init__`, `__repr__` and `__eq__` (and, when frozen,
-`__setattr__`, `__delattr__` and `__hash__`) as each class is created, about 0.35 ms a class: 12 ms
-of a 110 ms cold `status`, 18 ms of a push (docs/PERFORMANCE.md "The cold path"). Here a class is
-defined in a few microseconds:
+`__setattr__`, `__delattr__` and `__hash__`) as each class is created, a real share of a cold
+`status` or push (docs/PERFORMANCE.md "The cold path"). Here a class costs next to nothing to
+define:
 
 - `__init__` is generic for a class's first few instances and compiled after them, so a class
   built in bulk runs exactly as fast as with the standard one and a class no command builds
@@ -17,8 +17,9 @@ repr=..., compare=...)`, inherited fields, `__post_init__`, `ClassVar` annotatio
 `asdict` and `replace` work as their `dataclasses` namesakes. Type checkers read the decorator
 through `dataclass_transform` (PEP 681) and check it as a dataclass.
 
-msgspec's `Struct` was measured as the library alternative: its import alone costs ~6 ms of a cold
-command, half of what it would save, and its classes are not plain Python classes.
+msgspec's `Struct` was measured as the library alternative: its import alone costs about half of
+what it would save, and its classes are not plain Python classes (figures: docs/PERFORMANCE.md,
+"Figures behind the code's speed mechanisms").
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ _COMPILE_AFTER = 8  # instances built by the generic __init__ before the class g
 
 
 def _bootstrap_init(owner: type, made: tuple[Field, ...], frozen: bool) -> Callable[..., None]:
-    """A generic `__init__` for the first few instances (compiling one costs ~70 us, and most
+    """A generic `__init__` for the first few instances (compiling one is not free, and most
     classes build one or two in a command), then the compiled one, as fast as the standard's."""
     post_init = hasattr(owner, "__post_init__")
     built = [0]

@@ -1,7 +1,8 @@
 """Python's cyclic garbage collector held off while a cold command imports its modules.
 
 Importing pygit2 and memsync allocates some 100,000 objects and none of them is garbage, yet the
-collector runs ~40 times over them (~5 ms of a cold `push`, most of it during `import pygit2`).
+collector runs dozens of times over them, most of it during `import pygit2` (figures:
+docs/PERFORMANCE.md, "Figures behind the code's speed mechanisms").
 The entry point pauses it before its first import and resumes it before the command's body runs,
 moving everything imported so far out of its sight (`gc.freeze`), so later collections do not
 walk the modules either. The body runs with the collector on as always: nothing a command does
