@@ -5,7 +5,6 @@ sandbox's key; another key cannot read it."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, write
-from tests.helpers.servers import GitoliteServer, gitolite_available
+from tests.helpers.gitolite import memsync_as, started
+from tests.helpers.servers import GitoliteServer
 
 pytestmark = pytest.mark.server
 
@@ -29,25 +29,11 @@ repo memories/..*
 
 @pytest.fixture
 def gitolite(tmp_path: Path) -> Iterator[GitoliteServer]:
-    if not gitolite_available():
-        message = "gitolite or sshd not installed (apt-get install -y gitolite3 openssh-server)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message}: CI must provide it", pytrace=False)
-        pytest.skip(message)
-    server = GitoliteServer(tmp_path / "gitolite-sshd", ["sandbox-a", "sandbox-b"])
-    server.configure(RULES)
-    with server:
-        yield server
+    yield from started(tmp_path, RULES)
 
 
 def _as(server: GitoliteServer, user: str, tmp_path: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    known = tmp_path / "known_hosts"
-    server.write_known_hosts(known)
-    env = dict(os.environ, MEMSYNC_SSH_KEY=str(server.key(user)), MEMSYNC_KNOWN_HOSTS=str(known),
-               MEMSYNC_HOME=str(tmp_path / f"home-{user}"),
-               MEMSYNC_REMOTE=server.gitolite_url("memories/{name}"))
-    return subprocess.run([sys.executable, "-m", "memsync", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return memsync_as(server, user, tmp_path, *args, cwd=cwd, MEMSYNC_REMOTE=server.gitolite_url("memories/{name}"))
 
 
 def test_a_first_push_creates_the_memorys_repository(gitolite: GitoliteServer, tmp_path: Path) -> None:

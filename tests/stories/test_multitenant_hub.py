@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, write
-from tests.helpers.servers import GitoliteServer, gitolite_available
+from tests.helpers.gitolite import memsync_as, started
+from tests.helpers.servers import GitoliteServer
 
 pytestmark = pytest.mark.server
 
@@ -31,25 +32,11 @@ repo hub
 
 @pytest.fixture
 def gitolite(tmp_path: Path) -> Iterator[GitoliteServer]:
-    if not gitolite_available():
-        message = "gitolite or sshd not installed (apt-get install -y gitolite3 openssh-server)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{message}: CI must provide it", pytrace=False)
-        pytest.skip(message)
-    server = GitoliteServer(tmp_path / "gitolite-sshd", ["sandbox-a", "sandbox-b"])
-    server.configure(RULES)
-    with server:
-        yield server
+    yield from started(tmp_path, RULES)
 
 
 def _as(server: GitoliteServer, user: str, tmp_path: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """memsync as the sandbox holding `user`'s key (credentials from the environment only)."""
-    known = tmp_path / "known_hosts"
-    server.write_known_hosts(known)
-    env = dict(os.environ, MEMSYNC_SSH_KEY=str(server.key(user)), MEMSYNC_KNOWN_HOSTS=str(known),
-               MEMSYNC_HOME=str(tmp_path / f"home-{user}"))
-    return subprocess.run([sys.executable, "-m", "memsync", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return memsync_as(server, user, tmp_path, *args, cwd=cwd)
 
 
 def _memory(server: GitoliteServer, user: str, tmp_path: Path, name: str, files: dict[str, str]) -> Path:
