@@ -83,7 +83,7 @@ class Memory:
             if (self.git.git_dir / RUN_MARKER).exists():
                 _reclaim(self)
             yield
-            maintenance.auto(self.git.git_dir)
+            maintenance.auto(self.git.git_dir, self.git.let_go)
 
 
 def _reclaim(mem: Memory) -> None:

@@ -170,10 +170,12 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     staged = [item for item in staged if _staged(mem, item, snap)]
     # A file kept out (blocked, too large, still being written) keeps HEAD's version in the
     # index, even if someone `git add`ed it: only what was checked is committed.
-    kept_out = {c.path for c in found if only is None or c.path in only} - {s.change.path for s in staged} \
-        - {c.path for c in at_once}
+    taken = {s.change.path for s in staged}  # one set of paths: a first push holds 100,000 of them
+    taken.update(c.path for c in at_once)
+    kept_out = sorted({c.path for c in found if (only is None or c.path in only) and c.path not in taken})
+    del taken
     if kept_out:
-        ownership.reset_entries(mem.git, sorted(kept_out))
+        ownership.reset_entries(mem.git, kept_out)
     if run_flags is not None:
         snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
     _commit(mem, who, snap, scanned, _in_order(at_once, staged), allow_empty)
@@ -194,8 +196,9 @@ def _commit(mem: Memory, who: Attribution, snap: Snapshot, scanned: ScanResult, 
                                        describe=lambda tree, parent: change_trailers(mem.git, tree, parent))
     if snap.commit is not None:
         snap.changes = changes
-        committed = {c.path for c in changes}
-        snap.unhidden = [p for p in scanned.unhidden if p in committed]
+        if scanned.unhidden:
+            committed = {c.path for c in changes}
+            snap.unhidden = [p for p in scanned.unhidden if p in committed]
 
 
 def _stage_now(mem: Memory, item: _Staged, snap: Snapshot) -> bool:

@@ -1,4 +1,5 @@
-"""Keeping a repository compact: count loose objects and packs, and repack them into one pack.
+"""Keeping a repository compact: count loose objects and packs, pack the loose objects, and repack
+everything into one pack.
 
 Every memsync commit writes loose objects and every push into a local hub adds a pack; after
 thousands of runs both slow every command down. `repack` writes every object the repository has
@@ -7,16 +8,21 @@ pruned, reachable or not, so a repack never loses an object, and a kill -9 at an
 worst objects stored twice, which the next repack tidies. A memory is repacked under its lock; a
 hub beside its lock (core/maintenance.auto_beside): a push meanwhile only adds a pack of its own,
 which the repack neither lists nor removes, and every object it removes is in the new pack.
+
+`pack_loose` is the lighter step git's `gc --auto` takes when only loose objects are too many
+(`git repack -d`): the loose objects go into new packs, a bounded batch at a time, and the packs
+already there stay as they are.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import mmap
 import os
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pygit2
@@ -28,6 +34,10 @@ from memsync.util.records import recordclass
 # git estimates the loose objects from one of the 256 fan-out directories (`gc --auto` reads
 # objects/17); so do we: one directory listing instead of 256.
 _SAMPLE_DIR = "17"
+# The loose objects one pack of pack_loose takes. A pack build holds a few hundred bytes for each
+# object it packs, its indexer as much again: 100,000 loose objects (a first push of as many files)
+# packed at once were +40 MB on top of the push (docs/PERFORMANCE.md, "Peak memory").
+LOOSE_BATCH = 20_000
 
 
 @recordclass(frozen=True)
@@ -119,18 +129,77 @@ def repack(git_dir: Path) -> RepackResult:
         for suffix in (".idx", ".rev", ".mtimes", ".keep"):
             pack.with_suffix(suffix).unlink(missing_ok=True)
         pack.unlink(missing_ok=True)
-    packed = _PackIndex(next(iter(new_packs)).with_suffix(".idx"))
+    _remove_packed(_loose_files(objects), new_packs)
+    _remove_empty_fans(objects)
+    return RepackResult(written, len(old_packs), loose_before, time.monotonic() - started)
+
+
+def pack_loose(git_dir: Path, batch: int = LOOSE_BATCH) -> RepackResult:
+    """The loose objects into new packs of at most `batch` objects each; the packs already there
+    are left alone. A loose object is removed only once a pack's index lists it, so a kill -9
+    midway leaves at worst objects stored twice, which the next step tidies."""
+    started = time.monotonic()
+    objects = _objects_dir(git_dir)
+    packs_before = len(_pack_files(objects))
+    loose = _loose_files(objects)
+    repo: pygit2.Repository | None = None
+    written = taken = 0
+    while paths := list(itertools.islice(loose, batch)):
+        repo = repo or engine.for_packing(git_dir)
+        written += _pack_these(repo, objects, paths)
+        taken += len(paths)
+    _remove_empty_fans(objects)
+    return RepackResult(written, packs_before, taken, time.monotonic() - started)
+
+
+def _pack_these(repo: pygit2.Repository, objects: Path, paths: list[str]) -> int:
+    """One new pack of the loose objects at `paths`, which are then removed."""
+    before = set(_pack_files(objects))
+    names = [_loose_name(path) for path in paths]
+
+    def add(builder: pygit2.PackBuilder) -> None:
+        for name in names:
+            builder.add(pygit2.Oid(raw=name))
+
     try:
-        for path in _loose_files(objects):  # <objects>/ab/cdef...: the object ab...
-            if packed.holds(bytes.fromhex(path[-41:-39] + path[-38:])):
+        written = repo.pack(pack_delegate=add)
+    except pygit2.GitError as exc:
+        raise RepoError(f"cannot pack the loose objects of {objects.parent}: {exc}",
+                        "check free disk space, then run `memsync gc`") from exc
+    if written != len(names):
+        raise RepoError(f"a pack of {objects.parent}'s loose objects took {written} of {len(names)}; "
+                        "nothing was removed")
+    _fsync_dir(objects / "pack")
+    # the new pack; none when a pack of exactly these objects was there already (a step killed
+    # after writing its pack, before removing what it packed): then any pack may hold them
+    holders = (set(_pack_files(objects)) - before) or before
+    _remove_packed(paths, holders)
+    return written
+
+
+def _loose_name(path: str) -> bytes:
+    """The object a loose file is: <objects>/ab/cdef... holds the object abcdef..."""
+    return bytes.fromhex(path[-41:-39] + path[-38:])
+
+
+def _remove_packed(paths: Iterable[str], packs: Iterable[Path]) -> None:
+    """Remove each loose object at `paths` that one of `packs` lists in its index."""
+    indexes = [_PackIndex(p.with_suffix(".idx")) for p in packs if p.with_suffix(".idx").is_file()]
+    try:
+        for path in paths:
+            name = _loose_name(path)
+            if any(index.holds(name) for index in indexes):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
     finally:
-        packed.close()
+        for index in indexes:
+            index.close()
+
+
+def _remove_empty_fans(objects: Path) -> None:
     for fan in range(256):
         with contextlib.suppress(OSError):  # not empty (an object written meanwhile), or absent
             (objects / f"{fan:02x}").rmdir()
-    return RepackResult(written, len(old_packs), loose_before, time.monotonic() - started)
 
 
 class _PackIndex:
@@ -174,4 +243,4 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["ObjectCounts", "RepackResult", "counts", "repack"]
+__all__ = ["LOOSE_BATCH", "ObjectCounts", "RepackResult", "counts", "pack_loose", "repack"]

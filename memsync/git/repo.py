@@ -62,7 +62,7 @@ class UnstorablePath(RepoError):
         self.reason = reason
 
 
-@recordclass(frozen=True)
+@recordclass(frozen=True, slots=True)  # no __dict__: a first push holds one per file
 class WorkChange:
     path: str
     kind: ChangeKind
@@ -167,6 +167,22 @@ class GitRepo(VersionReading):
         """Drop libgit2's caches: commits read while the repository was shallow are cached without
         their parents, and must be read again once it is not."""
         self._repo.free()
+
+    def reopen(self) -> None:
+        """A new libgit2 handle on the repository: libgit2 reads `.git/shallow` when it opens
+        one and parses commits through it, so a handle opened before the file was written
+        would give a shallow commit parents it does not have (fetchv2's clone writes it)."""
+        self._index = None
+        self._repo = engine.repository(self._repo.path)
+
+    def let_go(self) -> None:
+        """Let go of the index and libgit2's caches before a pack is built (a push, a repack):
+        their memory is given back (engine.for_packing), and the pack builder's peak does not
+        come on top of it (~24 MB at 100,000 files). A new handle reads them again when needed;
+        not `Repository.free()`, which also forgets `.git/shallow` until the repository is
+        opened again. An index with changes not yet written is kept."""
+        if not self._index_dirty:
+            self.reopen()
 
     def head_target(self) -> str | None:
         """The branch HEAD names (`refs/heads/...`), None when HEAD is detached or missing."""

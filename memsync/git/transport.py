@@ -489,7 +489,7 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
     repo = git._repo
     check_local(hub)
     branch = _one_branch(refspecs, want, depth)
-    fetched, listing = _fetch_v2(git, hub, branch, progress)
+    fetched, listing = _fetch_v2(git, hub, branch, progress, depth)
     if fetched is not None:
         return fetched.tip
     unchanged = _unchanged(git, hub, branch) if listing else None
@@ -513,15 +513,16 @@ def fetch(git: GitRepo, hub: HubUrl, refspecs: list[str], want: str | None = Non
 
 def _one_branch(refspecs: list[str], want: str | None, depth: int) -> tuple[str, str] | None:
     """(the hub's ref, the tracking ref) of a fetch of one branch into its tracking ref with all
-    its history, which a v2 listing or fetch can serve; None for any other fetch."""
-    if want is None or depth != 0 or len(refspecs) != 1:
+    its history or (a clone's) its tip alone, which a v2 listing or fetch can serve; None for
+    any other fetch."""
+    if want is None or depth not in (0, 1) or len(refspecs) != 1:
         return None
     source, _, destination = refspecs[0].lstrip("+").partition(":")
     return (want, destination) if source == want and destination else None
 
 
 def _fetch_v2(git: GitRepo, hub: HubUrl, branch: tuple[str, str] | None,
-              progress: ProgressFn | None) -> tuple[fetchv2.Fetched | None, bool]:
+              progress: ProgressFn | None, depth: int = 0) -> tuple[fetchv2.Fetched | None, bool]:
     """(the branch fetched over protocol v2 (fetchv2.py), or None: libgit2's to fetch; whether a
     v2 listing is still worth a try before libgit2's fetch). MEMSYNC_V2_FETCH=0: libgit2 fetches."""
     from memsync.util import envcheck
@@ -536,7 +537,7 @@ def _fetch_v2(git: GitRepo, hub: HubUrl, branch: tuple[str, str] | None,
 
     if not native.PackIndexer.available():
         return None, True
-    return fetchv2.fetch(git, hub, branch[0], branch[1], progress), False
+    return fetchv2.fetch(git, hub, branch[0], branch[1], progress, depth), False
 
 
 def _unchanged(git: GitRepo, hub: HubUrl, branch: tuple[str, str] | None) -> str | None:
@@ -574,6 +575,7 @@ def push(git: GitRepo, hub: HubUrl, local_ref: str, remote_ref: str,
                        None if sending is None else (remote_ref, sending))
         try:
             # a handle of its own, whose pack builder keeps no delta cache (engine.for_packing)
+            git.let_go()
             repo = engine.for_packing(git._repo.path)
             with engine.uncached():  # the handle must not cache again what git's handle holds
                 send(repo, hub, f"{'+' if force else ''}{local_ref}:{remote_ref}", cb)

@@ -170,3 +170,46 @@ def test_fetch_links_only_the_hub_objects_a_memory_lacks(memory: Path, cli: Cli,
     assert second in _loose(memory / ".git")
     assert len(_loose(memory / ".git")) <= 4  # commit, tree, blob (+ a merge's): not the other memory's 33
     _fsck(memory / ".git")
+
+
+def test_loose_objects_go_into_bounded_packs_beside_the_packs_there(memory: Path, cli: Cli,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the loose threshold alone, maintenance packs the loose objects, `batch` at a time, as
+    `git gc --auto` does (`repack -d`): the packs already there stay, nothing is lost."""
+    monkeypatch.setenv("MEMSYNC_GC_LOOSE", "0")  # the steps below by hand
+    git_dir = memory / ".git"
+    _push_versions(memory, cli, 2)
+    pack.repack(git_dir)
+    kept = {p.name for p in (git_dir / "objects" / "pack").glob("*.pack")}
+    _push_versions(memory, cli, 5)
+    before, loose = _all_objects(git_dir), len(_loose(git_dir))
+    assert loose >= 10
+    result = pack.pack_loose(git_dir, batch=4)
+    assert result.loose_before == loose and result.objects == loose
+    packs = {p.name for p in (git_dir / "objects" / "pack").glob("*.pack")}
+    assert kept <= packs and len(packs - kept) == -(-loose // 4)  # one pack a batch
+    assert _loose(git_dir) == set() and _all_objects(git_dir) == before
+    _fsck(git_dir)
+    monkeypatch.setenv("MEMSYNC_GC_LOOSE", "3")  # and by itself: loose objects packed, packs kept
+    monkeypatch.setenv("MEMSYNC_GC_PACKS", "50")
+    for i in range(3):
+        write(memory, f"notes/more-{i}.md", f"more {i}\n")
+        assert cli("push", cwd=memory).code == 0
+    after = {p.name for p in (git_dir / "objects" / "pack").glob("*.pack")}
+    assert _loose(git_dir) == set() and packs < after, (packs, after)
+
+
+def test_loose_objects_packed_before_a_kill_are_removed_by_the_next_step(memory: Path, cli: Cli,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state a kill -9 can leave: a pack holding the loose objects, which are still there."""
+    monkeypatch.setenv("MEMSYNC_GC_LOOSE", "0")
+    git_dir = memory / ".git"
+    _push_versions(memory, cli, 3)
+    before = _all_objects(git_dir)
+    names = sorted(_loose(git_dir))
+    repo = pygit2.Repository(str(git_dir))
+    repo.pack(pack_delegate=lambda builder: [builder.add(pygit2.Oid(hex=n)) for n in names])
+    assert _loose(git_dir) == set(names)
+    pack.pack_loose(git_dir)
+    assert _loose(git_dir) == set() and _all_objects(git_dir) == before
+    _fsck(git_dir)
