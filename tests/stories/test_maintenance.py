@@ -208,7 +208,12 @@ def test_loose_objects_packed_before_a_kill_are_removed_by_the_next_step(memory:
     before = _all_objects(git_dir)
     names = sorted(_loose(git_dir))
     repo = pygit2.Repository(str(git_dir))
-    repo.pack(pack_delegate=lambda builder: [builder.add(pygit2.Oid(hex=n)) for n in names])
+
+    def all_loose(builder: pygit2.PackBuilder) -> None:
+        for name in names:
+            builder.add(pygit2.Oid(hex=name))
+
+    repo.pack(pack_delegate=all_loose)
     assert _loose(git_dir) == set(names)
     pack.pack_loose(git_dir)
     assert _loose(git_dir) == set() and _all_objects(git_dir) == before
