@@ -5,7 +5,10 @@ libgit2 speaks protocol v0 only: its fetch receives the hub's whole ref advertis
 ~76 bytes per memory of a branch hub (docs/PERFORMANCE.md, "A pull over protocol v2").
 
 The fetch wants the listed tip, offers a bounded number of the memory's own commits as haves,
-says `done` at once (no negotiation rounds) and asks for no thin pack. The pack arrives in
+says `done` at once (no negotiation rounds) and asks for no thin pack. A clone's first fetch
+(`depth=1` into a repository with no commit yet) asks for the tip alone (`deepen 1`), as git's
+`clone --depth 1` does: the answer's `shallow-info` may name the tip as where the history stops,
+and nothing else; `.git/shallow` then says so before the tracking ref moves. The pack arrives in
 side-band 1 (progress in 2, an error in 3); each piece is read by packcheck's StreamCheck before
 it is handed to libgit2's indexer (native.PackIndexer), which hashes every object, checks that
 every object a commit, tree or tag of the pack names is in the pack or the repository, and
@@ -58,16 +61,20 @@ class _NoV2(Exception):
 
 
 def fetch(git: GitRepo, hub: HubUrl, want: str, into: str,
-          progress: ProgressFn | None = None) -> Fetched | None:
-    """The hub's `want` fetched into the tracking ref `into`; None: fetch through libgit2."""
+          progress: ProgressFn | None = None, depth: int = 0) -> Fetched | None:
+    """The hub's `want` fetched into the tracking ref `into`; None: fetch through libgit2.
+    `depth`: 0 all of its history; 1 the tip alone, for a repository with no commit yet."""
     if hub.kind not in ("git", "http") or hub.port is None or not native.PackIndexer.available():
         return None
+    if depth and (depth != 1 or not _fresh(git)):
+        return None
     with netlimits.watch(hub.port, hub.display, DOING, expects_pack=True) as watch:
-        sent, written = False, []
+        sent, written, roots = False, list[Path](), list[str]()
         try:
             with lsrefs.session(hub, watch.limits, DOING) as talk:
                 if talk is None or "fetch" not in talk.capabilities \
-                        or talk.capabilities.get("object-format", "sha1") not in ("", "sha1"):
+                        or talk.capabilities.get("object-format", "sha1") not in ("", "sha1") \
+                        or (depth and "shallow" not in talk.capabilities["fetch"].split()):
                     return None
                 listed = lsrefs.ls_refs(talk, [want])
                 if listed is None:
@@ -77,10 +84,10 @@ def fetch(git: GitRepo, hub: HubUrl, want: str, into: str,
                     return Fetched(tip)
                 if not git.has_object(tip):
                     sent = True
-                    reader = talk.command(request(tip, haves(git._repo), shallow(git._repo)))
+                    reader = talk.command(request(tip, haves(git._repo), shallow(git._repo), depth))
                     if reader is None:
                         raise _NoV2
-                    written = _receive(git, hub, reader, watch, progress)
+                    written, roots = _receive(git, hub, reader, watch, progress, bool(depth))
         except _NoV2:
             return None
         except (OSError, RemoteError) as exc:
@@ -88,16 +95,24 @@ def fetch(git: GitRepo, hub: HubUrl, want: str, into: str,
                 lsrefs.unanswered(exc, hub, watch, DOING)
                 return None
             raise _failed(exc, hub, watch) from exc
-    _settle(git, hub, tip, into, written)
+    _settle(git, hub, tip, into, written, roots if depth else [], bool(depth))
     return Fetched(tip)
 
 
-def request(tip: str, have: list[str], shallow: list[str]) -> bytes:
-    """The fetch command: no thin pack, no deepening (a shallow memory stays as shallow as it is:
-    the server is told where its history stops, as libgit2 tells it)."""
+def _fresh(git: GitRepo) -> bool:
+    """A repository with no commit yet and no history cut short: a clone's first fetch."""
+    return git.head_oid() is None and not any(True for _ in git._repo.references.iterator()) \
+        and not shallow(git._repo)
+
+
+def request(tip: str, have: list[str], shallow: list[str], depth: int = 0) -> bytes:
+    """The fetch command: no thin pack; no deepening (a shallow memory stays as shallow as it is:
+    the server is told where its history stops, as libgit2 tells it), except a clone's `deepen`."""
     lines = [pkt(b"ofs-delta\n"), pkt(f"want {tip}\n".encode())]
     lines += [pkt(f"shallow {oid}\n".encode()) for oid in shallow]
     lines += [pkt(f"have {oid}\n".encode()) for oid in have]
+    if depth:
+        lines.append(pkt(f"deepen {depth}\n".encode()))
     return b"".join([pkt(b"command=fetch\n"), _DELIM, *lines, pkt(b"done\n"), _FLUSH])
 
 
@@ -127,19 +142,21 @@ def shallow(repo: pygit2.Repository) -> list[str]:
 
 
 def _receive(git: GitRepo, hub: HubUrl, reader: Reader, watch: netlimits.Watch,
-             progress: ProgressFn | None) -> list[Path]:
-    """Read the answer to the fetch command into a pack written through libgit2's indexer; the
-    files written that were not there before."""
+             progress: ProgressFn | None, deepened: bool) -> tuple[list[Path], list[str]]:
+    """Read the answer to the fetch command into a pack written through libgit2's indexer: (the
+    files written that were not there before, the commits its shallow-info says the history
+    stops at). `deepened`: a clone's tip alone, whose pack names parents it leaves out: the
+    indexer does not check what the pack names, _settle does (_missing)."""
     reader.cap = math.inf  # the pack has no cap of its own; everything else is counted here
-    other = _to_pack(reader, hub, watch.limits)
+    other, roots = _to_pack(reader, hub, watch.limits)
     watch.advertised()  # the pack begins: the advertisement's cap no longer applies on the socket
     check = StreamCheck(git.object_bound, hub.display)
     indexer: native.PackIndexer | None = None
     try:
-        indexer = native.PackIndexer(git._repo, watch.busy)
+        indexer = native.PackIndexer(git._repo, watch.busy, verify=not deepened)
         _stream(reader, hub, watch, other, check, indexer, progress)
         watch.busy()
-        return _commit(git, indexer)
+        return _commit(git, indexer), roots
     except native.IndexerError as exc:
         raise _refused(exc, hub, Path(git._repo.path)) from exc
     finally:
@@ -183,9 +200,10 @@ def _refused(exc: native.IndexerError, hub: HubUrl, git_dir: Path) -> MemsyncErr
     return RemoteError(f"{DOING} {hub.display}: refused the hub's pack ({text})", _REFUSED_HINT)
 
 
-def _to_pack(reader: Reader, hub: HubUrl, limits: netlimits.Limits) -> int:
-    """Read the answer's sections up to its `packfile` line; the bytes read so far."""
-    other = 0
+def _to_pack(reader: Reader, hub: HubUrl, limits: netlimits.Limits) -> tuple[int, list[str]]:
+    """Read the answer's sections up to its `packfile` line: (the bytes read so far, the commits
+    its shallow-info names as where the history stops)."""
+    other, roots = 0, list[str]()
     while True:
         line = reader.line()
         if line is None:
@@ -197,8 +215,13 @@ def _to_pack(reader: Reader, hub: HubUrl, limits: netlimits.Limits) -> int:
         _over_cap(other, hub, limits)
         if line.startswith(b"ERR "):
             raise _server_error(hub, reader.shown(line[4:]))
+        if line.startswith((b"shallow ", b"unshallow ")):
+            word, _, oid = line.decode("ascii", "replace").partition(" ")
+            if word == "unshallow" or not _HEX.fullmatch(oid):
+                raise RemoteError(f"{DOING} {hub.display}: the hub's shallow-info is malformed", _REFUSED_HINT)
+            roots.append(oid)
         if line == b"packfile":
-            return other
+            return other, roots
 
 
 def _commit(git: GitRepo, indexer: native.PackIndexer) -> list[Path]:
@@ -210,18 +233,71 @@ def _commit(git: GitRepo, indexer: native.PackIndexer) -> list[Path]:
     return [p for p in written if p.name not in before]
 
 
-def _settle(git: GitRepo, hub: HubUrl, tip: str, into: str, written: list[Path]) -> None:
-    """Move the tracking ref to `tip` once the commit is here; else remove the pack just written."""
-    try:
-        is_commit = isinstance(git._repo[tip], pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError):
-        is_commit = False
-    if not is_commit:
+def _settle(git: GitRepo, hub: HubUrl, tip: str, into: str, written: list[Path], roots: list[str],
+            deepened: bool = False) -> None:
+    """Move the tracking ref to `tip` once the commit is here (a clone's tip alone: once
+    `.git/shallow` says its history stops there, written before the commit is first read, as
+    libgit2 reads a commit's parents through it); else remove what was just written."""
+    said = None
+    if any(root != tip for root in roots):  # one want, one version deep: the tip alone
+        said = "the hub's shallow-info names a commit other than the one it listed"
+    elif roots:
+        said = _write_shallow(git, tip)
+        written.append(Path(git._repo.path) / "shallow")
+        git.reopen()
+    if said is None:
+        try:
+            commit = git._repo[tip]
+        except (KeyError, ValueError, pygit2.GitError):
+            commit = None
+        if not isinstance(commit, pygit2.Commit):
+            said = f"the hub's pack does not hold the commit it listed ({tip[:8]})"
+        elif deepened and not roots and commit.parent_ids:
+            said = "the hub's pack of the tip alone does not say where its history stops"
+    if said is None and deepened and (lacking := _missing(git._repo, tip)) is not None:
+        said = f"the hub's pack lacks objects of the version it listed (at {lacking!r})"
+    if said is not None:
         for path in written:
             path.unlink(missing_ok=True)
-        raise RemoteError(f"{DOING} {hub.display}: the hub's pack does not hold the commit it listed "
-                          f"({tip[:8]}); nothing was changed", _REFUSED_HINT)
+        raise RemoteError(f"{DOING} {hub.display}: {said}; nothing was changed", _REFUSED_HINT)
     git.set_ref(into, tip, "fetch")
+
+
+def _missing(repo: pygit2.Repository, tip: str) -> str | None:
+    """The first path of `tip`'s tree whose object is not here, or None: the check the indexer's
+    `verify` makes, for a pack of the tip alone. A tree past hubtree's caps is not walked to its
+    end: hubtree.check_tree refuses it before anything of it is written."""
+    from memsync.git.hubtree import MAX_TREE_DEPTH, MAX_TREE_ENTRIES
+
+    exists = repo.odb.exists
+    stack: list[tuple[pygit2.Oid, str, int]] = [(repo[tip].peel(pygit2.Commit).tree_id, "", 1)]
+    entries = 0
+    while stack:
+        oid, prefix, depth = stack.pop()
+        tree = repo.get(oid) if exists(oid) else None
+        if not isinstance(tree, pygit2.Tree):
+            return prefix or "/"
+        entries += len(tree)
+        if depth > MAX_TREE_DEPTH or entries > MAX_TREE_ENTRIES:
+            return None
+        for entry in tree:
+            kind = entry.type_str
+            if kind == "tree":
+                stack.append((entry.id, f"{prefix}{entry.name}/", depth + 1))
+            elif kind == "blob" and not exists(entry.id):
+                return prefix + (entry.name or "")
+    return None
+
+
+def _write_shallow(git: GitRepo, root: str) -> str | None:
+    """`.git/shallow` naming `root` (written whole, then renamed into place); None, or what failed."""
+    from memsync.util import fs
+
+    try:
+        fs.atomic_write(Path(git._repo.path) / "shallow", root.encode("ascii") + b"\n")
+    except OSError as exc:
+        return f"cannot write .git/shallow ({exc.strerror or exc})"
+    return None
 
 
 def _names(folder: Path) -> list[str]:

@@ -314,11 +314,12 @@ class PackIndexer:
     """libgit2's indexer (git_indexer_new / append / commit) writing a received pack into a
     repository's pack folder: each object hashed as it comes, deltas resolved at `commit`
     (thin packs completed from the repository's objects), every object a commit, tree or tag
-    of the pack names checked to be in the pack or the repository (`verify`). Until `commit`
+    of the pack names checked to be in the pack or the repository (`verify`; a shallow clone's
+    pack names its tip's parents, which it leaves out: its caller checks instead). Until `commit`
     the pack is a temporary file libgit2 removes on `close`. `available()`: whether this
     libgit2 is one memsync can drive so."""
 
-    def __init__(self, repo: pygit2.Repository, busy: Callable[[], None]) -> None:
+    def __init__(self, repo: pygit2.Repository, busy: Callable[[], None], verify: bool = True) -> None:
         loaded = _libgit2()
         if loaded is None:
             raise IndexerError("libgit2's indexer is not reachable")
@@ -335,7 +336,7 @@ class PackIndexer:
         opts = options()
         lib.git_indexer_options_init(ctypes.byref(opts), 1)
         opts.progress_cb = self._callback
-        opts.verify = 1
+        opts.verify = int(verify)
         indexer = ctypes.c_void_p()
         pack_dir = os.path.join(repo.path, "objects", "pack").encode()
         error = lib.git_indexer_new(ctypes.byref(indexer), pack_dir, 0, odb, ctypes.byref(opts))

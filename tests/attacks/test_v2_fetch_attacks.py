@@ -275,3 +275,86 @@ def test_a_hostile_http_fetch_never_shows_the_credential(case: str, hub: Hub,
     assert [path for path, _ in seen] == ["/hub.git/info/refs?service=git-upload-pack"] * 2 + \
         ["/hub.git/git-upload-pack"] * 2  # asked once without, then the GET, the listing, the fetch
     assert seen[0][1] is None and all(auth and auth.startswith("Basic ") for _, auth in seen[1:])
+
+
+# -- a clone's fetch of the tip alone (`deepen 1`) ---------------------------------------------------
+
+class Fresh:
+    """A clone's repository before its first fetch (no commit, no ref), beside `hub`'s source."""
+
+    def __init__(self, hub: Hub, tmp_path: Path) -> None:
+        self.hub = hub
+        self.root = tmp_path / "fresh"
+        git("init", "-q", str(self.root), cwd=tmp_path)
+        self.repo = GitRepo.open(self.root)
+
+    def tip_pack(self, without: str | None = None) -> bytes:
+        """A pack of `hub.new` alone: the commit, its tree and blobs, not its parent's objects
+        (`without`: one path of the tree left out as well)."""
+        import subprocess
+
+        listed = git("rev-list", "--objects", "--no-walk", self.hub.new, cwd=self.hub.src).splitlines()
+        ids = [line.split()[0] for line in listed if without is None or line.split()[1:] != [without]]
+        return subprocess.run(["git", "pack-objects", "--stdout"], input="\n".join(ids).encode() + b"\n",
+                              cwd=self.hub.src, capture_output=True, check=True).stdout
+
+    def fetch(self, port: int) -> fetchv2.Fetched | None:
+        return fetchv2.fetch(self.repo, hubs.parse(f"git://127.0.0.1:{port}/hub.git"), REF, TRACKING, depth=1)
+
+    def untouched(self) -> None:
+        git_dir = self.root / ".git"
+        assert not (git_dir / "shallow").exists()
+        assert list((git_dir / "objects" / "pack").iterdir()) == []
+        assert self.repo.ref_oid(TRACKING) is None
+
+
+def _deepened(shallow_info: list[str], pack: bytes) -> Callable[[], Iterator[bytes]]:
+    section = [pkt("shallow-info\n"), *(pkt(line + "\n") for line in shallow_info), b"0001"] if shallow_info else []
+    return lambda: iter([*section, pkt("packfile\n"), _sideband(pack), b"0000"])
+
+
+def test_a_clone_fetches_the_tip_alone_and_says_where_its_history_stops(hub: Hub, tmp_path: Path) -> None:
+    fresh = Fresh(hub, tmp_path)
+    with git_server(_server(hub.new, _deepened([f"shallow {hub.new}"], fresh.tip_pack()))) as port:
+        assert fresh.fetch(port) == fetchv2.Fetched(hub.new)
+    assert (fresh.root / ".git" / "shallow").read_text() == hub.new + "\n"
+    assert fresh.repo.ref_oid(TRACKING) == hub.new
+    assert git("rev-list", "--count", TRACKING, cwd=fresh.root).strip() == "1"  # its parent is not asked for
+    git("fsck", "--no-dangling", cwd=fresh.root)
+
+
+@pytest.mark.parametrize(("case", "said"), [
+    ("another commit named shallow", "shallow-info names a commit other than the one it listed"),
+    ("an unshallow line", "shallow-info is malformed"),
+    ("a malformed shallow line", "shallow-info is malformed"),
+    ("no shallow-info", "does not say where its history stops"),
+    ("a blob left out", "lacks objects of the version it listed (at 'b.md')"),
+])
+def test_a_hostile_answer_to_a_clone_leaves_nothing(case: str, said: str, hub: Hub, tmp_path: Path) -> None:
+    """The indexer does not check a pack of the tip alone (it names the parent it leaves out):
+    memsync checks the shallow-info and the tip's tree itself, and refuses before any ref moves."""
+    fresh = Fresh(hub, tmp_path)
+    pack = fresh.tip_pack()
+    answers = {
+        "another commit named shallow": _deepened([f"shallow {hub.old}"], pack),
+        "an unshallow line": _deepened([f"unshallow {hub.new}"], pack),
+        "a malformed shallow line": _deepened(["shallow ../../etc/passwd"], pack),
+        "no shallow-info": _deepened([], pack),
+        "a blob left out": _deepened([f"shallow {hub.new}"], fresh.tip_pack(without="b.md")),
+    }
+    with git_server(_server(hub.new, answers[case])) as port, pytest.raises(RemoteError) as caught:
+        fresh.fetch(port)
+    assert said in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+    fresh.untouched()
+
+
+def test_a_server_without_shallow_fetches_leaves_the_clone_to_libgit2(hub: Hub, tmp_path: Path) -> None:
+    fresh = Fresh(hub, tmp_path)
+    caps = CAPS.replace(pkt("fetch=shallow\n"), pkt("fetch\n"))
+
+    def serve(conn: socket.socket, request: bytes) -> None:
+        conn.sendall(caps)
+        _read_until(conn, b"0000")
+    with git_server(serve) as port:
+        assert fresh.fetch(port) is None
+    fresh.untouched()

@@ -1,6 +1,7 @@
-"""The protocol-v2 fetch (git/fetchv2.py) over a real `git daemon` and smart HTTP(S): `pull`, `run`
-and `clone --full-history` end where libgit2's fetch (MEMSYNC_V2_FETCH=0) ends, in shallow and
-full memories alike; the v2 fetch writes no FETCH_HEAD (libgit2's does), which tells the two apart."""
+"""The protocol-v2 fetch (git/fetchv2.py) over a real `git daemon` and smart HTTP(S): `pull`, `run`,
+`clone` (the tip alone) and `clone --full-history` end where libgit2's fetch (MEMSYNC_V2_FETCH=0)
+ends, in shallow and full memories alike; the v2 fetch writes no FETCH_HEAD (libgit2's does),
+which tells the two apart."""
 
 from __future__ import annotations
 
@@ -46,9 +47,14 @@ def test_pull_run_and_clone_agree_with_the_switch_on_and_off(kind: str, cli: Cli
     url, server = _hub(kind, request, monkeypatch)
     writer = _memory(cli, tmp_path, url, monkeypatch)
     shallow = {s: tmp_path / f"shallow-{s}" for s in ("1", "0")}
-    for switch, root in shallow.items():  # a clone fetches the tip alone (libgit2, depth 1)
+    for switch, root in shallow.items():  # a clone fetches the tip alone (`deepen 1`; libgit2's depth 1)
         monkeypatch.setenv("MEMSYNC_V2_FETCH", switch)
         assert cli("clone", "research", str(root)).code == 0
+        assert (root / ".git" / "FETCH_HEAD").exists() == (switch == "0")
+    assert _state(shallow["1"]) == _state(shallow["0"])
+    tip = git("rev-parse", "HEAD", cwd=writer).strip()
+    assert {(root / ".git" / "shallow").read_text() for root in shallow.values()} == {tip + "\n"}
+    assert git("rev-list", "--count", "HEAD", cwd=shallow["1"]).strip() == "1"
     monkeypatch.delenv("MEMSYNC_V2_FETCH")
     write(writer, "a.md", "a, second version\n")
     write(writer, "notes/b.md", "b\n")
