@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,7 @@ from memsync.core.attribution import Attribution, change_trailers
 from memsync.core.gitlookalikes import unseen_git_folders
 from memsync.core.memory import Memory
 from memsync.git import ownership
-from memsync.git.repo import LINK_MODE, UnstorablePath, WorkChange, file_mode, stat_stamp
+from memsync.git.repo import LINK_MODE, ChangeKind, UnstorablePath, WorkChange, file_mode, stat_stamp
 from memsync.git.scan import ScanResult, scan
 from memsync.git.trailers import compose, quote_path
 from memsync.util.dirfd import Tree, is_outside, special_kind
@@ -79,6 +80,29 @@ class Snapshot:
     def left_out(self) -> int:
         """Files in the tree this snapshot did not commit (reported, never silent)."""
         return len(self.skipped) + len(self.ignored) + len(self.blocked)
+
+    @contextmanager
+    def folded(self, above: int | None = None) -> Iterator[None]:
+        """`changes` held as one string meanwhile (a push's exchange): a first push of 100,000
+        files held ~13 MB of them under the pack builder's peak. Given back afterwards, on a heap
+        whose free pages went back to the system first (native.release_free_heap). Only past
+        `above` changed files (FOLD_ABOVE): below, the list is small beside everything else held."""
+        if len(self.changes) <= (FOLD_ABOVE if above is None else above):
+            yield
+            return
+        packed = "\0".join(f"{_KINDS.index(c.kind)}{c.path}" for c in self.changes)
+        self.changes = []
+        try:
+            yield
+        finally:
+            from memsync.git.native import release_free_heap
+
+            release_free_heap()
+            self.changes = [WorkChange(item[1:], _KINDS[int(item[0])]) for item in packed.split("\0")]
+
+
+FOLD_ABOVE = 10_000
+_KINDS: tuple[ChangeKind, ...] = ("added", "modified", "deleted")
 
 
 @recordclass(slots=True)  # one per changed file: a first push holds 100,000 of them

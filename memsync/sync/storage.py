@@ -247,7 +247,8 @@ def push(path: Path, options: PushOptions | None = None, *, progress: ProgressFn
         found = vet(mem)
         snap = take(mem, who, allow_empty=force or mem.git.head_oid() is None)
         try:
-            exchange = converge(mem, who, lambda: _resnap(mem, who), progress=progress)
+            with snap.folded():
+                exchange = converge(mem, who, lambda: _resnap(mem, who), progress=progress)
         except RemoteError as exc:
             _kept_locally(mem, exc)
             raise

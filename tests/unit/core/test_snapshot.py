@@ -67,3 +67,20 @@ def test_staged_at_once_or_after_the_walk_commit_the_same(memory: Path, tmp_path
     assert sizes == _index_sizes(twin)
     assert sizes["fresh.md"] == "0"  # fresh: its stat data cannot vouch for the bytes read
     assert sizes["b.md"] == "2" and sizes["notes/deep/a.md"] == "2"
+
+
+@pytest.mark.parametrize("above", [2, snapshot.FOLD_ABOVE])
+def test_changes_folded_meanwhile_come_back_the_same(above: int) -> None:
+    """A push's exchange runs with the per-file list folded into one string (past `above` files),
+    and finds it as it was afterwards, kinds and order and odd names included."""
+    from memsync.git.repo import WorkChange
+
+    changes = [WorkChange("notes/a.md", "added"), WorkChange("b c/é.md", "modified"),
+               WorkChange("x\ty/z.md", "deleted"), WorkChange("0", "added")]
+    snap = snapshot.Snapshot(commit="c0ffee", changes=list(changes))
+    with snap.folded(above):
+        assert snap.changes == ([] if len(changes) > above else changes)
+    assert snap.changes == changes
+    with pytest.raises(RuntimeError), snap.folded(above):  # an exchange that fails gives it back too
+        raise RuntimeError("hub down")
+    assert snap.changes == changes
