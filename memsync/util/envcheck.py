@@ -25,7 +25,7 @@ NUMERIC: dict[str, tuple[bool, float, str]] = {
     "MEMSYNC_PUSH_PATIENCE": (False, 0.0, "seconds a push keeps retrying"),
     "MEMSYNC_CONNECT_TIMEOUT": (True, 0.0, "seconds to connect to a hub"),
     "MEMSYNC_IO_TIMEOUT": (True, 0.0, "seconds a hub may stay silent"),
-    "MEMSYNC_GC_LOOSE": (True, 0.0, "loose objects before an automatic repack"),
+    "MEMSYNC_GC_LOOSE": (True, 0.0, "loose objects before they are packed"),
     "MEMSYNC_GC_PACKS": (True, 0.0, "packs before an automatic repack"),
     "MEMSYNC_STOP_GRACE": (False, 0.0, "seconds a run's final push may go on after a stop signal"),
     "MEMSYNC_TURN_TIMEOUT": (False, 0.0, "seconds a ticket may stay first in a hub's push queue"),
