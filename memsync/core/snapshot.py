@@ -85,8 +85,8 @@ class Snapshot:
 
     @contextmanager
     def folded(self, above: int | None = None) -> Iterator[None]:
-        """`changes` held as one string meanwhile (a push's exchange): a first push of 100,000
-        files held ~13 MB of them under the pack builder's peak. Given back afterwards, on a heap
+        """`changes` held as strings meanwhile (a push's exchange): a first push's records were
+        under the pack builder's peak (docs/PERFORMANCE.md, figures). Given back afterwards, on a heap
         whose free pages went back to the system first (native.release_free_heap). Only past
         `above` changed files (FOLD_ABOVE): below, the list is small beside everything else held."""
         if len(self.changes) <= (FOLD_ABOVE if above is None else above):
@@ -108,7 +108,7 @@ class Snapshot:
 
 
 FOLD_ABOVE = 10_000
-_FOLD_PART = 4096  # one string built at once: folding all 100,000 in one join was a +11 MB spike
+_FOLD_PART = 4096  # records folded into one string at once: one join of them all was a spike of its own
 _KINDS: tuple[ChangeKind, ...] = ("added", "modified", "deleted")
 
 
@@ -210,7 +210,7 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     if run_flags is not None:
         snap.run_flags = run_flags(mem.git.index_tree(), snap.flags)
     # the reads' buffers, freed, stay resident in glibc's heap: given back before the tree is
-    # written (~20 MB at 100,000 files, under the commit's own peak; a small commit reads /proc only)
+    # written, under the commit's own peak (a small commit reads /proc only)
     release_free_heap()
     _commit(mem, who, snap, scanned, _in_order(at_once, staged), allow_empty)
     return snap
@@ -226,8 +226,8 @@ def _commit(mem: Memory, who: Attribution, snap: Snapshot, scanned: ScanResult, 
     trailers += [("Memsync-Policy", f"{quote_path(v.path)}: {v.reason}") for v in snap.violations]
     message = compose(who.subject, trailers)
     # A large version's trees, read back by libgit2 for the index's tree cache and again for
-    # the change counts, are not kept in its object cache: +11 MB at 100,000 files, at the
-    # commit's peak (docs/PERFORMANCE.md)
+    # the change counts, are not kept in its object cache, at the commit's peak
+    # (docs/PERFORMANCE.md, figures)
     with engine.uncached() if len(changes) > FOLD_ABOVE else contextlib.nullcontext():
         snap.commit = mem.git.commit_index(mem.branch, message, who.author(),
                                            allow_empty=allow_empty or bool(snap.run_flags),

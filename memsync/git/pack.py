@@ -35,8 +35,8 @@ from memsync.util.records import recordclass
 # objects/17); so do we: one directory listing instead of 256.
 _SAMPLE_DIR = "17"
 # The loose objects one pack of pack_loose takes. A pack build holds a few hundred bytes for each
-# object it packs, its indexer as much again: 100,000 loose objects (a first push of as many files)
-# packed at once were +40 MB on top of the push (docs/PERFORMANCE.md, "Peak memory").
+# object it packs, its indexer as much again: all of a first push's loose objects packed at once
+# were the push's peak (docs/PERFORMANCE.md, "Figures behind the code's speed mechanisms").
 LOOSE_BATCH = 20_000
 
 

@@ -178,7 +178,7 @@ class GitRepo(VersionReading):
     def let_go(self) -> None:
         """Let go of the index and libgit2's caches before a pack is built (a push, a repack):
         their memory is given back (engine.for_packing), and the pack builder's peak does not
-        come on top of it (~24 MB at 100,000 files). `Repository.free()` drops them even while
+        come on top of it (docs/PERFORMANCE.md, figures). `Repository.free()` drops them even while
         objects read through the handle are still held, and a new handle reads them again when
         needed (the freed one has also forgotten `.git/shallow`). An index with changes not yet
         written is kept."""
