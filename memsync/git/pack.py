@@ -145,7 +145,8 @@ def pack_loose(git_dir: Path, batch: int = LOOSE_BATCH) -> RepackResult:
     repo: pygit2.Repository | None = None
     written = taken = 0
     while paths := list(itertools.islice(loose, batch)):
-        repo = repo or engine.for_packing(git_dir)
+        if repo is None:
+            repo = engine.for_packing(git_dir)
         written += _pack_these(repo, objects, paths)
         taken += len(paths)
     _remove_empty_fans(objects)

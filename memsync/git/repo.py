@@ -62,6 +62,10 @@ class UnstorablePath(RepoError):
         self.reason = reason
 
 
+# Index entries past which a push or a repack lets go of the index first (GitRepo.let_go)
+LET_GO_ABOVE = 10_000
+
+
 @recordclass(frozen=True, slots=True)  # no __dict__: a first push holds one per file
 class WorkChange:
     path: str
@@ -175,16 +179,18 @@ class GitRepo(VersionReading):
         self._index = None
         self._repo = engine.repository(self._repo.path)
 
-    def let_go(self) -> None:
-        """Let go of the index and libgit2's caches before a pack is built (a push, a repack):
-        their memory is given back (engine.for_packing), and the pack builder's peak does not
-        come on top of it (docs/PERFORMANCE.md, figures). `Repository.free()` drops them even while
-        objects read through the handle are still held, and a new handle reads them again when
-        needed (the freed one has also forgotten `.git/shallow`). An index with changes not yet
-        written is kept."""
-        if not self._index_dirty:
-            self._repo.free()
-            self.reopen()
+    def let_go(self, above: int = LET_GO_ABOVE) -> None:
+        """Let go of an index of more than `above` entries and of libgit2's caches before a pack
+        is built (a push, a repack): their memory is given back (engine.for_packing), and the
+        pack builder's peak does not come on top of it (docs/PERFORMANCE.md, figures). A smaller
+        memory keeps them: the next scan would only parse the index again. `Repository.free()`
+        drops them even while objects read through the handle are still held, and a new handle
+        reads them again when needed (the freed one has also forgotten `.git/shallow`). An index
+        with changes not yet written is kept."""
+        if self._index_dirty or self._index is None or len(self._index) <= above:
+            return
+        self._repo.free()
+        self.reopen()
 
     def head_target(self) -> str | None:
         """The branch HEAD names (`refs/heads/...`), None when HEAD is detached or missing."""
