@@ -52,6 +52,7 @@ def test_the_timeline_shows_one_row_per_version(tab: Any, served: Served, world:
     _shot(tab, "memories")
     tab.click("text=research")
     rows = tab.locator("#timeline tbody tr")
+    rows.first.wait_for(timeout=60_000)  # a click does not wait for the next page's rows
     assert rows.count() == len(world.versions) == 3
     newest, middle, oldest = (rows.nth(i).inner_text() for i in range(3))
     assert f"run {RUN2}" in newest and "shrink crdts.md 7285->1509" in newest and world.versions[0][:8] in newest
@@ -146,6 +147,7 @@ def test_a_hostile_proposal_is_reviewed_and_rejected_running_nothing(tab: Any, s
     tab.goto(served.origin + "/m/research")
     tab.click("header >> text=proposals")
     rows = tab.locator("#proposals tbody tr")
+    rows.first.wait_for(timeout=60_000)  # the list reads the working copy first (slow under load)
     assert rows.count() == 1 and PROPOSAL in rows.nth(0).inner_text()
     rows.nth(0).locator("a").first.click()
     tab.locator("#forgotten").wait_for(timeout=60_000)  # the review reads the working copy first
