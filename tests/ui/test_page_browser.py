@@ -61,14 +61,17 @@ def test_the_timeline_shows_one_row_per_version(tab: Any, served: Served, world:
     assert tab.locator("svg.chart circle.shrink").count() == 1, "the flagged shrink is marked on the chart"
     tab.fill("input[name=file]", "crdts.md")
     tab.click("text=draw")
-    assert tab.locator("svg.chart polyline.fsize").count() == 1
+    line = tab.locator("svg.chart polyline.fsize")
+    line.first.wait_for(timeout=60_000)  # the drawn page, not the one the click left
+    assert line.count() == 1
     _shot(tab, "timeline")
 
 
 def test_a_versions_page_shows_its_diff_and_record(tab: Any, served: Served, world: World) -> None:
     tab.goto(f"{served.origin}/m/research")
     tab.click(f"#timeline a:text('{world.versions[0][:8]}')")
-    assert tab.url.endswith(f"/m/research/v/{world.versions[0]}")
+    tab.wait_for_url(f"**/m/research/v/{world.versions[0]}", timeout=60_000)
+    tab.locator("#record").wait_for(timeout=60_000)
     record = tab.locator("#record").inner_text()
     assert RUN2 in record and "Memsync-Exit-Code" in record
     patch = tab.locator("section.patch", has_text="crdts.md")
@@ -86,8 +89,10 @@ def test_restoring_through_the_page_leaves_the_clis_version(tab: Any, served: Se
     assert history.count() == 2 and "shrink crdts.md 7285->1509" in history.nth(0).inner_text()
     _shot(tab, "file")
     history.nth(1).locator("text=restore this").click()
+    tab.locator("#confirm").wait_for(timeout=60_000)
     assert "memsync restore crdts.md --at" in tab.inner_text("main")
     tab.click("#confirm button")
+    tab.locator("#result").wait_for(timeout=60_000)
     assert "New version" in tab.inner_text("main"), tab.inner_text("main")
     assert cli("clone", "research", str(tmp_path / "mine"), "--remote", str(twin)).code == 0
     r = cli("restore", "crdts.md", "--at", world.versions[-1][:8], cwd=tmp_path / "mine")
