@@ -121,7 +121,7 @@ def _prepare(mounts: list[Mount], cwd: Path, remote: str | None, offline: bool, 
         if m.read_only:
             _set_writable(mem, True)
         if not offline:
-            held += _pull(mem, m.read_only, run_id if joined else None)
+            held += _pull(mem, m.read_only, run_id if joined else None, fresh=cloned is not None)
         for h in held:
             say(f"{m.name}/{h.path} not checked out: {h.size} bytes, larger than max_file_size")
         memories.append(mem)
@@ -161,7 +161,10 @@ def _own(mem: Memory, run_id: str | None, claim: bool, claimed: list[Memory]) ->
     return run_id is not None and memory.run_in_progress(mem) == run_id
 
 
-def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[Oversize]:
+def _pull(mem: Memory, read_only: bool, joined_run: str | None = None, fresh: bool = False) -> list[Oversize]:
+    """The memory brought up to its hub's version before the run, local changes saved first.
+    `fresh`: this process has just cloned it (the clone was the pull, and a work tree written by
+    the clone has no local change to save): neither is done again."""
     from memsync.sync.hubs import ensure_hub
 
     # Joining the run that owns the memory: its uncommitted files are that run's work.
@@ -178,6 +181,8 @@ def _pull(mem: Memory, read_only: bool, joined_run: str | None = None) -> list[O
         mem.git.check_state(mem.branch)
         mem.git.ensure_layout(mem.branch, None)
         ensure_hub(mem.hub, mem)
+        if fresh:
+            return []
         if not read_only:
             take(mem, who)  # prepare() has vetted what a dead run or the agent left
         return converge(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back

@@ -14,7 +14,7 @@ import pytest
 
 from memsync.errors import MemoryNotFound
 from memsync.sync import storage
-from tests.conftest import git
+from tests.conftest import Cli, git
 from tests.helpers.servers import HttpGitServer, make_bare_hub
 
 pytestmark = pytest.mark.server
@@ -68,3 +68,23 @@ def test_an_unknown_name_names_those_the_hub_has_and_leaves_nothing(hub: HttpGit
     assert "research" in str(refused.value) + (refused.value.hint or "")
     assert not (tmp_path / "nope-nope").exists()
     assert not any(p.name.startswith(".memsync-clone-") for p in tmp_path.iterdir())
+
+
+def test_a_run_that_clones_its_memory_fetches_once_and_saves_nothing_before_the_agent(
+        hub: HttpGitServer, tmp_path: Path, cli: Cli) -> None:
+    """`run --memory` in a fresh sandbox: the clone is the run's pull (no second fetch), and a
+    work tree the clone just wrote has nothing to save before the command (no commit of its own)."""
+    bare = hub.project_root / "hub.git"
+    before = git("rev-parse", "memory/research", cwd=bare).strip()
+    since = len(hub.requests)
+    mount = tmp_path / "sandbox" / "research"
+    r = cli("run", "--memory", f"research:{mount}", "--", "sh", "-c", f"echo second >> '{mount}/notes.md'")
+    assert r.code == 0, r.err
+    served = [(r.method, r.path, r.status) for r in hub.requests[since:]]
+    opened = [path for method, path, status in served if method == "GET" and status == 200]
+    assert len(opened) == 2, served  # one exchange to fetch (the clone's: no pull after it), one to push
+    assert "service=git-upload-pack" in opened[0] and "service=git-receive-pack" in opened[1], served
+    after = git("log", "--format=%P %s", "-1", "memory/research", cwd=bare)
+    parent, subject = after.split(" ", 1)
+    assert parent == before and subject.startswith("Run "), after  # the run's commit, right on the hub's tip
+    assert (mount / "notes.md").read_text() == "first\nsecond\n"
