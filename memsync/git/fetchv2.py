@@ -9,8 +9,10 @@ says `done` at once (no negotiation rounds) and asks for no thin pack. A clone's
 (`depth=1` into a repository with no commit yet) asks for the tip alone (`deepen 1`), as git's
 `clone --depth 1` does: the answer's `shallow-info` may name the tip as where the history stops,
 and nothing else; `.git/shallow` then says so before the tracking ref moves. The pack arrives in
-side-band 1 (progress in 2, an error in 3); each piece is read by packcheck's StreamCheck before
-it is handed to libgit2's indexer (native.PackIndexer), which hashes every object, checks that
+side-band 1 (progress in 2, an error in 3); each piece is given to packcheck's StreamCheck (in a
+thread of its own, packcheck.CheckBeside), then to libgit2's indexer (native.PackIndexer), which
+resolves no delta before its commit, after the check has read the whole pack; it hashes every
+object, checks that
 every object a commit, tree or tag of the pack names is in the pack or the repository, and
 writes the pack and its index. The tracking ref moves only once the wanted commit is there;
 a refused pack leaves nothing behind (its temporary file is removed; a pack written whose
@@ -37,7 +39,7 @@ from pygit2.enums import SortMode
 from memsync.errors import DiskFull, MemsyncError, RemoteError, RemoteUnreachable
 from memsync.git import lsrefs, native, netlimits
 from memsync.git.hub import HubUrl
-from memsync.git.packcheck import StreamCheck
+from memsync.git.packcheck import CheckBeside, StreamCheck
 from memsync.git.pktline import Reader, pkt
 from memsync.git.repo import GitRepo
 from memsync.util.records import recordclass
@@ -150,13 +152,15 @@ def _receive(git: GitRepo, hub: HubUrl, reader: Reader, watch: netlimits.Watch,
     reader.cap = math.inf  # the pack has no cap of its own; everything else is counted here
     other, roots = _to_pack(reader, hub, watch.limits)
     watch.advertised()  # the pack begins: the advertisement's cap no longer applies on the socket
-    check = StreamCheck(git.object_bound, hub.display)
     indexer: native.PackIndexer | None = None
     try:
-        indexer = native.PackIndexer(git._repo, watch.busy, verify=not deepened)
-        _stream(reader, hub, watch, other, check, indexer, progress)
+        indexer = native.PackIndexer(git._repo, verify=not deepened)
+        with CheckBeside(StreamCheck(git.object_bound, hub.display)) as check:
+            _stream(reader, hub, watch, other, check, indexer, progress)
+            check.finish()  # every piece read and none refused: only now may deltas be resolved
         watch.busy()
-        return _commit(git, indexer), roots
+        with watch.working():
+            return _commit(git, indexer), roots
     except native.IndexerError as exc:
         raise _refused(exc, hub, Path(git._repo.path)) from exc
     finally:
@@ -164,10 +168,10 @@ def _receive(git: GitRepo, hub: HubUrl, reader: Reader, watch: netlimits.Watch,
             indexer.close()
 
 
-def _stream(reader: Reader, hub: HubUrl, watch: netlimits.Watch, other: int, check: StreamCheck,
+def _stream(reader: Reader, hub: HubUrl, watch: netlimits.Watch, other: int, check: CheckBeside,
             indexer: native.PackIndexer, progress: ProgressFn | None) -> None:
-    """The packfile section: the pack (side-band 1) checked, then handed to the indexer, piece by
-    piece; progress (2) counted; an error (3) or ERR line raised; to its closing flush."""
+    """The packfile section: the pack (side-band 1) handed to the check, then to the indexer,
+    piece by piece; progress (2) counted; an error (3) or ERR line raised; to its closing flush."""
     while (payload := reader.payload()) is not None:
         watch.check()
         band, data = payload[0], payload[1:]

@@ -317,25 +317,26 @@ class PackIndexer:
     of the pack names checked to be in the pack or the repository (`verify`; a shallow clone's
     pack names its tip's parents, which it leaves out: its caller checks instead). Until `commit`
     the pack is a temporary file libgit2 removes on `close`. `available()`: whether this
-    libgit2 is one memsync can drive so."""
+    libgit2 is one memsync can drive so.
 
-    def __init__(self, repo: pygit2.Repository, busy: Callable[[], None], verify: bool = True) -> None:
+    It is given no progress callback: libgit2 would call it per object received and per delta
+    resolved, each call taking the GIL back from the thread that checks the pack meanwhile
+    (packcheck.CheckBeside; with one, a clone's check and indexing in parallel gained half what
+    they gain without). `stats` is read after each `append`; the caller's network watch is told
+    that the process works while it commits (netlimits.Watch.working)."""
+
+    def __init__(self, repo: pygit2.Repository, verify: bool = True) -> None:
         loaded = _libgit2()
         if loaded is None:
             raise IndexerError("libgit2's indexer is not reachable")
-        lib, ctypes, progress, options, callback = loaded
+        lib, ctypes, progress, options, _callback = loaded
         self._lib, self._ctypes = lib, ctypes
         self.stats = progress()
-        self._busy = busy
-        self._committing = False
-        self._failure: BaseException | None = None
-        self._callback = callback(self._progress)  # kept: libgit2 holds only its address
         odb = ctypes.c_void_p()
         self._check(lib.git_repository_odb(ctypes.byref(odb), address(repo._repo)))
         self._odb = odb
         opts = options()
         lib.git_indexer_options_init(ctypes.byref(opts), 1)
-        opts.progress_cb = self._callback
         opts.verify = int(verify)
         indexer = ctypes.c_void_p()
         pack_dir = os.path.join(repo.path, "objects", "pack").encode()
@@ -354,7 +355,6 @@ class PackIndexer:
 
     def commit(self) -> str:
         """Resolve the deltas, write the pack's index; the pack's name (its checksum)."""
-        self._committing = True
         self._check(self._lib.git_indexer_commit(self._indexer, self._ctypes.byref(self.stats)))
         self._lib.git_odb_refresh(self._odb)
         return bytes(self._lib.git_indexer_name(self._indexer)).decode("ascii")
@@ -365,23 +365,9 @@ class PackIndexer:
             self._lib.git_odb_free(self._odb)
             self._indexer = None
 
-    def _progress(self, stats: Any, payload: Any) -> int:
-        """Called per object as the pack arrives (the server's progress, which netlimits' minimum
-        rate measures on the socket) and per delta resolved at `commit` (the process's own)."""
-        if not self._committing:
-            return 0
-        try:
-            self._busy()
-        except BaseException as exc:  # ctypes would print and drop it: raised by _check instead
-            self._failure = exc
-            return -1
-        return 0
-
     def _check(self, error: int) -> None:
         if error == 0:
             return
-        if self._failure is not None:
-            raise self._failure
         last = self._lib.git_error_last()
         said = last.contents.message if last and last.contents.message else b"unknown"
         raise IndexerError(said.decode("utf-8", "replace"))

@@ -149,6 +149,7 @@ class Watch:
         self._counts: dict[int, tuple[int, int]] = {}  # socket inode -> (sent, received)
         self._samples: list[tuple[float, int]] = [(self.started, 0)]  # (time, bytes both ways)
         self._busy_at = self.started
+        self._working = False  # the process works on what it received (working())
         self._moved_at = self.started  # when the byte counts last changed
         self._first_seen: float | None = None  # when a socket of this operation was first seen
         self._lock = threading.Lock()
@@ -170,6 +171,18 @@ class Watch:
         self._busy_at = time.monotonic()
         if self.tripped is not None:
             raise self.tripped
+
+    @contextlib.contextmanager
+    def working(self) -> Iterator[None]:
+        """The process works on what it has received (an indexer's commit, with no callback to
+        call `busy`): a silent socket meanwhile is not a stalled hub. The deadline still applies,
+        raised when the work is done."""
+        self._working = True
+        try:
+            yield
+        finally:
+            self._working = False
+            self.busy()
 
     def check(self) -> None:
         if self.tripped is not None:
@@ -262,7 +275,8 @@ class Watch:
                 "a hub advertises one branch per memory, ~100 bytes each; if this hub is trusted and that "
                 "big, raise MEMSYNC_MAX_ADVERTISEMENT (bytes)")
             return
-        if not lim.low_speed_limit or elapsed < lim.low_speed_time or now - self._busy_at < lim.low_speed_time:
+        if not lim.low_speed_limit or elapsed < lim.low_speed_time or now - self._busy_at < lim.low_speed_time \
+                or self._working:
             return
         if self._first_seen is None or now - self._first_seen < lim.low_speed_time:
             return  # no byte counts on this system, no socket seen yet, or not seen for long enough

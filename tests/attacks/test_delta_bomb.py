@@ -37,9 +37,10 @@ def _peak(args: list[str], cwd: Path) -> tuple[int, int, str]:
 def test_clone_fetch_and_list_refuse_a_delta_bomb(git_daemon: GitDaemon, tmp_path: Path, cli: Cli,
                                                   figures: Figures, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: `clone` and `list` held 1,035 MB for a minute (libgit2's indexer resolving the
-    delta to hash it). Now: exit 4 at once, the process under 100 MB, nothing written. The pull
-    runs twice: over protocol v2 (git/fetchv2.py, the pack read as it streams) and through
-    libgit2 (MEMSYNC_V2_FETCH=0, the pack read as libgit2 writes it)."""
+    delta to hash it). Now: exit 4 at once, the process under 100 MB, nothing written. The clone
+    and the pull run over protocol v2 (git/fetchv2.py, the pack read as it streams), its check
+    in a thread beside the indexer and (MEMSYNC_PACK_CHECK_THREAD=0) before it; the pull also
+    through libgit2 (MEMSYNC_V2_FETCH=0, the pack read as libgit2 writes it)."""
     hub = make_bare_hub(git_daemon.base_path / "hub.git")
     url = git_daemon.url("hub.git")
     seed = tmp_path / "seed"
@@ -50,9 +51,11 @@ def test_clone_fetch_and_list_refuse_a_delta_bomb(git_daemon: GitDaemon, tmp_pat
     write_bomb(hub, "refs/heads/memory/bomb")
     tip = git("rev-parse", "memory/research", cwd=hub)
     write_bomb(hub, "refs/heads/memory/research")  # the memory's next version holds one too
-    for args, v2 in ((["clone", "bomb", str(tmp_path / "clone"), "--remote", url], "1"),
-                     (["list", "--remote", url], "1"), (["pull"], "1"), (["pull"], "0")):
+    clone = ["clone", "bomb", str(tmp_path / "clone"), "--remote", url]
+    for args, v2, beside in ((clone, "1", "1"), (clone, "1", "0"), (["list", "--remote", url], "1", "1"),
+                             (["pull"], "1", "1"), (["pull"], "1", "0"), (["pull"], "0", "1")):
         monkeypatch.setenv("MEMSYNC_V2_FETCH", v2)
+        monkeypatch.setenv("MEMSYNC_PACK_CHECK_THREAD", beside)  # the v2 fetch's check in a thread, or not
         figures.add("security attacks")
         code, peak, said = _peak(args, seed if args == ["pull"] else tmp_path)
         assert code == EXIT_REMOTE, (args, said)

@@ -558,6 +558,7 @@ class _HttpState:
     redirect_authorized_only: bool = False  # redirect only requests that carry the right credential
     cgi_procs: set[subprocess.Popen[bytes]] = field(default_factory=set)
     connections: set[socket.socket] = field(default_factory=set)
+    stream: bool = False  # the backend's answer passed on as it comes (chunked), as web servers do
 
 
 def _read_chunked(stream: io.BufferedIOBase) -> bytes:
@@ -652,6 +653,9 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
         if not self._authorized():
             self._deny(record)
             return
+        if state.stream:
+            self._stream_backend(record, body)
+            return
         result = self._run_backend(body)
         if result is None:  # backend killed by stop(): drop the connection, no answer
             self.close_connection = True
@@ -716,7 +720,69 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
                 env[key] = value
         return env
 
-    def _run_backend(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes] | None:
+    def _drop(self) -> None:
+        """No answer (or no end to it): the connection shut, as a server killed mid-way leaves it."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _stream_backend(self, record: RecordedRequest, body: bytes) -> None:
+        """The backend's answer sent on as it is written (chunked), as nginx or Apache pass a
+        CGI's output on: a client reads the pack while the server still writes it."""
+        state = self.server.state
+        proc = self._backend(body)
+        stdin, stdout, stderr = proc.stdin, proc.stdout, proc.stderr
+        assert isinstance(stdout, io.BufferedReader) and stdin is not None and stderr is not None
+        errors = bytearray()
+
+        def feed() -> None:
+            with contextlib.suppress(OSError):
+                stdin.write(body)
+                stdin.close()
+
+        side = [threading.Thread(target=feed, daemon=True),
+                threading.Thread(target=lambda: errors.extend(stderr.read()), daemon=True)]
+        for thread in side:
+            thread.start()
+        try:
+            head = bytearray()
+            while b"\r\n\r\n" not in head and b"\n\n" not in head:
+                piece = stdout.read1(65536)
+                if not piece:
+                    break
+                head += piece
+            if not head and proc.wait() < 0:  # killed by stop() before it answered
+                self._drop()
+                return
+            if not head:
+                record.status = 500
+                self._respond(500, [("Content-Type", "text/plain")], bytes(errors))
+                return
+            status, headers, rest = _split_cgi_output(bytes(head))
+            record.status = status
+            self.send_response(status)
+            for name, value in headers:
+                if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                    self.send_header(name, value)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            while True:
+                if rest:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(rest), rest))
+                rest = stdout.read1(65536)
+                if not rest:
+                    break
+            if proc.wait() < 0:  # killed by stop(): the answer has no end
+                self._drop()
+                return
+            self.wfile.write(b"0\r\n\r\n")
+        finally:
+            for thread in side:
+                thread.join(timeout=5)
+            with state.lock:
+                state.cgi_procs.discard(proc)
+
+    def _backend(self, body: bytes) -> subprocess.Popen[bytes]:
         state = self.server.state
         proc = subprocess.Popen(
             ["git", "http-backend"],
@@ -728,6 +794,11 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
         )
         with state.lock:
             state.cgi_procs.add(proc)
+        return proc
+
+    def _run_backend(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        state = self.server.state
+        proc = self._backend(body)
         try:
             output, errors = proc.communicate(body, timeout=120)
         finally:
@@ -778,16 +849,19 @@ class HttpGitServer(_Server):
 
     ``requests`` records every request (method, path, headers incl. Authorization);
     ``auth_failures`` counts 401 responses, ``wrong_credentials`` the 401s whose
-    request did carry an Authorization header.
+    request did carry an Authorization header. ``stream`` (the default): the backend's answer
+    is passed on as it is written, chunked, as nginx or Apache pass a CGI's output on; False:
+    held until the backend exits and sent whole with its length, as a buffering proxy does.
     """
 
-    def __init__(self, project_root: Path, user: str, token: str, tls: bool = False, host: str = HOST) -> None:
+    def __init__(self, project_root: Path, user: str, token: str, tls: bool = False, host: str = HOST,
+                 stream: bool = True) -> None:
         self.host = host
         self.port = free_port()
         self.project_root = Path(project_root)
         self.tls = tls
         self._tmp = Path(tempfile.mkdtemp(prefix="http-git-"))
-        self._state = _HttpState(Path(project_root), user, token, self._tmp / "home")
+        self._state = _HttpState(Path(project_root), user, token, self._tmp / "home", stream=stream)
         self.cert_path: Path | None = None
         self._ssl: ssl.SSLContext | None = None
         if tls:

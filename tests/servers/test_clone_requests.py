@@ -8,6 +8,8 @@ the ref advertisements it served."""
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,14 +17,26 @@ import pytest
 from memsync.errors import MemoryNotFound
 from memsync.sync import storage
 from tests.conftest import Cli, git
+from tests.helpers.server_fixtures import HTTP_USER
 from tests.helpers.servers import HttpGitServer, make_bare_hub
 
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture
-def hub(http_server: HttpGitServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HttpGitServer:
-    """A hub over HTTP holding memory/research and artifact/out-files (written with plain git)."""
+@pytest.fixture(params=["streamed", "whole"])
+def hub(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HttpGitServer]:
+    """A hub over HTTP holding memory/research and artifact/out-files (written with plain git),
+    its answers passed on as the backend writes them (as nginx or Apache do) or whole (as a
+    buffering proxy answers): memsync's client reads both."""
+    root = tmp_path / "http-root"
+    root.mkdir()
+    server = HttpGitServer(root, user=HTTP_USER, token=secrets.token_hex(16), stream=request.param == "streamed")
+    with server:
+        yield _hub(server, tmp_path, monkeypatch)
+    server.cleanup()
+
+
+def _hub(http_server: HttpGitServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HttpGitServer:
     bare = make_bare_hub(http_server.project_root / "hub.git")
     src = tmp_path / "src"
     src.mkdir()

@@ -9,7 +9,7 @@ import pygit2
 import pytest
 
 from memsync.git import fetchv2
-from memsync.git.packcheck import DeltaTooLarge, StreamCheck, bound
+from memsync.git.packcheck import QUEUED, CheckBeside, DeltaTooLarge, StreamCheck, bound
 from tests.helpers.packbomb import write_bomb
 from tests.helpers.servers import make_bare_hub
 
@@ -60,3 +60,30 @@ def test_the_stream_check_refuses_a_bomb_however_it_is_cut(tmp_path: Path) -> No
     check = StreamCheck(bound(64 * 1024 * 1024), "the hub")  # a memory whose max_file_size allows it
     for at in range(0, len(data), 4096):
         check.feed(data[at:at + 4096])
+
+
+@pytest.mark.parametrize("beside", ["1", "0"])
+def test_the_check_beside_the_indexer_refuses_before_its_end(beside: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """In its thread (MEMSYNC_PACK_CHECK_THREAD=1) the refusal reaches the caller by `finish` at
+    the latest, which the caller passes before the indexer's commit; a stream that goes on long
+    after the bomb is refused by `feed` within QUEUED + 2 pieces. In the caller's thread (0): at once."""
+    monkeypatch.setenv("MEMSYNC_PACK_CHECK_THREAD", beside)
+    bare = make_bare_hub(tmp_path / "bomb.git")
+    write_bomb(bare, "refs/heads/memory/bomb", copies=600)
+    (pack,) = (bare / "objects" / "pack").glob("*.pack")
+    data = pack.read_bytes()
+    with CheckBeside(StreamCheck(bound(), "the hub")) as check, pytest.raises(DeltaTooLarge, match="39,321,600"):
+        for at in range(0, len(data), 4096):
+            check.feed(data[at:at + 4096])
+        check.finish()
+    fed = 0
+    with CheckBeside(StreamCheck(bound(), "the hub")) as check, pytest.raises(DeltaTooLarge):
+        check.feed(data)
+        for fed in range(1, 10 * QUEUED):  # bytes after the pack's end: never read once it was refused
+            check.feed(b"\0" * 4096)
+    assert (fed <= QUEUED + 2) if beside == "1" else (fed == 0), fed
+    with CheckBeside(StreamCheck(bound(64 * 1024 * 1024), "the hub")) as check:  # allowed: no refusal
+        for at in range(0, len(data), 4096):
+            check.feed(data[at:at + 4096])
+        check.finish()
