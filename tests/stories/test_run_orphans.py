@@ -189,13 +189,19 @@ def test_a_stop_signal_during_the_opening_pull_is_said_and_leaves_nothing(  # ty
     import signal
 
     marker = tmp_path / "ran"
-    env = dict(os.environ, MEMSYNC_REMOTE=hanging_server.url("hub.git", "git"), MEMSYNC_IO_TIMEOUT="60")
+    env = dict(os.environ, MEMSYNC_REMOTE=hanging_server.url("hub.git", "git"), MEMSYNC_IO_TIMEOUT="60",
+               PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--memory", "research", "--", sys.executable,
                              "-c", f"open({str(marker)!r}, 'w')"], cwd=tmp_path, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     time.sleep(1.5)  # connected, waiting for the hub's answer
     proc.send_signal(getattr(signal, sig))
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # still there a minute on: where every thread of it waits
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate()
+        raise AssertionError(f"memsync did not stop; its threads:\n{err}") from None
     assert proc.returncode == 128 + getattr(signal, sig), err
     assert f"error: stopped by {sig} before the command started; nothing was run" in err
     assert "Traceback" not in err
