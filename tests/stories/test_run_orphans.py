@@ -191,9 +191,15 @@ def test_a_stop_signal_during_the_opening_pull_is_said_and_leaves_nothing(  # ty
     marker = tmp_path / "ran"
     env = dict(os.environ, MEMSYNC_REMOTE=hanging_server.url("hub.git", "git"), MEMSYNC_IO_TIMEOUT="60",
                PYTHONFAULTHANDLER="1")
+    def as_a_sandbox_starts_it() -> None:
+        """SIGTERM and SIGHUP at their defaults: a test runner started under nohup hands its
+        children SIGHUP ignored, which memsync keeps (`nohup memsync run` is not stopped by a hangup)."""
+        for stop in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(stop, signal.SIG_DFL)
+
     proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--memory", "research", "--", sys.executable,
                              "-c", f"open({str(marker)!r}, 'w')"], cwd=tmp_path, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_a_sandbox_starts_it)
     time.sleep(1.5)  # connected, waiting for the hub's answer
     proc.send_signal(getattr(signal, sig))
     try:
