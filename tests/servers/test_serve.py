@@ -421,6 +421,29 @@ def test_a_client_that_gives_up_before_go_never_has_its_command_run(tmp_path: Pa
 
 
 @pytest.mark.slow
+def test_sigterm_taken_by_an_observers_thread_stops_the_server(memory: Path, server: Server) -> None:
+    """A SIGTERM sent to the server's pid may be handed by the kernel to any of its threads that
+    does not block it, the change trackers' observers included. Sent to one of them (kill() with
+    that thread's id: the kernel tries that thread first), it stopped nothing on the old code: the
+    main thread, asleep in select() with nothing to wait for, ran the handler only when the next
+    client came (a CI run's `test_credentials_stay_out_of_reach_of_a_served_agent` failed so: its
+    server did not stop within 30 s of the SIGTERM, and said nothing)."""
+    served = memsync_cmd("status", cwd=memory, env=server.env())
+    assert served.returncode == 0, served.stderr
+    pid = server.proc.pid
+    deadline = time.monotonic() + 30
+    while len(others := [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]) == 0:
+        assert time.monotonic() < deadline, "no observer thread started"
+        time.sleep(0.05)
+    os.kill(others[0], signal.SIGTERM)
+    try:
+        _, said = server.proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the server kept serving after its SIGTERM") from None
+    assert "stopping (SIGTERM)" in said, said
+    assert not server.socket.exists()
+
+
 def test_sigterm_during_a_restart_stops_the_server(tmp_path: Path) -> None:
     """A SIGTERM that lands while the server starts again with changed code (after it declined a
     client, around its exec) stops it: it is never swallowed by the restart. Trials spread the
