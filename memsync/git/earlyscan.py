@@ -34,6 +34,7 @@ import pygit2
 
 from memsync.git import engine, hints
 from memsync.git.workdiff import Walked, diff_to_workdir
+from memsync.util.threads import helper_body
 
 __all__ = ["forget", "start", "take", "wait"]
 
@@ -43,7 +44,7 @@ class _Walk:
         self.root = root
         self.flags = flags
         self.deltas: Walked | None = None
-        self.thread = threading.Thread(target=self._run, name="memsync-early-walk", daemon=True)
+        self.thread = threading.Thread(target=helper_body(self._run), name="memsync-early-walk", daemon=True)
 
     def _run(self) -> None:
         try:

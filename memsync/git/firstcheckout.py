@@ -33,6 +33,7 @@ from pygit2.enums import CheckoutStrategy
 
 from memsync.git import filters, native
 from memsync.util import envcheck
+from memsync.util.threads import helper_body
 
 __all__ = ["MIN_FILES_PER_WORKER", "PART_FILES", "WORKERS", "lean_cache", "write_all"]
 
@@ -89,7 +90,7 @@ def _write_runs(repo: pygit2.Repository, tree: pygit2.Tree, runs: list[list[tupl
         except BaseException as exc:  # handed to the calling thread, which raises it
             failures[number] = exc
 
-    threads = [threading.Thread(target=write_run, args=(n,), name=f"memsync-checkout-{n}", daemon=True)
+    threads = [threading.Thread(target=helper_body(write_run), args=(n,), name=f"memsync-checkout-{n}", daemon=True)
                for n in range(1, len(runs))]
     for thread in threads:
         thread.start()

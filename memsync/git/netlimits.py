@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from memsync.errors import RemoteError, UsageError
 from memsync.git.sockets import peer_socket
 from memsync.util.records import recordclass
+from memsync.util.threads import helper_body
 
 __all__ = ["AdvertisementTooLarge", "Limits", "NetLimitExceeded", "TooManyRefs", "Watch", "limits", "watch"]
 
@@ -191,7 +192,7 @@ class Watch:
     # -- the watcher ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="memsync-netlimits", daemon=True)
+        self._thread = threading.Thread(target=helper_body(self._run), name="memsync-netlimits", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

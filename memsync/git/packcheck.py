@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from memsync.errors import RemoteError
+from memsync.util.threads import helper_body
 
 TREE_BYTES = 32 * 1024 * 1024  # one tree of ~400,000 entries; memsync walks 1,000,000 per version in all
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024  # storage.yaml's default (core/config.py)
@@ -133,7 +134,7 @@ class _Follower:
         self.refusal: Exception | None = None  # DeltaTooLarge, or what reading raised (as the callback would)
         self._wake = threading.Event()
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="memsync-pack-check", daemon=True)
+        self._thread = threading.Thread(target=helper_body(self._run), name="memsync-pack-check", daemon=True)
         self._thread.start()
 
     def nudge(self) -> None:
@@ -337,7 +338,7 @@ class CheckBeside:
         self._thread: threading.Thread | None = None
         if envcheck.switch("MEMSYNC_PACK_CHECK_THREAD"):
             self._queue = queue.Queue(maxsize=QUEUED)
-            self._thread = threading.Thread(target=self._run, name="memsync-packcheck", daemon=True)
+            self._thread = threading.Thread(target=helper_body(self._run), name="memsync-packcheck", daemon=True)
             self._thread.start()
 
     def __enter__(self) -> CheckBeside:

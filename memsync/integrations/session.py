@@ -20,6 +20,7 @@ from memsync.integrations import private
 from memsync.integrations.options import DEFAULT_CHECKPOINT_SECONDS, DEFAULT_CHECKPOINT_WRITES
 from memsync.util.names import check_name, check_run_id, new_run_id, where_kept
 from memsync.util.records import field, recordclass
+from memsync.util.threads import helper_body
 
 
 @recordclass
@@ -119,7 +120,8 @@ class MemorySession:
                 self._unpushed_writes = 1
                 self._first_unpushed = time.monotonic()
         if not self.read_only and self.checkpoint_seconds > 0 and not self.offline:
-            self._timer = threading.Thread(target=self._tick, name=f"memsync-checkpoint-{self.name}", daemon=True)
+            self._timer = threading.Thread(target=helper_body(self._tick), name=f"memsync-checkpoint-{self.name}",
+                                           daemon=True)
             self._timer.start()
         return self._mem
 

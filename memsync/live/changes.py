@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from memsync.git.repo import IgnoreRules, tree_blob_id
+from memsync.util.threads import helper_body
 
 _SKIP_DIRS = (".git", ".vm0")
 EXPECT_FOR = 10.0  # seconds memsync's own writes (a checkout) are recognised as such
@@ -149,7 +150,7 @@ class ChangeMonitor:
                         "(on Linux, raise fs.inotify.max_user_watches to avoid this)")
             self.polling = True
             self._stamp = self._tree_stamp()
-            self._thread = threading.Thread(target=self._loop, name="memsync-changes", daemon=True)
+            self._thread = threading.Thread(target=helper_body(self._loop), name="memsync-changes", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from memsync.live.changes import ChangeMonitor
+from memsync.util.threads import helper_body
 
 TICK = 0.1
 # A file held back because it was still being written is retried once it has been quiet this
@@ -37,7 +38,7 @@ class Checkpointer:
         self._busy = threading.Lock()
         self._last = {id(m): time.monotonic() for m in monitors}
         self._retry_at: dict[int, float] = {}
-        self._thread = threading.Thread(target=self._loop, name="memsync-checkpoint", daemon=True)
+        self._thread = threading.Thread(target=helper_body(self._loop), name="memsync-checkpoint", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

@@ -24,6 +24,7 @@ from memsync.run.record import RunTrust
 from memsync.run.stopping import Signals
 from memsync.sync.exchange import converge, unpushed
 from memsync.util.names import where_kept
+from memsync.util.threads import helper_body
 
 Say = Callable[[str], None]
 
@@ -142,7 +143,7 @@ def _interruptible(work: Callable[[], None], signals: Signals | None = None, say
             failure.append(exc)
 
     announced = False
-    worker = threading.Thread(target=target, name="memsync-final-push", daemon=True)
+    worker = threading.Thread(target=helper_body(target), name="memsync-final-push", daemon=True)
     worker.start()
     tried = time.monotonic() + _PUSH_FLOOR  # a grace already spent still lets a quick push through
     while worker.is_alive():

@@ -18,6 +18,7 @@ from memsync.live.checkpoint import Checkpointer
 from memsync.run.finish import deliver, undo_read_only
 from memsync.run.outcome import Mounted
 from memsync.util import envcheck, processes
+from memsync.util.threads import helper_body
 
 if TYPE_CHECKING:  # and imported where used: a plain run has no read-only memory, --as-user or conflict
     from memsync.run import runas
@@ -81,7 +82,7 @@ class _Watching:
         self._stopped = False
         self._stopping = threading.Event()
         self._started: list[ChangeMonitor] = []
-        self._thread = threading.Thread(target=self._start_all, name="memsync-watch-start", daemon=True)
+        self._thread = threading.Thread(target=helper_body(self._start_all), name="memsync-watch-start", daemon=True)
         self._thread.start()
 
     def _start_all(self) -> None:

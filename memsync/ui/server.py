@@ -15,6 +15,7 @@ import uvicorn
 from memsync.errors import UsageError
 from memsync.ui.app import build
 from memsync.ui.hubview import HubView
+from memsync.util.threads import helper_body
 
 
 class Page:
@@ -69,7 +70,7 @@ def serve(remote: str | None, memories: list[str] | None, port: int, read_only: 
     note(f"memsync ui: {page.view.display}{' (read-only)' if read_only else ''}; Ctrl-C stops it")
     say(page.url)
     if open_browser:
-        threading.Thread(target=_open, args=(page,), daemon=True).start()
+        threading.Thread(target=helper_body(_open), args=(page,), daemon=True).start()
     with _stopped_by_signals():
         page.run()
     note("memsync ui: stopped")

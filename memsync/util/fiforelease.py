@@ -24,6 +24,8 @@ import signal
 import stat
 import threading
 
+from memsync.util.threads import helper_body
+
 __all__ = ["POLL", "drain", "released", "watch"]
 
 POLL = 0.25
@@ -51,7 +53,7 @@ def watch() -> None:
             _can_interrupt = True
     except ValueError:  # not the main thread: FIFOs still in place are released all the same
         pass
-    threading.Thread(target=_loop, name="memsync-fifo-release", daemon=True).start()
+    threading.Thread(target=helper_body(_loop), name="memsync-fifo-release", daemon=True).start()
 
 
 def _wake(signum: int, frame: object) -> None:

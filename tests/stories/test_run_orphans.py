@@ -214,6 +214,36 @@ def test_a_stop_signal_during_the_opening_pull_is_said_and_leaves_nothing(  # ty
     assert not marker.exists()
 
 
+@pytest.mark.server
+def test_a_stop_signal_a_helper_thread_would_take_stops_the_opening_pull(  # type: ignore[no-untyped-def]
+        hanging_server, tmp_path: Path) -> None:
+    """The kernel hands a signal sent to the process to any thread that does not block it, and
+    kill() with a thread's id tries that thread first. Sent to the network watch's thread while
+    the main thread waited for a silent hub, the old code acted on it only when the read timed
+    out (MEMSYNC_IO_TIMEOUT, here 30 s); the threads memsync starts now block the stop signals."""
+    import signal
+
+    env = dict(os.environ, MEMSYNC_REMOTE=hanging_server.url("hub.git", "git"), MEMSYNC_IO_TIMEOUT="30")
+
+    def as_a_sandbox_starts_it() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--memory", "research", "--", "true"],
+                            cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=as_a_sandbox_starts_it)
+    deadline = time.monotonic() + 60
+    while not (helpers := [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]):
+        assert proc.poll() is None and time.monotonic() < deadline, "no helper thread: not waiting on the hub"
+        time.sleep(0.05)
+    time.sleep(0.3)  # the main thread in its read of the silent hub
+    started = time.monotonic()
+    os.kill(helpers[0], signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "error: stopped by SIGTERM before the command started" in err
+    assert time.monotonic() - started < 10, "acted on only when the hub's read timed out"
+
+
 def test_at_a_terminal_the_command_in_its_own_group_still_reads_it(memory: Path, tmp_path: Path) -> None:
     """The command's process group is given the terminal's foreground (as a shell does), so it
     can read the terminal (a background group reading it would be stopped by SIGTTIN), and memsync
