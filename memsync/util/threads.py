@@ -6,8 +6,11 @@ watch, a checkout's writer, the pack check) was only flagged there, and a main t
 hub's silent read ran it when that read timed out (measured: a SIGTERM to the network watch's
 thread during a run's opening pull was acted on 18.7 s later, at MEMSYNC_IO_TIMEOUT=20). With the
 stop signals blocked in every thread memsync starts, the kernel gives them to the main thread,
-whose read or wait they interrupt. (`memsync serve` also wakes its loop with signal.set_wakeup_fd:
-watchdog's observer threads, which it does not start itself, can still take one.)
+whose read or wait they interrupt, and a run forwards them to its command at once (on the old
+code a SIGTERM a change tracker's thread took never reached the command). A thread started from
+one of these inherits its blocked signals: the change trackers' observers a run starts from its
+helper thread do. (`memsync serve` starts its observers from its main thread, and wakes its loop
+with signal.set_wakeup_fd instead.)
 """
 
 from __future__ import annotations

@@ -205,3 +205,41 @@ def test_docker_stop_while_the_command_runs_bounds_the_final_push(tmp_path: Path
     assert "saved-on-sigterm.md" in git("show", "--name-only", "HEAD", cwd=root)
     assert waited < 10, waited
     figures.add("signal cases handled")
+
+
+def test_a_sigterm_one_of_memsyncs_threads_takes_still_reaches_the_command(memory: Path,
+                                                                           figures: Figures) -> None:
+    """The kernel may hand the SIGTERM `docker stop` sends memsync's pid to any thread that does
+    not block it (kill() with a thread's id tries that thread first). A run with checkpoints has
+    helper threads (the change trackers' observers, the checkpoint loop): on the old code a SIGTERM
+    one of them took was never forwarded to the command, memsync's main thread waiting for the
+    command to exit (the command ran its full 60 s; docker would have killed both at 10 s, the
+    command's work unsaved). Now every thread memsync starts, and those they start, block it."""
+    figures.add("signal cases")
+    agent = ("import pathlib, signal, sys, time\n"
+             "def bye(sig, frame):\n"
+             "    pathlib.Path('saved-on-sigterm.md').write_text('saved\\n'); sys.exit(0)\n"
+             "signal.signal(signal.SIGTERM, bye)\n"
+             "pathlib.Path('agent-started').write_text('x')\n"
+             "time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--checkpoint", "5", "--",
+                             sys.executable, "-c", agent], cwd=memory, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = Stderr(proc)
+    deadline = time.monotonic() + 60
+    while not (memory / "agent-started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, stderr.text()
+        time.sleep(0.02)
+    helpers = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+    assert helpers, "a run with checkpoints has helper threads"
+    signalled = time.monotonic()
+    os.kill(helpers[-1], signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the SIGTERM never reached the command") from None
+    assert time.monotonic() - signalled < 10, stderr.text()
+    assert proc.returncode == 0, stderr.text()
+    assert "saved-on-sigterm.md" in git("show", "--name-only", "HEAD", cwd=memory)
+    figures.add("signal cases handled")
