@@ -777,6 +777,10 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
                 return
             self.wfile.write(b"0\r\n\r\n")
         finally:
+            if proc.poll() is None:  # the client went away mid-answer: the backend's group goes too
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
             for thread in side:
                 thread.join(timeout=5)
             with state.lock:
