@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from memsync.git.repo import IgnoreRules, tree_blob_id
-from memsync.util.threads import helper_body
+from memsync.util.threads import helper_body, stops_blocked
 
 _SKIP_DIRS = (".git", ".vm0")
 EXPECT_FOR = 10.0  # seconds memsync's own writes (a checkout) are recognised as such
@@ -221,15 +221,16 @@ def _observe(root: Path, on_event: Callable[[Any], None]) -> Any:
             on_event(event)
 
     quiet_watchdog()
-    observer = Observer()
-    observer.daemon = True
-    try:
-        observer.schedule(Handler(), str(root), recursive=True)
-        observer.start()
-    except BaseException:
-        with contextlib.suppress(Exception):
-            observer.stop()
-        raise
+    with stops_blocked():  # its threads never take a stop signal the main thread must (util/threads.py)
+        observer = Observer()
+        observer.daemon = True
+        try:
+            observer.schedule(Handler(), str(root), recursive=True)
+            observer.start()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                observer.stop()
+            raise
     return observer
 
 

@@ -136,18 +136,20 @@ def observe(root: str, on_event: Callable[[FileSystemEvent], None], overflowed: 
     watched (watchdog adds the watches in the caller's thread), so a change from here on is
     reported; `on_event` is called on the observer's thread, in the order the kernel queued them."""
     from memsync.live.changes import quiet_watchdog
+    from memsync.util.threads import stops_blocked
 
     quiet_watchdog()
     # watchdog re-adds the watches of a folder it already watches, with a warning that would reach
     # the server's terminal; the watch is the same either way
     warnings.filterwarnings("ignore", message="Callback with id", category=RuntimeWarning)
-    observer = TreeObserver(overflowed, unwatched)
-    try:
-        observer.schedule(_Handler(on_event), root, recursive=True, event_filter=EVENTS)
-        observer.start()
-    except BaseException:
-        stop(observer)
-        raise
+    with stops_blocked():  # the observer's threads never take the server's stop signals
+        observer = TreeObserver(overflowed, unwatched)
+        try:
+            observer.schedule(_Handler(on_event), root, recursive=True, event_filter=EVENTS)
+            observer.start()
+        except BaseException:
+            stop(observer)
+            raise
     return observer
 
 

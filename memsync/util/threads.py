@@ -9,18 +9,19 @@ stop signals blocked in every thread memsync starts, the kernel gives them to th
 whose read or wait they interrupt, and a run forwards them to its command at once (on the old
 code a SIGTERM a change tracker's thread took never reached the command). A thread started from
 one of these inherits its blocked signals: the change trackers' observers a run starts from its
-helper thread do. (`memsync serve` starts its observers from its main thread, and wakes its loop
-with signal.set_wakeup_fd instead.)
+helper thread do, and every observer is started under `stops_blocked` whichever thread starts it.
+(`memsync serve` also wakes its loop with signal.set_wakeup_fd.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
-__all__ = ["STOP_SIGNALS", "helper_body"]
+__all__ = ["STOP_SIGNALS", "helper_body", "stops_blocked"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -35,3 +36,15 @@ def helper_body(target: Callable[P, R]) -> Callable[P, R]:
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         return target(*args, **kwargs)
     return body
+
+
+@contextlib.contextmanager
+def stops_blocked() -> Iterator[None]:
+    """The stop signals blocked in this thread meanwhile, so that the threads it starts (watchdog's
+    observers and emitters, whose code memsync does not write) block them for good; a stop that
+    comes meanwhile waits, and is taken when this ends."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
