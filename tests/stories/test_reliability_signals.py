@@ -172,6 +172,25 @@ def test_sigterm_during_a_slow_final_push_lets_it_finish(tmp_path: Path, git_dae
     figures.add("signal cases handled")
 
 
+# A command that saves a file and exits 0 on SIGTERM; `agent-started` says it is waiting.
+SAVING_AGENT = ("import pathlib, signal, sys, time\n"
+                "def bye(sig, frame):\n"
+                "    pathlib.Path('saved-on-sigterm.md').write_text('saved\\n'); sys.exit(0)\n"
+                "signal.signal(signal.SIGTERM, bye)\n"
+                "pathlib.Path('agent-started').write_text('x')\n"
+                "time.sleep(120)\n")
+
+
+def _started(proc: subprocess.Popen[str], root: Path) -> Stderr:
+    """The run's stderr, read as it comes, once its SAVING_AGENT has started in `root`."""
+    stderr = Stderr(proc)
+    deadline = time.monotonic() + 60
+    while not (root / "agent-started").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, stderr.text()
+        time.sleep(0.02)
+    return stderr
+
+
 def test_docker_stop_while_the_command_runs_bounds_the_final_push(tmp_path: Path, hanging_server,  # type: ignore[no-untyped-def]
                                                                    figures: Figures) -> None:
     """`docker stop`: SIGTERM reaches the command (forwarded), which saves and exits 0; the final
@@ -179,22 +198,12 @@ def test_docker_stop_while_the_command_runs_bounds_the_final_push(tmp_path: Path
     docker's SIGKILL (10 s) would end it silently."""
     figures.add("signal cases")
     root = offline_memory(tmp_path)
-    agent = ("import pathlib, signal, sys, time\n"
-             "def bye(sig, frame):\n"
-             "    pathlib.Path('saved-on-sigterm.md').write_text('saved\\n'); sys.exit(0)\n"
-             "signal.signal(signal.SIGTERM, bye)\n"
-             "pathlib.Path('agent-started').write_text('x')\n"
-             "time.sleep(60)\n")
     env = dict(os.environ, MEMSYNC_IO_TIMEOUT="120", MEMSYNC_STOP_GRACE="3")
     proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--offline", "--remote",
                              hanging_server.url("hub.git", scheme="git"), "--checkpoint", "0", "--",
-                             sys.executable, "-c", agent], cwd=root, env=env, stdin=subprocess.DEVNULL,
+                             sys.executable, "-c", SAVING_AGENT], cwd=root, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    stderr = Stderr(proc)
-    deadline = time.monotonic() + 60
-    while not (root / "agent-started").exists():
-        assert time.monotonic() < deadline and proc.poll() is None, stderr.text()
-        time.sleep(0.02)
+    stderr = _started(proc, root)
     signalled = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=30)
@@ -216,20 +225,10 @@ def test_a_sigterm_one_of_memsyncs_threads_takes_still_reaches_the_command(memor
     command to exit (the command ran its full 60 s; docker would have killed both at 10 s, the
     command's work unsaved). Now every thread memsync starts, and those they start, block it."""
     figures.add("signal cases")
-    agent = ("import pathlib, signal, sys, time\n"
-             "def bye(sig, frame):\n"
-             "    pathlib.Path('saved-on-sigterm.md').write_text('saved\\n'); sys.exit(0)\n"
-             "signal.signal(signal.SIGTERM, bye)\n"
-             "pathlib.Path('agent-started').write_text('x')\n"
-             "time.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, "-m", "memsync", "run", "--checkpoint", "5", "--",
-                             sys.executable, "-c", agent], cwd=memory, stdin=subprocess.DEVNULL,
+                             sys.executable, "-c", SAVING_AGENT], cwd=memory, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    stderr = Stderr(proc)
-    deadline = time.monotonic() + 60
-    while not (memory / "agent-started").exists():
-        assert time.monotonic() < deadline and proc.poll() is None, stderr.text()
-        time.sleep(0.02)
+    stderr = _started(proc, memory)
     helpers = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
     assert helpers, "a run with checkpoints has helper threads"
     signalled = time.monotonic()
