@@ -15,7 +15,9 @@ observer on each memory its workers scan (tracker.py), and answers their questio
 changed on a socket pair per worker (tracklink.py), so that a scan can look at those paths only
 (git/hints.py). The observers' threads are the server's only ones, and a fork copies none of
 them: a worker lets the trackers go without touching their threads or locks and closes the
-inotify descriptors it inherited (Trackers.abandon). Only
+inotify descriptors it inherited (Trackers.abandon). They block the stop signals (started under
+util/threads.stops_blocked), so a SIGTERM sent to the server reaches the main thread's select()
+and stops it at once. Only
 the same user reaches it: the socket is mode 0600 and every peer's uid is checked
 (SO_PEERCRED). When memsync's code on disk changes (an upgrade), the server declines the request
 (the client then runs it in-process) and starts itself again with the new code.
@@ -179,8 +181,7 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
     selector = selectors.DefaultSelector()
     listener.setblocking(False)
     selector.register(listener, selectors.EVENT_READ)
-    wake = _Wake(selector)
-    workers = _Workers(listener, selector, trackers, lines, wake)
+    workers = _Workers(listener, selector, trackers, lines)
     last = time.monotonic()
     spare_due = last  # the first spare at once
     try:
@@ -198,9 +199,7 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
                 say(f"no command for {idle:g} s; stopping")
                 break
             for key, _events in ready:
-                if key.fileobj is wake.reader:
-                    wake.drain()  # a signal's byte: its handler runs (and stops the loop) as this returns
-                elif key.fileobj is listener:
+                if key.fileobj is listener:
                     last = time.monotonic()
                     spare_due = last + _SPARE_AFTER
                     if not _accept(listener, stamps, workers):
@@ -218,7 +217,6 @@ def serve(path: Path, idle: float, say: Callable[[str], None], *, track: bool = 
         say(f"stopping ({signal.Signals(stopping[-1]).name})")
     finally:
         workers.close()
-        wake.close()
         selector.close()
         lines.close_all()
         trackers.close()
@@ -259,9 +257,8 @@ class _Workers:
     forked for the client that has arrived."""
 
     def __init__(self, listener: socket.socket, selector: selectors.BaseSelector, trackers: Trackers,
-                 lines: Lines, wake: _Wake) -> None:
+                 lines: Lines) -> None:
         self.listener, self.selector, self.trackers, self.lines = listener, selector, trackers, lines
-        self.wake = wake
         self.spare: Spare | None = None
 
     def start(self, conn: socket.socket) -> None:
@@ -300,40 +297,7 @@ class _Workers:
         self.trackers.abandon()
         self.lines.close_all()
         self.listener.close()
-        self.wake.in_child()
         self.close()
-
-
-class _Wake:
-    """A stop signal wakes the loop whichever thread the kernel hands it to. The observers'
-    threads can take a SIGTERM sent to the server's pid, and there Python only flags it: the
-    main thread, asleep in select() with nothing else to wait for, ran the handler only when the
-    next client came (measured: a SIGTERM to an observer's thread left the server running).
-    signal.set_wakeup_fd writes the signal's byte to a socket the selector reads, so select()
-    returns and the main thread runs the handler at once."""
-
-    def __init__(self, selector: selectors.BaseSelector) -> None:
-        self.reader, self.writer = socket.socketpair()
-        self.reader.setblocking(False)
-        self.writer.setblocking(False)
-        selector.register(self.reader, selectors.EVENT_READ)
-        self._previous = signal.set_wakeup_fd(self.writer.fileno(), warn_on_full_buffer=False)
-
-    def drain(self) -> None:
-        with contextlib.suppress(OSError):
-            while self.reader.recv(256):
-                pass
-
-    def close(self) -> None:
-        signal.set_wakeup_fd(self._previous)
-        self.reader.close()
-        self.writer.close()
-
-    def in_child(self) -> None:
-        """A worker writes no signal of its own to the server's socket."""
-        signal.set_wakeup_fd(-1)
-        self.reader.close()
-        self.writer.close()
 
 
 def _watch(selector: selectors.BaseSelector, lines: Lines) -> None:

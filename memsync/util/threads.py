@@ -9,8 +9,8 @@ stop signals blocked in every thread memsync starts, the kernel gives them to th
 whose read or wait they interrupt, and a run forwards them to its command at once (on the old
 code a SIGTERM a change tracker's thread took never reached the command). A thread started from
 one of these inherits its blocked signals: the change trackers' observers a run starts from its
-helper thread do, and every observer is started under `stops_blocked` whichever thread starts it.
-(`memsync serve` also wakes its loop with signal.set_wakeup_fd.)
+helper thread do, and every observer is started under `stops_blocked` whichever thread starts it
+(`memsync serve`'s included: a SIGTERM one of its observers took left the server serving).
 """
 
 from __future__ import annotations
