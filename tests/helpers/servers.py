@@ -680,17 +680,17 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
         self._respond(401, headers, message)
 
     def _respond(self, status: int, headers: list[tuple[str, str]], payload: bytes) -> None:
+        self._head(status, headers, ("Content-Length", str(len(payload))))
+        self.wfile.write(payload)
+
+    def _head(self, status: int, headers: list[tuple[str, str]], framing: tuple[str, str]) -> None:
+        """The status line and the backend's headers, with this server's own framing of the body."""
         self.send_response(status)
         for name, value in headers:
-            if name.lower() not in (
-                "content-length",
-                "transfer-encoding",
-                "connection",
-            ):
+            if name.lower() not in ("content-length", "transfer-encoding", "connection"):
                 self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
+        self.send_header(*framing)
         self.end_headers()
-        self.wfile.write(payload)
 
     def _cgi_env(self, body: bytes) -> dict[str, str]:
         state = self.server.state
@@ -760,12 +760,7 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
                 return
             status, headers, rest = _split_cgi_output(bytes(head))
             record.status = status
-            self.send_response(status)
-            for name, value in headers:
-                if name.lower() not in ("content-length", "transfer-encoding", "connection"):
-                    self.send_header(name, value)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
+            self._head(status, headers, ("Transfer-Encoding", "chunked"))
             while True:
                 if rest:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(rest), rest))
