@@ -33,7 +33,7 @@ from pygit2.enums import CheckoutStrategy
 
 from memsync.git import filters, native
 from memsync.util import envcheck
-from memsync.util.threads import helper_body
+from memsync.util.threads import helper_body, join_all
 
 __all__ = ["MIN_FILES_PER_WORKER", "PART_FILES", "WORKERS", "lean_cache", "write_all"]
 
@@ -95,7 +95,7 @@ def _write_runs(repo: pygit2.Repository, tree: pygit2.Tree, runs: list[list[tupl
     for thread in threads:
         thread.start()
     write_run(0)
-    _join(threads)
+    join_all(threads)  # none left writing into a work tree the caller may remove
     index = repo.index
     for failure in failures:
         if failure is not None:
@@ -105,20 +105,6 @@ def _write_runs(repo: pygit2.Repository, tree: pygit2.Tree, runs: list[list[tupl
         _append(index, handle.index)
         handle.free()
     index.write()
-
-
-def _join(threads: list[threading.Thread]) -> None:
-    """Wait for every thread, even through Ctrl-C (raised once they are done): none is left
-    writing into a work tree the caller may be about to remove."""
-    interrupted = False
-    for thread in threads:
-        while thread.is_alive():
-            try:
-                thread.join()
-            except KeyboardInterrupt:
-                interrupted = True
-    if interrupted:
-        raise KeyboardInterrupt
 
 
 def _parts(counted: list[tuple[str, int]] | None, size: int) -> list[list[str] | None]:

@@ -321,9 +321,9 @@ class PackIndexer:
 
     It is given no progress callback: libgit2 would call it per object received and per delta
     resolved, each call taking the GIL back from the thread that checks the pack meanwhile
-    (packcheck.CheckBeside; with one, a clone's check and indexing in parallel gained half what
-    they gain without). `stats` is read after each `append`; the caller's network watch is told
-    that the process works while it commits (netlimits.Watch.working)."""
+    (fetchv2.IndexBeside runs it in a thread of its own). `stats` is read after each `append`;
+    the caller's network watch is told that the process works while it commits
+    (netlimits.Watch.working)."""
 
     def __init__(self, repo: pygit2.Repository, verify: bool = True) -> None:
         loaded = _libgit2()

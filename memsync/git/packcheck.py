@@ -17,7 +17,6 @@ is at least TREE_BYTES, room for the largest tree memsync walks.
 from __future__ import annotations
 
 import os
-import queue
 import struct
 import threading
 import zlib
@@ -311,74 +310,6 @@ class StreamCheck:
             self._tail.drop_before(self._reader.pos)
 
 
-QUEUED = 64  # pieces (of at most 64 KiB) queued for CheckBeside's thread before the caller waits
-
-
-class CheckBeside:
-    """A StreamCheck read in a thread of its own beside libgit2's indexer (git/fetchv2.py), on
-    the core a fetch otherwise leaves idle: `feed` queues each piece (waiting while QUEUED are
-    queued) and raises a refusal the thread found; `finish` waits until the thread has read
-    every piece and raises its refusal. The caller hands each piece to the indexer after `feed`
-    and commits the indexer only after `finish`, and libgit2 resolves deltas only at its commit:
-    so no delta of a refused pack is ever resolved, as with the check in the caller's thread.
-    What the indexer may have taken meanwhile is at most QUEUED + 2 pieces past the refused one,
-    hashed, never resolved, and removed with the uncommitted pack.
-
-    The indexer takes its pieces with the GIL released and, given no Python progress callback
-    (native.PackIndexer), never asks for it back; the check's thread holds it only between
-    zlib's calls. MEMSYNC_PACK_CHECK_THREAD=0 reads each piece in the caller's thread instead,
-    before the indexer takes it (docs/PERFORMANCE.md measures both)."""
-
-    def __init__(self, check: StreamCheck) -> None:
-        from memsync.util import envcheck
-
-        self._check = check
-        self._failure: BaseException | None = None
-        self._queue: queue.Queue[bytes | None] | None = None
-        self._thread: threading.Thread | None = None
-        if envcheck.switch("MEMSYNC_PACK_CHECK_THREAD"):
-            self._queue = queue.Queue(maxsize=QUEUED)
-            self._thread = threading.Thread(target=helper_body(self._run), name="memsync-packcheck", daemon=True)
-            self._thread.start()
-
-    def __enter__(self) -> CheckBeside:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop()
-
-    def feed(self, data: bytes) -> None:
-        if self._queue is None:
-            self._check.feed(data)
-            return
-        self._raise_found()
-        self._queue.put(data)
-
-    def finish(self) -> None:
-        """Every piece fed has been read, and none was refused."""
-        self._stop()
-        self._raise_found()
-
-    def _run(self) -> None:
-        assert self._queue is not None
-        while (data := self._queue.get()) is not None:
-            if self._failure is None:
-                try:
-                    self._check.feed(data)
-                except BaseException as exc:  # raised in the caller's thread (feed, finish)
-                    self._failure = exc
-
-    def _stop(self) -> None:
-        if self._thread is not None and self._queue is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
-
-    def _raise_found(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
-
 class _Tail:
     """The file-like end of a stream that _Reader reads (seek/read), from `base` on."""
 
@@ -403,4 +334,4 @@ class _Tail:
         return bytes(self.data[start:start + n])
 
 
-__all__ = ["QUEUED", "TREE_BYTES", "CheckBeside", "DeltaTooLarge", "PackWatch", "StreamCheck", "bound", "check_pack"]
+__all__ = ["TREE_BYTES", "DeltaTooLarge", "PackWatch", "StreamCheck", "bound", "check_pack"]

@@ -42,7 +42,7 @@ SWITCHES: dict[str, str] = {
     "MEMSYNC_NARROW_PUSH": "a push's negotiation with only the hub's tips the memory holds",
     "MEMSYNC_V2_LISTING": "protocol v2's prefixed ref listing on a git:// or HTTP(S) hub",
     "MEMSYNC_V2_FETCH": "protocol v2's fetch of a memory's branch on a git:// or HTTP(S) hub",
-    "MEMSYNC_PACK_CHECK_THREAD": "a fetched pack's delta check in a thread beside libgit2's indexer",
+    "MEMSYNC_PACK_INDEX_THREAD": "libgit2's indexer in a thread beside a fetched pack's reading and delta check",
 }
 
 

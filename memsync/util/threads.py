@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
-__all__ = ["STOP_SIGNALS", "helper_body", "stops_blocked"]
+__all__ = ["STOP_SIGNALS", "helper_body", "join_all", "stops_blocked"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -48,3 +49,17 @@ def stops_blocked() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def join_all(threads: list[threading.Thread]) -> None:
+    """Wait for every thread, even through Ctrl-C (raised once they are done): none is left
+    writing into what the caller may be about to remove or free."""
+    interrupted = False
+    for thread in threads:
+        while thread.is_alive():
+            try:
+                thread.join()
+            except KeyboardInterrupt:
+                interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt

@@ -38,8 +38,9 @@ def test_clone_fetch_and_list_refuse_a_delta_bomb(git_daemon: GitDaemon, tmp_pat
                                                   figures: Figures, monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: `clone` and `list` held 1,035 MB for a minute (libgit2's indexer resolving the
     delta to hash it). Now: exit 4 at once, the process under 100 MB, nothing written. The clone
-    and the pull run over protocol v2 (git/fetchv2.py, the pack read as it streams), its check
-    in a thread beside the indexer and (MEMSYNC_PACK_CHECK_THREAD=0) before it; the pull also
+    and the pull run over protocol v2 (git/fetchv2.py, the pack read as it streams), checked
+    before libgit2's indexer takes it, in a thread beside (and, MEMSYNC_PACK_INDEX_THREAD=0, in
+    the reading thread); the pull also
     through libgit2 (MEMSYNC_V2_FETCH=0, the pack read as libgit2 writes it)."""
     hub = make_bare_hub(git_daemon.base_path / "hub.git")
     url = git_daemon.url("hub.git")
@@ -55,7 +56,7 @@ def test_clone_fetch_and_list_refuse_a_delta_bomb(git_daemon: GitDaemon, tmp_pat
     for args, v2, beside in ((clone, "1", "1"), (clone, "1", "0"), (["list", "--remote", url], "1", "1"),
                              (["pull"], "1", "1"), (["pull"], "1", "0"), (["pull"], "0", "1")):
         monkeypatch.setenv("MEMSYNC_V2_FETCH", v2)
-        monkeypatch.setenv("MEMSYNC_PACK_CHECK_THREAD", beside)  # the v2 fetch's check in a thread, or not
+        monkeypatch.setenv("MEMSYNC_PACK_INDEX_THREAD", beside)  # the v2 fetch's indexer in a thread, or not
         figures.add("security attacks")
         code, peak, said = _peak(args, seed if args == ["pull"] else tmp_path)
         assert code == EXIT_REMOTE, (args, said)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from memsync.git import fetchv2
-from memsync.git.packcheck import QUEUED, CheckBeside, DeltaTooLarge, StreamCheck, bound
+from memsync.git import fetchv2, hub, native, netlimits
+from memsync.git.packcheck import DeltaTooLarge, StreamCheck, bound
+from memsync.git.pktline import Reader, pkt
 from tests.helpers.packbomb import write_bomb
 from tests.helpers.servers import make_bare_hub
 
@@ -62,29 +63,95 @@ def test_the_stream_check_refuses_a_bomb_however_it_is_cut(tmp_path: Path) -> No
         check.feed(data[at:at + 4096])
 
 
+def _pack_of(tmp_path: Path, files: int) -> tuple[bytes, str]:
+    """A pack of a version of `files` files, and the version's id."""
+    src = pygit2.init_repository(str(tmp_path / "src"))
+    tree = src.TreeBuilder()
+    for i in range(files):
+        tree.insert(f"n{i}.md", src.create_blob(f"note {i}\n".encode() * 40), pygit2.GIT_FILEMODE_BLOB)
+    stamp = pygit2.Signature("a", "a@b", 1_700_000_000, 0)
+    tip = src.create_commit("refs/heads/main", stamp, stamp, "v", tree.write(), [])
+    builder = pygit2.PackBuilder(src)
+    builder.add_recur(tip)
+    (tmp_path / "packed").mkdir()
+    builder.write(str(tmp_path / "packed"))
+    (pack,) = (tmp_path / "packed").glob("*.pack")
+    return pack.read_bytes(), str(tip)
+
+
 @pytest.mark.parametrize("beside", ["1", "0"])
-def test_the_check_beside_the_indexer_refuses_before_its_end(beside: str, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """In its thread (MEMSYNC_PACK_CHECK_THREAD=1) the refusal reaches the caller by `finish` at
-    the latest, which the caller passes before the indexer's commit; a stream that goes on long
-    after the bomb is refused by `feed` within QUEUED + 2 pieces. In the caller's thread (0): at once."""
-    monkeypatch.setenv("MEMSYNC_PACK_CHECK_THREAD", beside)
+def test_the_indexer_beside_takes_every_piece_then_commits(beside: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """In its thread (MEMSYNC_PACK_INDEX_THREAD=1) or not, the indexer has taken every piece
+    appended once `finish` returns: the pack commits whole, and its objects read."""
+    monkeypatch.setenv("MEMSYNC_PACK_INDEX_THREAD", beside)
+    data, tip = _pack_of(tmp_path, 300)
+    repo = pygit2.init_repository(str(tmp_path / "into"))
+    indexer = native.PackIndexer(repo)
+    try:
+        with fetchv2.IndexBeside(indexer) as beside_it:
+            for at in range(0, len(data), 1000):
+                beside_it.append(data[at:at + 1000])
+            beside_it.finish()
+            assert beside_it.stats.received_objects == beside_it.stats.total_objects == 302
+        indexer.commit()
+    finally:
+        indexer.close()
+    assert len(repo[tip].peel(pygit2.Commit).tree) == 300
+
+
+@pytest.mark.parametrize("beside", ["1", "0"])
+def test_the_indexers_failure_reaches_the_reading_thread(beside: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream libgit2 refuses (not a pack) is raised in the caller's thread by `append` or by
+    `finish`, never lost in the indexer's; what it wrote goes with the indexer."""
+    monkeypatch.setenv("MEMSYNC_PACK_INDEX_THREAD", beside)
+    repo = pygit2.init_repository(str(tmp_path / "into"))
+    indexer = native.PackIndexer(repo)
+    try:
+        with pytest.raises(native.IndexerError), fetchv2.IndexBeside(indexer) as beside_it:
+            for _ in range(5 * fetchv2.QUEUED):
+                beside_it.append(b"NOT A PACK, " * 100)
+            beside_it.finish()
+    finally:
+        indexer.close()
+    assert list((Path(repo.path) / "objects" / "pack").iterdir()) == []
+
+
+class _Recording(native.PackIndexer):
+    """libgit2's indexer, noting the bytes it is handed."""
+
+    handed = 0
+
+    def append(self, data: bytes) -> None:
+        self.handed += len(data)
+        super().append(data)
+
+
+@pytest.mark.parametrize("beside", ["1", "0"])
+def test_a_refused_piece_never_reaches_the_indexer(beside: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """_stream checks each piece of side-band 1 before the indexer is handed it: with a bomb cut
+    in pieces, the indexer has taken exactly the pieces before the one refused, in its thread
+    or not, and a stream that goes on after the bomb is not read further."""
+    monkeypatch.setenv("MEMSYNC_PACK_INDEX_THREAD", beside)
     bare = make_bare_hub(tmp_path / "bomb.git")
     write_bomb(bare, "refs/heads/memory/bomb", copies=600)
     (pack,) = (bare / "objects" / "pack").glob("*.pack")
-    data = pack.read_bytes()
-    with CheckBeside(StreamCheck(bound(), "the hub")) as check, pytest.raises(DeltaTooLarge, match="39,321,600"):
-        for at in range(0, len(data), 4096):
-            check.feed(data[at:at + 4096])
-        check.finish()
-    fed = 0
-    with CheckBeside(StreamCheck(bound(), "the hub")) as check, pytest.raises(DeltaTooLarge):
-        check.feed(data)
-        while fed < 10 * QUEUED:  # bytes after the pack's end: never read once it was refused
-            fed += 1
-            check.feed(b"\0" * 4096)
-    assert (fed <= QUEUED + 2) if beside == "1" else (fed == 0), fed
-    with CheckBeside(StreamCheck(bound(64 * 1024 * 1024), "the hub")) as check:  # allowed: no refusal
-        for at in range(0, len(data), 4096):
-            check.feed(data[at:at + 4096])
-        check.finish()
+    data = pack.read_bytes() + b"\0" * 40_000  # and more after it
+    pieces = [data[at:at + 4096] for at in range(0, len(data), 4096)]
+    stream = [pkt(b"\x01" + piece) for piece in pieces] + [b"0000"]
+    sent = iter(stream)
+    reader = Reader(lambda: next(sent, b""), netlimits.limits(), "the hub")
+    watch = netlimits.Watch(None, netlimits.limits(), "the hub", "fetch")
+    repo = pygit2.init_repository(str(tmp_path / "into"))
+    indexer = _Recording(repo)
+    try:
+        with pytest.raises(DeltaTooLarge), fetchv2.IndexBeside(indexer) as beside_it:
+            fetchv2._stream(reader, hub.parse("git://127.0.0.1/bomb.git"), watch, 0,
+                            StreamCheck(bound(), "the hub"), beside_it, None)
+    finally:
+        indexer.close()
+    refused = next(n for n in range(len(pieces)) if sum(map(len, pieces[:n + 1])) > 65536)
+    assert indexer.handed == sum(map(len, pieces[:refused])) < len(pack.read_bytes())
+    assert next(sent, None) is not None  # the rest of the stream was never read
