@@ -1,5 +1,6 @@
-"""A push's or a status's walk of the work tree, begun under the memory's lock while the command
-still imports its modules.
+"""A scan's walk of the work tree begun early, in a thread, under the memory's lock: a push's or a
+status's while the command still imports its modules, a run's snapshot before it starts while
+the run asks the hub for its version.
 
 git orders `status` as lock, refresh, write once; memsync does the same with the lock taken first,
 at the top of the command line (core/lockfirst.py): with the memory's lock held, `start` runs the
@@ -7,12 +8,14 @@ scan's index-to-work-tree diff (git/workdiff.py), index refresh included (libgit
 itself when it refreshed an entry), in a thread, on its own handle of the repository (libgit2
 objects are used by one thread at a time), so the lstat() of every file overlaps the imports on a
 machine with a second core (docs/PERFORMANCE.md). The command's first scan (GitRepo.scan) takes the
-walk's deltas instead of walking again.
+walk's deltas instead of walking again. A run's pull (run/mounts.py) starts one under the lock it
+takes to save local changes before merging the hub's: the walk overlaps the fetch's round trips.
 
 The invariant, in one place:
-- the walk runs only while this process holds the memory's lock, handed from the command line to
-  the command (core/locking.py), and only when the command will not write the index or the work
-  tree before its first scan (no crash to recover from: lockfirst.py);
+- the walk runs only while this process holds the memory's lock (handed from the command line to
+  the command, core/locking.py, or taken by the run's pull itself), and only when nothing writes
+  the index or the work tree before the scan that takes it (no crash to recover from:
+  lockfirst.py; a fetch writes neither);
 - nothing in the process uses a repository's index before the walk has finished (`wait`, called
   by GitRepo.index), and the lock is not let go before it has (`forget`, which also drops a walk
   no scan took), so the walk is the index's only writer and is never used under another lock;
@@ -20,7 +23,7 @@ The invariant, in one place:
   (git/hints.py), and an index that scan's repository has not touched yet; anything else walks
   again. What an agent or a plain `git` writes meanwhile is like a write just after a scan: the
   next scan sees it.
-core/lockfirst.py starts it (`MEMSYNC_NO_EARLY_WALK=1` turns it off).
+core/lockfirst.py and run/mounts.py start it (`MEMSYNC_NO_EARLY_WALK=1` turns both off).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import pygit2
 
 from memsync.git import engine, hints
 from memsync.git.workdiff import Walked, diff_to_workdir
-from memsync.util.threads import helper_body
+from memsync.util.threads import helper_body, join_all
 
 __all__ = ["forget", "start", "take", "wait"]
 
@@ -81,7 +84,7 @@ def wait() -> None:
     """Let a walk still running finish (it may be writing the index), keeping its result."""
     walk = _walk
     if walk is not None and walk.thread.is_alive():
-        walk.thread.join()
+        join_all([walk.thread])  # through Ctrl-C: the lock is let go only after it
 
 
 def forget() -> None:

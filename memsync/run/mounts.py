@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from memsync.core import config as cfgmod
 from memsync.core import memory
-from memsync.core.attribution import acting, operator
+from memsync.core.attribution import Attribution, acting, operator
 from memsync.core.memory import Memory, open_memory
 from memsync.core.snapshot import take
 from memsync.errors import (
@@ -183,9 +183,40 @@ def _pull(mem: Memory, read_only: bool, joined_run: str | None = None, fresh: bo
         ensure_hub(mem.hub, mem)
         if fresh:
             return []
-        if not read_only:
-            take(mem, who)  # prepare() has vetted what a dead run or the agent left
-        return converge(mem, operator("Merge the remote memory before the run"), resnap, push=False).held_back
+        fetched = None
+        if not read_only:  # prepare() has vetted what a dead run or the agent left
+            fetched = _snapshot_beside_fetch(mem, who)
+        return converge(mem, operator("Merge the remote memory before the run"), resnap, push=False,
+                        fetched=fetched).held_back
+
+
+def _snapshot_beside_fetch(mem: Memory, who: Attribution) -> tuple[str | None] | None:
+    """The local changes saved before the run, the work tree's walk for it begun first and run
+    in a thread while the hub is asked for its version (git/earlyscan.py: under the memory's
+    lock, which the caller holds, and never used after it): the fetch's round trips and the
+    walk's lstat() of every file overlap. (the hub's tip,) as fetched, for converge to merge;
+    None when converge is left to fetch: the hub unreachable (converge retries), a joined run's
+    snapshot (a run's own scan reads the index before it walks: it would set the walk aside), or
+    MEMSYNC_NO_EARLY_WALK=1 (the walk and the fetch one after the other, as before)."""
+    from memsync.core.lockfirst import enabled
+    from memsync.errors import RemoteUnreachable
+    from memsync.git import earlyscan
+    from memsync.git.workdiff import scan_flags
+    from memsync.sync.exchange import fetch
+
+    if not enabled() or who.actor == "run":
+        take(mem, who)
+        return None
+    earlyscan.start(mem.root, int(scan_flags()))
+    try:
+        try:
+            fetched: tuple[str | None] | None = (fetch(mem),)
+        except RemoteUnreachable:
+            fetched = None
+        take(mem, who)
+    finally:
+        earlyscan.forget()  # taken by the snapshot's scan, or dropped: never used past this lock
+    return fetched
 
 
 def _set_writable(mem: Memory, writable: bool) -> None:

@@ -189,7 +189,7 @@ def _fold(mem: Memory, merged: Integration, earlier: list[Integration]) -> Integ
 def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, push: bool = True,
          progress: ProgressFn | None = None, accept: Callable[[str], None] | None = None,
          vetted: Callable[[], list[str]] | None = None, depth: int = 0,
-         follow: Decide | None = None, live: bool = False) -> Exchange:
+         follow: Decide | None = None, live: bool = False, fetched: tuple[str | None] | None = None) -> Exchange:
     """Fetch + merge (+ push) until the hub holds our work; caller holds the memory's lock.
 
     `accept` may refuse (raise) a fetched version before anything of it reaches the work tree.
@@ -205,12 +205,14 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
     when that cannot be, the exchange goes on as above at once. `depth`: of the fetches (a
     clone's: see shallow.py). `follow`: the operator's word on a hub's redaction that is not
     secrets only (redaction.py). `live`: an agent may be writing in the work tree: merge aside
-    (see the module's docstring) and leave work tree, index and branch as they are."""
+    (see the module's docstring) and leave work tree, index and branch as they are. `fetched`:
+    (the hub's tip,) as the caller fetched it under the same lock (`fetch`), merged by the first
+    round instead of fetching again."""
     deadline = time.monotonic() + push_patience()
     places: list[Turn] = []  # the ticket a lost race took in a network hub's queue
     try:
         return _converge(mem, who, resnapshot, deadline, places, push=push, progress=progress, accept=accept,
-                         vetted=vetted, depth=depth, follow=follow, live=live)
+                         vetted=vetted, depth=depth, follow=follow, live=live, fetched=fetched)
     finally:
         for turn in places:
             turn.release()
@@ -219,7 +221,7 @@ def converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], *, p
 def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], deadline: float, places: list[Turn], *,
               push: bool, progress: ProgressFn | None, accept: Callable[[str], None] | None,
               vetted: Callable[[], list[str]] | None, depth: int, follow: Decide | None,
-              live: bool = False) -> Exchange:
+              live: bool = False, fetched: tuple[str | None] | None = None) -> Exchange:
     result = Exchange()
     network_failures = 0
     lost = 0
@@ -233,7 +235,8 @@ def _converge(mem: Memory, who: Attribution, resnapshot: Callable[[], None], dea
                 if head is not None:
                     break
             with mem.hub.lock(push_patience()) if serial else contextlib.nullcontext():
-                remote = fetch(mem, progress, depth)
+                remote = fetch(mem, progress, depth) if fetched is None else fetched[0]
+                fetched = None
                 if live:
                     head = _merge_aside(mem, remote, who, result)
                 elif remote is not None:

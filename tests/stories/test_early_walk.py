@@ -27,6 +27,7 @@ from memsync.git import scan as scanmod
 from memsync.git.repo import GitRepo
 from memsync.git.scan import scan
 from tests.conftest import Cli, fresh_for_a_minute, git, hub_tree, write
+from tests.helpers.servers import GitDaemon
 
 Taken = Callable[[], dict[str, int]]
 
@@ -231,3 +232,56 @@ def test_concurrent_pushes_in_one_memory_lose_nothing(memory: Path) -> None:
     assert {f"writers/{r}-{i}.md" for r in range(3) for i in range(8)} <= set(tree)
     assert tree["shared.md"] == b"round 2, writer 7\n"
     assert git("status", "--porcelain", cwd=memory) == ""
+
+
+def _added_by(root: Path, rel: str) -> str:
+    """The message of the commit that added `rel`."""
+    return git("log", "--diff-filter=A", "--format=%B", "--", rel, cwd=root)
+
+
+@pytest.mark.parametrize("early", ["on", "off"])
+def test_a_runs_pull_walks_beside_its_fetch(memory: Path, tmp_path: Path, cli: Cli, taken: Taken, early: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run in a memory with a local change while the hub has a newer version: the walk for the
+    snapshot before the run is begun under the pull's lock and runs beside the fetch (off:
+    MEMSYNC_NO_EARLY_WALK=1, one after the other). Either way the local change is saved as the
+    operator's before the hub's version is merged, and the agent's change is the run's own."""
+    if early == "off":
+        monkeypatch.setenv("MEMSYNC_NO_EARLY_WALK", "1")
+    other = tmp_path / "other"
+    assert cli("clone", "research", str(other)).code == 0
+    write(other, "theirs.md", "from another sandbox\n")
+    assert cli("push", cwd=other).code == 0
+    write(memory, "local.md", "written before the run\n")
+    r = cli("run", "--", "sh", "-c", "echo agent > agent.md", cwd=memory)
+    assert r.code == 0, r.err
+    assert taken() == ({"used": 1} if early == "on" else {})
+    assert earlyscan._walk is None and not _busy(memory / ".git" / "memsync.lock")
+    tree = hub_tree()
+    assert (tree["local.md"], tree["theirs.md"], tree["agent.md"]) == (
+        b"written before the run\n", b"from another sandbox\n", b"agent\n")
+    assert "Memsync-Run-Id" not in _added_by(memory, "local.md")  # the operator's, saved first
+    assert "Memsync-Run-Id" in _added_by(memory, "agent.md")
+    assert git("status", "--porcelain", cwd=memory) == ""
+
+
+@pytest.mark.parametrize("early", ["on", "off"])
+def test_a_runs_pull_that_cannot_reach_the_hub_drops_its_walk(daemon_memory: Path, git_daemon: GitDaemon, cli: Cli,
+                                                              taken: Taken, early: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub down when the run's pull asks it (`git daemon` stopped): the fetch beside the walk
+    leaves the hub to converge's retries, which give up as they did with the walk off (exit 4,
+    nothing run); the snapshot before them took the walk, the local change is saved, and
+    nothing is left under the lock."""
+    if early == "off":
+        monkeypatch.setenv("MEMSYNC_NO_EARLY_WALK", "1")
+    monkeypatch.setenv("MEMSYNC_NETWORK_TRIES", "1")
+    write(daemon_memory, "local.md", "written before the run\n")
+    git_daemon.stop()
+    r = cli("run", "--", "sh", "-c", "echo agent > agent.md", cwd=daemon_memory)
+    assert r.code == 4 and "nothing is listening there" in r.err, r.err
+    assert not (daemon_memory / "agent.md").exists()
+    assert taken() == ({"used": 1} if early == "on" else {})
+    assert earlyscan._walk is None and not _busy(daemon_memory / ".git" / "memsync.lock")
+    assert git("status", "--porcelain", cwd=daemon_memory) == ""
+    assert "Memsync-Run-Id" not in _added_by(daemon_memory, "local.md")
