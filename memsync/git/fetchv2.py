@@ -220,6 +220,7 @@ class IndexBeside:
     def __init__(self, indexer: native.PackIndexer) -> None:
         self.indexer = indexer
         self._failure: BaseException | None = None
+        self._abandoned = False  # the caller stopped: what is still queued is dropped, not indexed
         self._queue: queue.Queue[bytes | None] | None = None
         self._thread: threading.Thread | None = None
         if envcheck.switch("MEMSYNC_PACK_INDEX_THREAD"):
@@ -230,8 +231,8 @@ class IndexBeside:
     def __enter__(self) -> IndexBeside:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._stop()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self._stop(abandon=kind is not None)
 
     @property
     def stats(self) -> Any:
@@ -247,23 +248,42 @@ class IndexBeside:
 
     def finish(self) -> None:
         """Every piece appended has been taken by the indexer, and none failed."""
-        self._stop()
+        self._stop(abandon=False)
         self._raise_found()
 
     def _run(self) -> None:
         assert self._queue is not None
-        while (data := self._queue.get()) is not None:
-            if self._failure is None:
+        while True:
+            try:
+                data = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                if self._abandoned:
+                    return
+                continue
+            if data is None:
+                return
+            if self._failure is None and not self._abandoned:
                 try:
                     self.indexer.append(data)
                 except BaseException as exc:  # raised in the reading thread (append, finish)
                     self._failure = exc
 
-    def _stop(self) -> None:
-        if self._thread is not None and self._queue is not None:
-            self._queue.put(None)
-            join_all([self._thread])  # the indexer is freed after this: never while it appends
-            self._thread = None
+    def _stop(self, abandon: bool) -> None:
+        """The thread ended (the indexer is freed after this: never while it appends), even
+        through Ctrl-C: `abandon`, or a stop interrupted, drops what is queued."""
+        thread, self._thread = self._thread, None
+        if thread is None or self._queue is None:
+            return
+        try:
+            if abandon:
+                self._abandoned = True
+            else:
+                self._queue.put(None)
+        except BaseException:
+            self._abandoned = True
+            raise
+        finally:
+            join_all([thread])
 
     def _raise_found(self) -> None:
         if self._failure is not None:

@@ -3,6 +3,7 @@ the pack check it streams through (packcheck.StreamCheck)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pygit2
@@ -132,8 +133,8 @@ class _Recording(native.PackIndexer):
 def test_a_refused_piece_never_reaches_the_indexer(beside: str, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """_stream checks each piece of side-band 1 before the indexer is handed it: with a bomb cut
-    in pieces, the indexer has taken exactly the pieces before the one refused, in its thread
-    or not, and a stream that goes on after the bomb is not read further."""
+    in pieces, the indexer is never handed the refused piece or one after it, in its thread or
+    not, and a stream that goes on after the bomb is not read further."""
     monkeypatch.setenv("MEMSYNC_PACK_INDEX_THREAD", beside)
     bare = make_bare_hub(tmp_path / "bomb.git")
     write_bomb(bare, "refs/heads/memory/bomb", copies=600)
@@ -153,5 +154,28 @@ def test_a_refused_piece_never_reaches_the_indexer(beside: str, tmp_path: Path,
     finally:
         indexer.close()
     refused = next(n for n in range(len(pieces)) if sum(map(len, pieces[:n + 1])) > 65536)
-    assert indexer.handed == sum(map(len, pieces[:refused])) < len(pack.read_bytes())
+    before = sum(map(len, pieces[:refused]))
+    # in the reading thread: every piece before the refused one; in its own: those it had taken
+    # when the refusal came (what was still queued is dropped); never one after
+    assert indexer.handed == before if beside == "0" else indexer.handed <= before
     assert next(sent, None) is not None  # the rest of the stream was never read
+
+
+def test_a_reader_that_stops_ends_the_indexers_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure in the reading thread (a refusal, Ctrl-C) with pieces still queued: the
+    indexer's thread drops them and ends before the block is left, so the caller frees an
+    indexer no thread is using."""
+    monkeypatch.setenv("MEMSYNC_PACK_INDEX_THREAD", "1")
+    data, _tip = _pack_of(tmp_path, 1500)
+    repo = pygit2.init_repository(str(tmp_path / "into"))
+    indexer = native.PackIndexer(repo)
+    try:
+        with pytest.raises(KeyboardInterrupt), fetchv2.IndexBeside(indexer) as beside_it:
+            for at in range(0, len(data), 512):
+                beside_it.append(data[at:at + 512])
+            raise KeyboardInterrupt
+        assert beside_it._thread is None
+        assert not any(t.name == "memsync-indexer" for t in threading.enumerate())
+    finally:
+        indexer.close()
+    assert list((Path(repo.path) / "objects" / "pack").iterdir()) == []
