@@ -8,6 +8,8 @@ name (checks/pathnames.py); this finds them so the commit that leaves them out n
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 _LIMIT = 100  # named folders; past that, the first ones are enough to say so
@@ -44,4 +46,34 @@ def unseen_git_folders(root: Path) -> list[str]:
     return sorted(found)
 
 
-__all__ = ["unseen_git_folders"]
+def beside(root: Path) -> Callable[[], list[str]]:
+    """unseen_git_folders(root) in a thread of its own, begun now: the returned call waits for
+    it. A run's closing snapshot begins it before its scan, whose diff runs in libgit2 with the
+    GIL released: the two walks overlap on a second core (~10 ms at 10,000 files, ~65 ms at
+    100,000). It only reads. MEMSYNC_NO_EARLY_WALK=1: walked when the result is asked for."""
+    from memsync.core.lockfirst import enabled
+    from memsync.util.threads import helper_body, join_all
+
+    if not enabled():
+        return lambda: unseen_git_folders(root)
+    found: list[list[str]] = []
+    failed: list[BaseException] = []
+
+    def walk() -> None:
+        try:
+            found.append(unseen_git_folders(root))
+        except BaseException as exc:  # raised by the caller's wait
+            failed.append(exc)
+
+    thread = threading.Thread(target=helper_body(walk), name="memsync-lookalikes", daemon=True)
+    thread.start()
+
+    def result() -> list[str]:
+        join_all([thread])
+        if failed:
+            raise failed[0]
+        return found[0]
+    return result
+
+
+__all__ = ["beside", "unseen_git_folders"]

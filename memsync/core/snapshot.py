@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 from memsync.checks import guard, protect
 from memsync.checks.merge_policy import is_rule_file
 from memsync.checks.pathnames import refused_path
+from memsync.core import gitlookalikes
 from memsync.core.attribution import Attribution, change_trailers
-from memsync.core.gitlookalikes import unseen_git_folders
 from memsync.core.memory import Memory
 from memsync.git import engine, ownership
 from memsync.git.native import release_free_heap
@@ -151,6 +151,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
     # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
+    # an agent's `.GIT/` is invisible to libgit2's walk: looked for beside it, named below
+    lookalikes = gitlookalikes.beside(mem.root) if who.actor == "run" and only is None else None
     scanned = scan(mem.git, write_index=False, full=who.actor == "run" or full_scan, tree_ignores=who.actor != "run",
                    meanwhile=None if mem.config.secrets == "off" else _load_scanner)
     found = scanned.changes
@@ -185,9 +187,8 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
         snap.skipped += [Skipped(f"{d}/", "it holds its own .git (a nested repository); its files are "
                                  "not committed") for d in scanned.nested]
         snap.ignored = list(scanned.ignored)
-        if who.actor == "run":  # an agent's `.GIT/` is invisible to libgit2's walk: named here
-            for folder in unseen_git_folders(mem.root):
-                _refused(folder + "/", snap)
+        for folder in lookalikes() if lookalikes is not None else []:
+            _refused(folder + "/", snap)
     with Tree(mem.root) as tree:
         staged = _apply_policies(mem, tree, who, staged, snap, rules)
     changes = [guard.FileChange(s.change.path, s.old, s.data,

@@ -74,9 +74,14 @@ def test_push_keeps_every_lookalike_out_names_it_and_commits_the_rest(memory: Pa
     figures.add("security attacks refused")
 
 
-def test_a_run_that_writes_lookalikes_is_saved_and_says_so(memory: Path, cli: Cli, figures: Figures) -> None:
+@pytest.mark.parametrize("beside", ["on", "off"])
+def test_a_run_that_writes_lookalikes_is_saved_and_says_so(memory: Path, cli: Cli, figures: Figures, beside: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: `notes/.vm0/x` went out with exit 0 (every later clone exited 7), `.git./x` lost the
-    run ("NOT SAVED", exit 7) and `.GIT/x` vanished without a word."""
+    run ("NOT SAVED", exit 7) and `.GIT/x` vanished without a word. The `.GIT/` look is walked
+    beside the scan's diff (core/gitlookalikes.beside), or after it (MEMSYNC_NO_EARLY_WALK=1)."""
+    if beside == "off":
+        monkeypatch.setenv("MEMSYNC_NO_EARLY_WALK", "1")
     figures.add("security attacks")
     script = ("import os\n"
               "for p in ['notes/.vm0/x', '.git./x', '.GIT/x', 'sub/.Git/y']:\n"

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memsync.core.gitlookalikes import unseen_git_folders
+import pytest
+
+from memsync.core.gitlookalikes import beside, unseen_git_folders
 from tests.conftest import write
 
 
@@ -22,3 +24,14 @@ def test_lookalikes_are_named_and_real_repositories_are_not_entered(tmp_path: Pa
 def test_a_plain_tree_has_none(tmp_path: Path) -> None:
     write(tmp_path, "a/b/c.md", "x\n")
     assert unseen_git_folders(tmp_path) == []
+
+
+def test_the_walk_beside_finds_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walked in a thread begun before (a run's scan meanwhile), or when asked (switched off)."""
+    write(tmp_path, ".git/HEAD", "ref: refs/heads/main\n")
+    write(tmp_path, "deep/er/.gIT/x.md", "x\n")
+    for switched_off in ("0", "1"):
+        monkeypatch.setenv("MEMSYNC_NO_EARLY_WALK", switched_off)
+        assert beside(tmp_path)() == ["deep/er/.gIT"]
+    (tmp_path / "gone").mkdir()
+    assert beside(tmp_path / "gone")() == []
