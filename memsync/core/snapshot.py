@@ -148,11 +148,11 @@ def take(mem: Memory, who: Attribution, *, settle: float = 0.0, allow_empty: boo
     staged: list[_Staged] = []
     at_once: list[WorkChange] = []  # stored and staged already (stage_at_once)
     now = time.time()
+    # An agent's `.GIT/` is invisible to libgit2's walk: looked for beside it, named below.
+    lookalikes = gitlookalikes.beside(mem.root) if who.actor == "run" and only is None else None
     # commit_index writes the index once. An agent's record (a run's checkpoints and closing
     # version) sees every change however it was written: never a tracker-narrowed scan.
     # Nor can a .gitignore in the tree hide an agent's files (git/localignores.py).
-    # an agent's `.GIT/` is invisible to libgit2's walk: looked for beside it, named below
-    lookalikes = gitlookalikes.beside(mem.root) if who.actor == "run" and only is None else None
     scanned = scan(mem.git, write_index=False, full=who.actor == "run" or full_scan, tree_ignores=who.actor != "run",
                    meanwhile=None if mem.config.secrets == "off" else _load_scanner)
     found = scanned.changes

@@ -13,8 +13,8 @@ side-band 1 (progress in 2, an error in 3); each piece is read by packcheck's St
 handed to libgit2's indexer (native.PackIndexer, in a thread of its own: IndexBeside), which
 resolves no delta before its commit, after the check has read the whole pack; it hashes every
 object, checks that every object a commit, tree or tag of the pack names is in the pack or the
-repository, and writes the pack and its index. The tracking ref moves only once the wanted commit is there;
-a refused pack leaves nothing behind (its temporary file is removed; a pack written whose
+repository, and writes the pack and its index. The tracking ref moves only once the wanted
+commit is there; a refused pack leaves nothing behind (its temporary file is removed; a pack written whose
 wanted commit is missing is deleted). Everything the server sends is untrusted and bounded as
 libgit2's fetch is: netlimits' deadline and minimum rate, MEMSYNC_MAX_ADVERTISEMENT for what is
 not the pack, git's largest pkt-line (docs/SECURITY.md, "The v2 ref listing ...": the v2 fetch).

@@ -320,10 +320,10 @@ class PackIndexer:
     libgit2 is one memsync can drive so.
 
     It is given no progress callback: libgit2 would call it per object received and per delta
-    resolved, each call taking the GIL back from the thread that checks the pack meanwhile
-    (fetchv2.IndexBeside runs it in a thread of its own). `stats` is read after each `append`;
-    the caller's network watch is told that the process works while it commits
-    (netlimits.Watch.working)."""
+    resolved, each call taking the GIL back from the thread that reads and checks the pack
+    meanwhile (fetchv2.IndexBeside, which runs the indexer in a thread of its own). `stats` is
+    read as the pieces go in; the caller's network watch is told that the process works while it
+    commits (netlimits.Watch.working)."""
 
     def __init__(self, repo: pygit2.Repository, verify: bool = True) -> None:
         loaded = _libgit2()
