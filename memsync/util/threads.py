@@ -53,13 +53,10 @@ def stops_blocked() -> Iterator[None]:
 
 def join_all(threads: list[threading.Thread]) -> None:
     """Wait for every thread, even through Ctrl-C (raised once they are done): none is left
-    writing into what the caller may be about to remove or free."""
-    interrupted = False
-    for thread in threads:
-        while thread.is_alive():
-            try:
-                thread.join()
-            except KeyboardInterrupt:
-                interrupted = True
-    if interrupted:
-        raise KeyboardInterrupt
+    writing into what the caller may be about to remove or free. The stop signals are held
+    pending while it waits, not caught around the join: Python 3.11's Thread.join, interrupted
+    by a signal, marks a thread that still runs as stopped (is_alive() then says False), so a
+    loop that joined again until is_alive() turned False stopped waiting at the first Ctrl-C."""
+    with stops_blocked():
+        for thread in threads:
+            thread.join()
